@@ -1,0 +1,138 @@
+"""The ``planner`` command line (click).  Exit codes (SPEC 9): 0 success,
+2 malformed or inconsistent input, 3 no feasible plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from functools import wraps
+
+import click
+from rich.console import Console
+
+from . import io as pio
+from .bounds import lower_bound
+from .errors import EXIT_INFEASIBLE, PlannerError
+from .evaluator import Evaluator
+from .report import plan_summary
+from .solvers import DEFAULT_SOLVER, SOLVERS, plan as run_plan
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _guard(fn):
+    """One line and the SPEC exit code for every planner error, no traceback."""
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PlannerError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a bug: say so in one line unless debugging
+            if os.environ.get("PLANNER_DEBUG"):
+                raise
+            click.echo(f"internal error: {type(e).__name__}: {e} (set PLANNER_DEBUG=1 for the traceback)",
+                       err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="planner")
+def main():
+    """Plan LLM training across datacenters joined by a WAN."""
+
+
+@main.command("plan")
+@click.argument("instance", required=False)
+@click.option("--solver", default=DEFAULT_SOLVER, show_default=True,
+              help=f"one of: {', '.join(sorted(SOLVERS))}")
+@click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write the plan JSON here")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
+@_guard
+def plan_cmd(instance, solver, time_limit, seed, out_path, as_json):
+    """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
+    inst = pio.load_instance(instance)
+    if solver not in SOLVERS:
+        raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
+                                 param_hint="--solver")
+    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed)
+    if out_path:
+        pio.save_plan(p, out_path)
+    ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    if as_json:
+        click.echo(json.dumps({**p.to_dict(), "evaluation": ev.to_dict()}, indent=2))
+    else:
+        out.print(plan_summary(inst, p, ev))
+        if out_path:
+            out.print(f"plan written to {out_path}")
+
+
+@main.command("evaluate")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
+@_guard
+def evaluate_cmd(instance, plan_file, as_json):
+    """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
+    inst = pio.load_instance(instance)
+    p = pio.load_plan(plan_file, inst)
+    ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    if as_json:
+        click.echo(json.dumps(ev.to_dict(), indent=2))
+    else:
+        out.print(plan_summary(inst, p, ev))
+    if not ev.feasible:
+        sys.exit(EXIT_INFEASIBLE)
+
+
+@main.command("validate")
+@click.argument("instance")
+@_guard
+def validate_cmd(instance):
+    """Check INSTANCE; print a one-line description or the first problem (exit 2)."""
+    inst = pio.load_instance(instance)
+    wl = inst.workload
+    click.echo(f"ok: {inst.name}: {len(inst.domains)} domains, {len(inst.links)} links, "
+               f"{inst.total_gpus} GPUs, model {wl.model.name} ({wl.model.total_params() / 1e9:.2f}B "
+               f"parameters, {inst.num_units} units), global batch {wl.global_batch_size} x {wl.seq_len} tokens")
+
+
+@main.command("list")
+@_guard
+def list_cmd():
+    """List the packaged instances and models."""
+    from rich.table import Table
+
+    t = Table(title=f"instances ({pio.instances_dir()})", title_justify="left")
+    for col in ("name", "domains", "GPUs", "model", "objective"):
+        t.add_column(col)
+    for name in pio.available("instances"):
+        try:
+            inst = pio.load_instance(name)
+            t.add_row(name + (" (default)" if name == pio.DEFAULT_INSTANCE else ""), str(len(inst.domains)),
+                      str(inst.total_gpus), inst.workload.model.name, inst.options.objective)
+        except PlannerError as e:
+            t.add_row(name, "-", "-", f"[red]invalid: {e}[/red]", "-")
+    out.print(t)
+    m = Table(title=f"models ({pio.models_dir()})", title_justify="left")
+    for col in ("name", "parameters", "layers", "hidden", "description"):
+        m.add_column(col)
+    for name in pio.available("models"):
+        spec = pio.load_model(pio.models_dir() / f"{name}.toml")
+        m.add_row(name, f"{spec.total_params() / 1e9:.2f}B", str(spec.num_layers or "-"),
+                  str(spec.hidden_size or "-"), spec.description)
+    out.print(m)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Errors a user can act on, with the exit codes of SPEC section 9.
+
+``InputError`` (exit 2): a file is malformed or inconsistent; it names the
+file and the field.  ``InfeasibleError`` (exit 3): the instance is valid but
+no plan satisfies the feasibility rules; it carries the reason.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INPUT = 2
+EXIT_INFEASIBLE = 3
+
+
+class PlannerError(Exception):
+    """Base class of the errors the command line turns into one line."""
+
+    exit_code = 1
+
+
+class InputError(PlannerError, ValueError):
+    """Malformed or inconsistent input.
+
+    Parameters
+    ----------
+    message : what is wrong, in words.
+    field : dotted path of the offending field (``links[2].a``), if known.
+    file : the file it came from, filled in by the loader at the I/O edge.
+    """
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, message: str, field: str | None = None, file: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.file = file
+
+    def with_file(self, file) -> "InputError":
+        self.file = str(file)
+        return self
+
+    def __str__(self) -> str:
+        where = ": ".join(p for p in (self.file, self.field) if p)
+        return f"{where}: {self.message}" if where else self.message
+
+
+class InfeasibleError(PlannerError):
+    """The instance admits no feasible plan; ``reasons`` says why."""
+
+    exit_code = EXIT_INFEASIBLE
+
+    def __init__(self, message: str, reasons: list[str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.reasons = list(reasons or [])
+
+    def __str__(self) -> str:
+        if not self.reasons:
+            return self.message
+        return self.message + "\n" + "\n".join(f"  - {r}" for r in self.reasons)

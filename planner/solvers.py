@@ -1,0 +1,90 @@
+"""One calling convention for every planner.
+
+``plan(instance, solver="greedy", time_limit=..., seed=...)`` runs a solver,
+checks its plan with the evaluator and returns a :class:`planner.plan.Plan`
+carrying ``solver`` (name, status, objective, bound, gap, time) and
+``predicted`` (exact iteration time, T_est, throughput, cost, ratio to the
+lower bound).  A solver is a function
+``solve(instance, *, time_limit, seed, **options) -> Plan`` registered in
+``SOLVERS``; it may fill ``plan.solver`` with its own status and bound.
+
+Example
+-------
+>>> p = plan(instance, solver="greedy")                    # doctest: +SKIP
+>>> p.solver.status, p.predicted.iteration_time_s
+('heuristic', 12.5)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from .bounds import lower_bound
+from .errors import InputError
+from .evaluator import Evaluator
+from .greedy import greedy
+from .plan import Plan, Predicted, SolverInfo
+
+SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy}
+DEFAULT_SOLVER = "greedy"
+
+
+def register(name: str, solve: Callable[..., Plan]) -> None:
+    """Add a solver under ``name`` (used by the MILP, CP-SAT and RL modules)."""
+    SOLVERS[name] = solve
+
+
+class PlanCheckError(RuntimeError):
+    """A solver returned a plan the evaluator rejects: a bug, never user input."""
+
+
+def cost_lower_bound(instance) -> float:
+    """Every FLOP runs on some GPU-second priced at least the cheapest GPU-hour."""
+    from .space import PlanSpace
+
+    sp = PlanSpace(instance)
+    wl = instance.workload
+    gpu_seconds = (wl.global_batch_size * wl.seq_len * (1 + sp.bwd) * sp.flops_total
+                   / instance.gpu.flops_per_s)
+    return gpu_seconds / 3600.0 * min(d.price_per_gpu_hour for d in instance.domains)
+
+
+def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
+    """Score ``result`` with the evaluator and attach predicted/solver figures."""
+    ev = Evaluator(instance, result)
+    e = ev.evaluate(lower_bound_s=lower_bound(instance).value)
+    if not e.feasible:
+        raise PlanCheckError(f"solver {name} returned an infeasible plan: "
+                             + "; ".join(v.message for v in e.violations))
+    objective = e.objective(instance.options.objective)
+    info = result.solver
+    if info is None:
+        bound = (lower_bound(instance).value if instance.options.objective == "time"
+                 else cost_lower_bound(instance))
+        info = SolverInfo(name=name, status="heuristic", objective=objective, bound=bound)
+    bound = info.bound
+    gap = info.gap
+    if gap is None and bound is not None and objective > 0:
+        gap = max(0.0, (objective - bound) / objective)
+    info = info.model_copy(update={"name": name, "objective": objective, "gap": gap, "time_s": elapsed})
+    predicted = Predicted(iteration_time_s=e.iteration_time_s, estimate_s=e.estimate_s,
+                          throughput_tokens_per_s=e.throughput_tokens_per_s,
+                          cost_per_iteration=e.cost_per_iteration,
+                          lower_bound_s=e.lower_bound_s, bound_ratio=e.bound_ratio)
+    return result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
+
+
+def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
+         **options) -> Plan:
+    """Plan ``instance`` with ``solver``; see the module docstring.
+
+    ``time_limit`` in seconds (None: the solver's default); ``seed`` makes
+    randomised solvers reproducible.  Raises ``InfeasibleError`` (with the
+    reason) when the instance has no feasible plan.
+    """
+    if solver not in SOLVERS:
+        raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
+    t0 = time.perf_counter()
+    result = SOLVERS[solver](instance, time_limit=time_limit, seed=seed, **options)
+    return finish(instance, result, solver, time.perf_counter() - t0)

@@ -1,0 +1,111 @@
+"""The discrete plan space of an instance: tensor-parallel degrees,
+micro-batch sizes, schedules, stage counts, replica counts, and the memory-
+feasible balanced partitions among them.  Greedy, the bounds and the exact
+solvers share it.
+
+Example
+-------
+>>> space = PlanSpace(instance)                            # doctest: +SKIP
+>>> space.partition(tp=8, micro_batch=1, schedule="1f1b", stages=4, micro_batches=32)
+[(0, 22), (22, 43), (43, 63), (63, 82)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .model import BYTES_PER_PARAM_STATE
+from .partition import UnitTable, balanced_partition, pack
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """A point of the discrete space (everything but the placement)."""
+
+    tp: int
+    micro_batch: int
+    schedule: str
+    stages: int
+    replicas: int
+
+    def micro_batches(self, global_batch: int) -> int:
+        return global_batch // (self.replicas * self.micro_batch)
+
+
+class PlanSpace:
+    """Precomputed tables for one instance (see module docstring)."""
+
+    def __init__(self, instance):
+        self.instance = instance
+        wl = instance.workload
+        units = instance.units
+        self.table = UnitTable([u.fwd_flops_per_token for u in units],
+                               [BYTES_PER_PARAM_STATE * u.params for u in units],
+                               [u.stored_bytes_per_token for u in units])
+        self.bwd = 3.0 if wl.recompute else 2.0
+        self.flops_total = self.table.flops[-1]
+        self._cache: dict = {}
+
+    # -- capacity ----------------------------------------------------------
+    def slots(self, tp: int) -> dict[str, int]:
+        """Stage slots of ``tp`` GPUs per domain (domains whose nodes fit tp)."""
+        return {d.name: d.gpus // tp for d in self.instance.domains
+                if d.gpus_per_node >= tp and d.gpus >= tp}
+
+    @cached_property
+    def replica_options(self) -> dict[int, list[int]]:
+        """Micro-batch size -> replica counts R with R*b dividing the global batch."""
+        gbs = self.instance.workload.global_batch_size
+        return {b: [r for r in range(1, gbs // b + 1) if (gbs // b) % r == 0]
+                for b in self.instance.workload.micro_batch_sizes}
+
+    # -- compute -----------------------------------------------------------
+    def compute_time(self, flops_per_token: float, tp: int, micro_batch: int) -> float:
+        """Forward+backward seconds of one micro-batch over ``flops_per_token``."""
+        inst = self.instance
+        return ((1 + self.bwd) * flops_per_token * micro_batch * inst.workload.seq_len
+                / (tp * inst.gpu.flops_per_s))
+
+    # -- memory-feasible balanced partitions -------------------------------
+    def _inflight(self, schedule: str, stages: int, m: int):
+        if schedule == "gpipe":
+            return lambda j: m
+        return lambda j: min(m, stages - j)
+
+    def partition(self, tp: int, micro_batch: int, schedule: str, stages: int,
+                  micro_batches: int, balance: bool = True):
+        """Balanced partition into ``stages`` stages fitting memory, or None."""
+        w = self._inflight(schedule, stages, micro_batches)
+        key = (tp, micro_batch, schedule, stages,
+               micro_batches if schedule == "gpipe" else min(micro_batches, stages), balance)
+        if key not in self._cache:
+            inst = self.instance
+            cap = inst.memory_limit_bytes * tp
+            tokens = micro_batch * inst.workload.seq_len
+            limit = lambda j: cap
+            act = lambda j: w(j) * tokens
+            if balance:
+                self._cache[key] = balanced_partition(self.table, stages, limit, act)
+            else:
+                self._cache[key] = pack(self.table, stages, float("inf"), limit, act)
+        return self._cache[key]
+
+    def feasible(self, tp, micro_batch, schedule, stages, micro_batches) -> bool:
+        return self.partition(tp, micro_batch, schedule, stages, micro_batches, balance=False) is not None
+
+    def shapes(self, max_gpus: int | None = None):
+        """Every (tp, b, schedule, S, R) whose GPUs fit the slots, unfiltered by memory."""
+        inst = self.instance
+        n_units = inst.num_units
+        for tp in inst.workload.tensor_parallel:
+            total_slots = sum(self.slots(tp).values())
+            if max_gpus is not None:
+                total_slots = min(total_slots, max_gpus // tp)
+            for b in inst.workload.micro_batch_sizes:
+                for sched in inst.options.schedules:
+                    for S in range(1, min(inst.max_stages, n_units, total_slots) + 1):
+                        for R in self.replica_options[b]:
+                            if R * S > total_slots:
+                                break
+                            yield Shape(tp, b, sched, S, R)
