@@ -59,3 +59,11 @@ class InfeasibleError(PlannerError):
         if not self.reasons:
             return self.message
         return self.message + "\n" + "\n".join(f"  - {r}" for r in self.reasons)
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in the unit a person would use: 512 B, 3.4 MB, 72.0 GB (SI)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"

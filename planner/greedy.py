@@ -30,7 +30,7 @@ from __future__ import annotations
 import heapq
 import time
 
-from .errors import InfeasibleError
+from .errors import InfeasibleError, human_bytes
 from .evaluator import Evaluator
 from .plan import Plan
 from .space import PlanSpace, Shape
@@ -189,15 +189,18 @@ def infeasibility_reasons(space: PlanSpace) -> list[str]:
                         break
         if need is None:
             tab, units = space.table, inst.units
-            worst = max(range(tab.n), key=lambda u: tab.interval(u, u + 1)[1])
             b = min(inst.workload.micro_batch_sizes)
-            mem = (tab.interval(worst, worst + 1)[1]
-                   + b * inst.workload.seq_len * tab.interval(worst, worst + 1)[2]) / tp
+
+            def need_alone(u):
+                _, mem, stored = tab.interval(u, u + 1)
+                return (mem + b * inst.workload.seq_len * stored) / tp
+
+            worst = max(range(tab.n), key=need_alone)
             reasons.append(f"tp={tp}: no split into at most {inst.max_stages} stages fits "
-                           f"{limit / 1e9:.1f} GB usable per GPU (unit {units[worst].name} alone "
-                           f"needs {mem / 1e9:.1f} GB per GPU)")
+                           f"{human_bytes(limit)} usable per GPU (unit {units[worst].name} alone "
+                           f"needs {human_bytes(need_alone(worst))} per GPU at micro-batch {b})")
         else:
             reasons.append(f"tp={tp}: the model needs at least {need} stages x {tp} GPUs = "
-                           f"{need * tp} GPUs in memory ({limit / 1e9:.1f} GB usable each); "
+                           f"{need * tp} GPUs in memory ({human_bytes(limit)} usable each); "
                            f"the domains offer {have * tp} GPUs in slots of {tp}")
     return reasons

@@ -1,0 +1,1009 @@
+#!/usr/bin/env python3
+"""Regenerate the planner instance files instances/*.toml from the shared data.
+
+Deterministic and stdlib-only (plus tomllib). Every figure in every instance is
+either read from a CSV in the shared data directory or is a named constant in
+this file with the reason for it next to it; the header comment of each
+generated file repeats both. Edit this script, not the generated files.
+
+Shared data directory: ``<repo>/../shared/data`` (i.e.
+``Path(__file__).resolve().parents[2] / "shared" / "data"``), or the directory
+named by the environment variable ``PLANNER_SHARED_DATA``.
+
+    python instances/_generate.py            # write all instance files
+    python instances/_generate.py --check    # exit 1 if a file is out of date
+    python instances/_generate.py --summary  # also print feasibility figures
+
+After building, each instance is checked against the SPEC (sections 2-5):
+keys, names, a connected WAN, t <= gpus_per_node, and that at least one
+feasible plan exists (memory per GPU of every stage within
+memory_gb * (1 - memory_reserve_fraction), enough GPUs, a whole number of
+micro-batches). The check searches replicas R = 1, stages S <= max_stages,
+every t, b and schedule, with a greedy contiguous partition.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODELS_DIR = HERE.parent / "models"
+
+
+def data_dir() -> Path:
+    env = os.environ.get("PLANNER_SHARED_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+# --------------------------------------------------------------------------
+# Reading the shared data
+# --------------------------------------------------------------------------
+
+def read_csv(name: str) -> tuple[str, list[dict[str, str]]]:
+    """(source line without the leading '# ', rows as dicts)."""
+    lines = (data_dir() / name).read_text(encoding="utf-8").splitlines()
+    comment = lines[0].lstrip("#").strip() if lines and lines[0].startswith("#") else ""
+    body = [ln for ln in lines if ln and not ln.startswith("#")]
+    return comment, list(csv.DictReader(body))
+
+
+def read_matrix(name: str) -> tuple[str, dict[tuple[str, str], float]]:
+    """Skyplane-style matrix: rows = src, columns = dst, empty/NA = missing."""
+    lines = (data_dir() / name).read_text(encoding="utf-8").splitlines()
+    comment = lines[0].lstrip("#").strip()
+    rows = list(csv.reader(ln for ln in lines[1:] if ln))
+    cols = rows[0][1:]
+    out: dict[tuple[str, str], float] = {}
+    for row in rows[1:]:
+        src = row[0]
+        for dst, cell in zip(cols, row[1:]):
+            cell = cell.strip()
+            if cell and cell.upper() != "NA":
+                out[(src, dst)] = float(cell)
+    return comment, out
+
+
+def fact(rows: list[dict[str, str]], key: str, col: str = "fact") -> dict[str, str]:
+    for r in rows:
+        if r[col].startswith(key):
+            return r
+    raise KeyError(key)
+
+
+# --------------------------------------------------------------------------
+# Common figures (each with its source)
+# --------------------------------------------------------------------------
+
+def gpu(name: str, mfu: float, mfu_reason: str) -> tuple[dict, list[str]]:
+    """GPU table from gpu_specs.csv (dense bf16 TFLOP/s and HBM GB)."""
+    _, rows = read_csv("gpu_specs.csv")
+    key = {"A100-40GB": ("A100-40GB", "SXM4"), "A100-80GB": ("A100-80GB", "SXM4"),
+           "H100": ("H100", "SXM5")}[name]
+    r = next(r for r in rows if (r["gpu"], r["form_factor"]) == key)
+    table = {"name": name if name != "H100" else "H100-SXM-80GB",
+             "peak_tflops": float(r["bf16_dense_tflops"]),
+             "memory_gb": float(r["hbm_gb"]), "mfu": mfu}
+    lines = [
+        f"GPU {table['name']}: peak {r['bf16_dense_tflops']} TFLOP/s dense bf16, {r['hbm_gb']} GB "
+        f"{r['hbm_type']} -- gpu_specs.csv (NVIDIA {key[0].split('-')[0]} datasheet / whitepaper).",
+        f"MFU {mfu}: {mfu_reason} -- mfu_reported.csv.",
+    ]
+    return table, lines
+
+
+MFU_A100 = 0.45
+MFU_A100_REASON = ("published A100-80GB bf16 runs report 41.5% (Megatron-LM 22B), 51.4% (Megatron-LM "
+                   "175B), 52% (Narayanan et al. SC21, 3072 GPUs) and 53.3% (llm-foundry 70B, 64 GPUs); "
+                   "0.45 is a conservative mid-low value because this v1 model charges no tensor-parallel "
+                   "communication")
+MFU_H100 = 0.42
+MFU_H100_REASON = ("published H100 bf16 runs report 43% / 41% (Llama 3 405B on 8K / 16K GPUs) and "
+                   "42.6% (llm-foundry 70B, 64 GPUs)")
+
+# Per-GPU bandwidth between GPUs of one domain (interconnect_facts.csv):
+IB_HDR_GBPS = 200.0   # InfiniBand HDR port, one per A100 (DGX A100: 8 x 200G ConnectX-6)
+IB_NDR_GBPS = 400.0   # InfiniBand NDR port, one per H100 (DGX H100: 8 x 400G ConnectX-7)
+# AWS p4d.24xlarge (8 x A100-40GB) has 400 Gbit/s of EFA per instance, i.e. 50 per GPU
+# (AWS instance-type page / EC2 Capacity Blocks price table "p4d.24xlarge ... 400 Gigabit";
+# general knowledge, not in the shared data).
+AWS_P4D_GBPS_PER_GPU = 400.0 / 8
+# Azure ND96isr_H100_v5 (8 x H100): one 400 Gbit/s NDR InfiniBand link per GPU (general
+# knowledge); equals the NDR figure above.
+AZURE_NDH100_GBPS_PER_GPU = IB_NDR_GBPS
+# GCP a3-megagpu-8g (8 x H100): 8 GPU NICs (NVIDIA AICR "GKE TCPXO networking" guide) of
+# 200 Gbit/s each (general knowledge, not verified this session).
+GCP_A3MEGA_GBPS_PER_GPU = 200.0
+
+# Approximate on-demand list prices per GPU-hour (USD), ASSUMED (general knowledge of 2023-24
+# list prices; not in the shared data; per-GPU = per-instance / 8):
+AWS_P4D_USD_PER_GPU_H = 4.10        # p4d.24xlarge ~ $32.77/h in us-east-1
+AZURE_NDH100_USD_PER_GPU_H = 12.30  # ND96isr_H100_v5 ~ $98.32/h in East US
+GCP_A3_USD_PER_GPU_H = 11.00        # a3-highgpu-8g ~ $88/h in us-central1
+
+# --------------------------------------------------------------------------
+# China East-Data-West-Computing (EDWC) network
+# --------------------------------------------------------------------------
+
+EDWC_FIBRE_MS_PER_KM = 0.005  # light in fibre ~5 us/km (n ~ 1.47), as in the estimate CSV
+# Dedicated wavelengths leased per cluster pair (an ASSUMPTION: how much of China Mobile's
+# 400G OTN backbone -- 32 Tb/s per fibre, >660 Tb/s backbone -- a single training job gets).
+# 100 Gbit/s (one 100G wavelength, 1/320 of a fibre) per pair by default; 400 Gbit/s (one
+# 400G wavelength) on the two corridors where china_edwc_facts.csv reports 400G service:
+# Beijing(-Tianjin-Hebei) -> Inner Mongolia (first inter-provincial 400G backbone, commercial
+# 2024-03-08) and Ningbo (Yangtze River Delta) -> Gui'an.
+EDWC_WAVELENGTH_GBPS = 100.0
+EDWC_400G_GBPS = 400.0
+EDWC_400G_CORRIDORS = {frozenset(("zhangjiakou", "horinger")),
+                       frozenset(("yrd_demo_zone", "guian"))}
+
+# EDWC GPU-hour prices, ASSUMED: same A100 server everywhere, so a common base for hardware
+# amortisation, network and operations, plus power = kW per GPU (incl. host share) x PUE x
+# tariff. PUE targets are from china_edwc_facts.csv (east <= 1.25, west <= 1.2). Tariffs are
+# ASSUMED industrial rates: east ~0.10 USD/kWh (~0.7 CNY), west ~0.05 USD/kWh (~0.35 CNY,
+# renewable-rich hubs). Power is a small share of an A100-hour, so west is only a bit cheaper.
+EDWC_BASE_USD_PER_GPU_H = 1.50
+EDWC_KW_PER_GPU = 0.8
+EDWC_PUE = {"east": 1.25, "west": 1.20}
+EDWC_TARIFF_USD_PER_KWH = {"east": 0.10, "west": 0.05}
+
+
+def edwc_data():
+    ccomment, clusters = read_csv("china_edwc_clusters.csv")
+    dcomment, dist = read_csv("china_edwc_pairwise_distance_latency_est.csv")
+    fcomment, facts = read_csv("china_edwc_facts.csv")
+    km = {frozenset((r["a"], r["b"])): float(r["great_circle_km"]) for r in dist}
+    caict = fact(facts, "CAICT 2024Q1 inter-cluster-city optical-layer latency")
+    avg_ms, max_ms = (float(x.split()[-1]) for x in caict["value"].split(","))
+    mean_km = sum(km.values()) / len(km)
+    # Route factor calibrated so the mean one-way estimate over ALL cluster pairs equals the
+    # CAICT measured optical-layer average (the CAICT figure is over cluster cities).
+    rf = round(avg_ms / (mean_km * EDWC_FIBRE_MS_PER_KM), 3)
+    return dict(clusters={r["cluster_id"]: r for r in clusters}, km=km, facts=facts,
+                caict=caict, avg_ms=avg_ms, max_ms=max_ms, mean_km=mean_km, rf=rf,
+                n_pairs=len(km))
+
+
+def edwc_price(role: str) -> float:
+    power = EDWC_KW_PER_GPU * EDWC_PUE[role] * EDWC_TARIFF_USD_PER_KWH[role]
+    return round(EDWC_BASE_USD_PER_GPU_H + power, 2)
+
+
+def edwc_network(ids: list[str], gpus: dict[str, int], prices: dict[str, float],
+                 intra: float) -> tuple[list[dict], list[dict], list[str]]:
+    E = edwc_data()
+    domains = []
+    for cid in ids:
+        c = E["clusters"][cid]
+        hub = c["hub"].split(" (")[0]
+        domains.append({
+            "name": cid, "gpus": gpus[cid], "gpus_per_node": 8,
+            "intra_bandwidth_gbps": intra, "price_per_gpu_hour": prices[cid],
+            "region": f"{hub} hub, {c['role']} ({c['cluster_zh']})",
+            "lat": float(c["lat"]), "lon": float(c["lon"]), "utc_offset_hours": 8.0,
+        })
+    links = []
+    lat_sel = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            km = E["km"][frozenset((a, b))]
+            lat = round(km * E["rf"] * EDWC_FIBRE_MS_PER_KM, 2)
+            lat_sel.append(lat)
+            bw = EDWC_400G_GBPS if frozenset((a, b)) in EDWC_400G_CORRIDORS else EDWC_WAVELENGTH_GBPS
+            links.append({"a": a, "b": b, "bandwidth_gbps": bw, "latency_ms": lat,
+                          "_comment": f"{km:.0f} km great circle"
+                                      + ("; 400G corridor" if bw == EDWC_400G_GBPS else "")})
+    all_max = max(E["km"].values()) * E["rf"] * EDWC_FIBRE_MS_PER_KM
+    caict = E["caict"]
+    hdr = [
+        "Network (China East-Data-West-Computing):",
+        "  clusters, hubs, east/west role and approximate coordinates: china_edwc_clusters.csv",
+        "    (NDRC/CAC/MIIT/NEA approvals, Feb 2022, as reported by Xinhua/China Daily 2022-02-17;",
+        "    coordinates are approximate city/county-seat positions).",
+        "  latency_ms (one way) = great-circle km x route factor x 0.005 ms/km; great-circle km",
+        "    from china_edwc_pairwise_distance_latency_est.csv (haversine on those coordinates).",
+        f"  route factor {E['rf']}: chosen so the mean one-way estimate over all {E['n_pairs']} cluster",
+        f"    pairs (mean {E['mean_km']:.1f} km) equals the measured CAICT 2024Q1 inter-cluster-city",
+        f"    optical-layer average of {E['avg_ms']} ms (china_edwc_facts.csv: {caict['source']}).",
+        f"    The resulting maximum over all pairs is {all_max:.1f} ms vs the measured max "
+        f"{E['max_ms']} ms.",
+        f"    Over the {len(lat_sel)} pairs used here: mean {sum(lat_sel) / len(lat_sel):.2f} ms, "
+        f"min {min(lat_sel):.2f}, max {max(lat_sel):.2f}.",
+        "  links: full mesh, one per cluster pair; routes are therefore direct.",
+        f"  bandwidth_gbps: ASSUMED dedicated wavelengths leased by the job on China Mobile's 400G OTN",
+        "    backbone (china_edwc_facts.csv / interconnect_facts.csv: 32 Tb/s per fibre, >660 Tb/s",
+        f"    backbone, 6028 km 400G field reach): {EDWC_WAVELENGTH_GBPS:.0f} Gbit/s per pair, "
+        f"{EDWC_400G_GBPS:.0f} Gbit/s on the",
+        "    corridors with reported 400G service (Beijing->Inner Mongolia, first inter-provincial",
+        "    400G backbone, commercial 2024-03-08; Ningbo(YRD)->Gui'an 400G OTN link).",
+    ]
+    return domains, links, hdr
+
+
+EDWC_PRICE_HDR = [
+    f"price_per_gpu_hour (USD): ASSUMED {EDWC_BASE_USD_PER_GPU_H:.2f} base (A100 amortisation, network,",
+    f"  operations) + power {EDWC_KW_PER_GPU} kW/GPU x PUE x tariff; PUE east 1.25 / west 1.20 (targets in",
+    "  china_edwc_facts.csv); tariff ASSUMED east 0.10, west 0.05 USD/kWh. East "
+    f"{edwc_price('east'):.2f}, west {edwc_price('west'):.2f}.",
+]
+
+# --------------------------------------------------------------------------
+# Cloud regions (Skyplane 2022 matrices)
+# --------------------------------------------------------------------------
+
+# Approximate location of each cloud region (general knowledge, descriptive only).
+REGION_INFO = {
+    # AWS
+    "us-east-1": ("N. Virginia", 39.04, -77.49, -5.0),
+    "us-east-2": ("Ohio", 39.96, -83.00, -5.0),
+    "us-west-1": ("N. California", 37.34, -121.89, -8.0),
+    "us-west-2": ("Oregon", 45.84, -119.70, -8.0),
+    "ca-central-1": ("Montreal", 45.50, -73.57, -5.0),
+    "eu-west-1": ("Ireland", 53.35, -6.26, 0.0),
+    "eu-west-2": ("London", 51.51, -0.13, 0.0),
+    "eu-central-1": ("Frankfurt", 50.11, 8.68, 1.0),
+    "eu-north-1": ("Stockholm", 59.33, 18.07, 1.0),
+    "ap-northeast-1": ("Tokyo", 35.68, 139.69, 9.0),
+    "ap-southeast-1": ("Singapore", 1.35, 103.82, 8.0),
+    "ap-south-1": ("Mumbai", 19.08, 72.88, 5.5),
+    "sa-east-1": ("Sao Paulo", -23.55, -46.63, -3.0),
+    "ap-southeast-2": ("Sydney", -33.87, 151.21, 10.0),
+    # Azure
+    "eastus": ("Virginia", 36.67, -78.39, -5.0),
+    "westus": ("California", 37.78, -122.42, -8.0),
+    "westus3": ("Arizona", 33.45, -112.07, -7.0),
+    "northcentralus": ("Illinois", 41.88, -87.63, -6.0),
+    "canadacentral": ("Toronto", 43.65, -79.38, -5.0),
+    "westeurope": ("Netherlands", 52.37, 4.90, 1.0),
+    "northeurope": ("Ireland", 53.35, -6.26, 0.0),
+    "uksouth": ("London", 51.51, -0.13, 0.0),
+    "germanywestcentral": ("Frankfurt", 50.11, 8.68, 1.0),
+    "francecentral": ("Paris", 48.86, 2.35, 1.0),
+    "japaneast": ("Tokyo", 35.68, 139.69, 9.0),
+    "koreacentral": ("Seoul", 37.57, 126.98, 9.0),
+    "australiaeast": ("New South Wales", -33.87, 151.21, 10.0),
+    # GCP
+    "us-central1": ("Iowa", 41.26, -95.86, -6.0),
+    "us-east1": ("South Carolina", 33.20, -80.01, -5.0),
+    "us-east4": ("N. Virginia", 39.04, -77.49, -5.0),
+    "us-west1": ("Oregon", 45.59, -121.18, -8.0),
+    "northamerica-northeast1": ("Montreal", 45.50, -73.57, -5.0),
+    "europe-west1": ("Belgium", 50.45, 3.82, 1.0),
+    "europe-west2": ("London", 51.51, -0.13, 0.0),
+    "europe-west3": ("Frankfurt", 50.11, 8.68, 1.0),
+    "europe-west4": ("Netherlands", 53.44, 6.83, 1.0),
+    "europe-north1": ("Finland", 60.57, 27.20, 2.0),
+    "asia-northeast1": ("Tokyo", 35.68, 139.69, 9.0),
+    "asia-east1": ("Taiwan", 24.05, 120.52, 8.0),
+    "asia-southeast1": ("Singapore", 1.35, 103.82, 8.0),
+    "asia-south1": ("Mumbai", 19.08, 72.88, 5.5),
+    "australia-southeast1": ("Sydney", -33.87, 151.21, 10.0),
+    "southamerica-east1": ("Sao Paulo", -23.55, -46.63, -3.0),
+}
+
+SKYPLANE_RTT_SRC = ("Skyplane profiles/latency.csv (avg ping RTT, 2022-04-16), "
+                    "skyplane-project/skyplane commit d3d50e1f")
+SKYPLANE_TPUT_SRC = ("Skyplane profiles/throughput.csv (iperf3, 64 TCP connections, VM-to-VM, "
+                     "2022-01, premium tier)")
+
+
+def cloud_network(cloud: str, regions: list[str], key_of, gpus: dict[str, int], price: float,
+                  intra: float, vm_pairs: int) -> tuple[list[dict], list[dict], dict]:
+    """Full mesh over the chosen regions. latency = mean of the two measured RTT directions / 2;
+    bandwidth = min of the two measured throughput directions x vm_pairs."""
+    _, rtt = read_matrix(f"matrix_{cloud}_rtt_ms_skyplane2022.csv")
+    _, tput = read_matrix(f"matrix_{cloud}_tput_gbps_skyplane2022.csv")
+    domains = []
+    for r in regions:
+        city, lat, lon, utc = REGION_INFO[r]
+        domains.append({"name": r, "gpus": gpus[r], "gpus_per_node": 8,
+                        "intra_bandwidth_gbps": intra, "price_per_gpu_hour": price,
+                        "region": f"{key_of(r)} ({city})", "lat": lat, "lon": lon,
+                        "utc_offset_hours": utc})
+    links = []
+    stats = {"lat": [], "bw": [], "asym": 0, "missing": []}
+    for i, a in enumerate(regions):
+        for b in regions[i + 1:]:
+            ka, kb = key_of(a), key_of(b)
+            rt = [rtt[p] for p in ((ka, kb), (kb, ka)) if p in rtt]
+            tp = [tput[p] for p in ((ka, kb), (kb, ka)) if p in tput]
+            if not rt or not tp:
+                stats["missing"].append(f"{a}-{b}")
+                continue
+            one_way = round(sum(rt) / len(rt) / 2, 2)
+            per_vm = min(tp)
+            bw = round(per_vm * vm_pairs, 2)
+            rt_s = "/".join(f"{x:g}" for x in rt)
+            tp_s = "/".join(f"{x:g}" for x in tp)
+            if len(tp) == 2 and abs(tp[0] - tp[1]) > 0.1 * max(tp):
+                stats["asym"] += 1
+            links.append({"a": a, "b": b, "bandwidth_gbps": bw, "latency_ms": one_way,
+                          "_comment": f"RTT {rt_s} ms -> {one_way} one way; "
+                                      f"tput {tp_s} Gbit/s -> min {per_vm:g} x {vm_pairs}"})
+            stats["lat"].append(one_way)
+            stats["bw"].append(bw)
+    return domains, links, stats
+
+
+def cloud_hdr(cloud: str, vm_pairs: int, stats: dict, vm_note: list[str]) -> list[str]:
+    lat, bw = stats["lat"], stats["bw"]
+    return [
+        f"Network ({cloud.upper()} inter-region, measured):",
+        f"  latency_ms = (RTT a->b + RTT b->a) / 2 / 2 from matrix_{cloud}_rtt_ms_skyplane2022.csv",
+        f"    ({SKYPLANE_RTT_SRC}).",
+        f"  bandwidth_gbps = min(throughput a->b, b->a) x {vm_pairs} from "
+        f"matrix_{cloud}_tput_gbps_skyplane2022.csv",
+        f"    ({SKYPLANE_TPUT_SRC}). Links are undirected, so the smaller direction is taken"
+        f" ({stats['asym']} pairs differ by > 10%).",
+    ] + vm_note + [
+        f"  links: full mesh over the chosen regions ({len(lat)} pairs); the least-latency route"
+        " may still relay via a third region where the measured RTTs violate the triangle inequality.",
+        f"  one-way latency {min(lat):.1f}-{max(lat):.1f} ms (mean {sum(lat) / len(lat):.1f}); "
+        f"bandwidth {min(bw):.2f}-{max(bw):.2f} Gbit/s (mean {sum(bw) / len(bw):.2f}).",
+    ]
+
+
+def aws_egress(regions: list[str]) -> tuple[float, list[str]]:
+    _, rows = read_csv("aws_interregion_egress_usd_per_gb_2023.csv")
+    price = {(r["src"], r["dst"]): float(r["cost"]) for r in rows}
+    vals = [price[(a, b)] for a in regions for b in regions if a != b]
+    counts: dict[float, int] = {}
+    for v in vals:
+        counts[v] = counts.get(v, 0) + 1
+    modal = max(sorted(counts), key=lambda v: counts[v])
+    dist = ", ".join(f"{v:g} USD/GB on {counts[v]} of {len(vals)} ordered pairs" for v in sorted(counts))
+    return modal, [
+        f"  wan_price_per_gb {modal:g}: modal AWS inter-region transfer price among the chosen regions",
+        f"    ({dist}) -- aws_interregion_egress_usd_per_gb_2023.csv (skyplane aws_transfer_costs.csv",
+        "    @0513671c, 2023-04-27). One scalar per instance, so the modal value is used.",
+    ]
+
+
+# --------------------------------------------------------------------------
+# Instances
+# --------------------------------------------------------------------------
+
+LLAMA2_BATCH_NOTE = ("global_batch_size x seq_len = 4M tokens, the LLaMA-2 training batch "
+                     "(llm_configs.csv batch_tokens 4M)")
+
+
+def workload(model: str, gbs: int, seq: int, mbs=(1, 2, 4), tps=(1, 2, 4, 8), recompute=False):
+    return {"model": model, "global_batch_size": gbs, "seq_len": seq,
+            "micro_batch_sizes": list(mbs), "tensor_parallel": list(tps), "recompute": recompute}
+
+
+def options(max_stages: int, objective="time", wan_price=0.0, reserve=0.10,
+            schedules=("1f1b", "gpipe")):
+    return {"schedules": list(schedules), "max_stages": max_stages, "objective": objective,
+            "memory_reserve_fraction": reserve, "wan_price_per_gb": wan_price}
+
+
+def inst_edwc_llama2_13b():
+    ids = ["zhangjiakou", "yrd_demo_zone", "shaoguan", "horinger", "guian", "zhongwei"]
+    # GPUs available to this job (ASSUMED): east hubs are rack-constrained (real-time demand,
+    # ~63-65% utilisation, china_edwc_facts.csv), west hubs host the larger batch capacity.
+    gpus = {"zhangjiakou": 128, "yrd_demo_zone": 64, "shaoguan": 64,
+            "horinger": 256, "guian": 192, "zhongwei": 128}
+    E = edwc_data()
+    prices = {c: edwc_price(E["clusters"][c]["role"]) for c in ids}
+    g, ghdr = gpu("A100-80GB", MFU_A100, MFU_A100_REASON)
+    domains, links, nhdr = edwc_network(ids, gpus, prices, IB_HDR_GBPS)
+    hdr = [
+        "edwc-llama2-13b: the packaged DEFAULT instance.",
+        "Regime: realistic national backbone -- short WAN latency (2-16 ms one way) and 100-400 Gbit/s",
+        "  leased wavelengths between six clusters of China's East-Data-West-Computing programme",
+        "  (one per hub for 6 of the 8 hubs, 3 east + 3 west), LLaMA-2 13B on A100-80GB. Pipelines",
+        "  across clusters are cheap; data parallelism across clusters pays a 26 GB gradient ring.",
+        "",
+    ] + ghdr + [
+        f"intra_bandwidth_gbps {IB_HDR_GBPS:.0f}: one InfiniBand HDR 200 Gbit/s port per A100 (DGX A100 8 x 200G)",
+        "  -- interconnect_facts.csv.",
+        "gpus: ASSUMED allocation for this job (east 64-128, west 128-256); east hubs are",
+        "  rack-constrained (rack utilisation ~63%, china_edwc_facts.csv), west hubs hold batch capacity.",
+    ] + EDWC_PRICE_HDR + [""] + nhdr + [
+        "wan_price_per_gb 0: leased wavelengths are flat-rate, not billed per GB.",
+        "",
+        "Workload: model llama2-13b (../models/llama2-13b.toml from llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096 as trained.",
+    ]
+    inst = {"name": "edwc-llama2-13b",
+            "description": "LLaMA-2 13B on A100-80GB across 6 East-Data-West-Computing clusters (default instance)",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("llama2-13b", 1024, 4096),
+            "options": options(max_stages=16)}
+    return inst, hdr
+
+
+def inst_edwc_full():
+    E = edwc_data()
+    ids = list(E["clusters"])  # CSV order: 6 east clusters then 4 west
+    # ASSUMED allocation: 128 GPUs in each east cluster, 256 in each west cluster.
+    gpus = {c: (128 if E["clusters"][c]["role"] == "east" else 256) for c in ids}
+    prices = {c: edwc_price(E["clusters"][c]["role"]) for c in ids}
+    g, ghdr = gpu("A100-80GB", MFU_A100, MFU_A100_REASON)
+    domains, links, nhdr = edwc_network(ids, gpus, prices, IB_HDR_GBPS)
+    hdr = [
+        "edwc-full: all 10 East-Data-West-Computing clusters (8 hubs), LLaMA-2 70B on A100-80GB.",
+        "Regime: the default network at full size -- 10 domains, 45 links, 1,792 GPUs, a model that",
+        "  needs >= 2 pipeline stages of 8 GPUs (memory) and whose 138 GB gradient makes WAN data",
+        "  parallelism expensive; placement over many nearby clusters is the question.",
+        "",
+    ] + ghdr + [
+        f"intra_bandwidth_gbps {IB_HDR_GBPS:.0f}: InfiniBand HDR per A100 -- interconnect_facts.csv.",
+        "gpus: ASSUMED 128 per east cluster, 256 per west cluster (west hubs are the batch-capacity",
+        "  hubs, china_edwc_clusters.csv role column).",
+    ] + EDWC_PRICE_HDR + [""] + nhdr + [
+        "wan_price_per_gb 0: leased wavelengths are flat-rate.",
+        "",
+        "Workload: model llama2-70b (../models/llama2-70b.toml from llm_configs.csv: Touvron et al. 2023,",
+        f"  HF config); {LLAMA2_BATCH_NOTE}; seq_len 4096.",
+    ]
+    inst = {"name": "edwc-full",
+            "description": "LLaMA-2 70B on A100-80GB across all 10 East-Data-West-Computing clusters",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("llama2-70b", 1024, 4096),
+            "options": options(max_stages=32)}
+    return inst, hdr
+
+
+def inst_cost_edwc():
+    E = edwc_data()
+    ids = ["zhangjiakou", "yrd_demo_zone", "shaoguan", "tianfu", "horinger", "guian", "zhongwei"]
+    # Three ASSUMED pricing tiers (USD per GPU-hour):
+    #   east hubs: capacity rented on demand from a public cloud at an AWS p4d-like list price;
+    #   tianfu (Chengdu, hydro-rich but an 'east' real-time hub): a 1-year reserved rental;
+    #   west hubs: the job owner's own capacity = EDWC base + west power (as in the default).
+    tiers = {"zhangjiakou": "on-demand", "yrd_demo_zone": "on-demand", "shaoguan": "on-demand",
+             "tianfu": "reserved", "horinger": "owned", "guian": "owned", "zhongwei": "owned"}
+    tier_price = {"on-demand": AWS_P4D_USD_PER_GPU_H, "reserved": 2.50, "owned": edwc_price("west")}
+    prices = {c: tier_price[tiers[c]] for c in ids}
+    # ASSUMED allocation: plenty of expensive GPUs, few cheap ones -- one owned west cluster
+    # (16 GPUs) cannot hold LLaMA-2 70B, so the cheapest plans must span west clusters and pay
+    # per-GB WAN charges, or move to the reserved / on-demand clusters.
+    gpus = {"zhangjiakou": 64, "yrd_demo_zone": 64, "shaoguan": 64, "tianfu": 32,
+            "horinger": 16, "guian": 16, "zhongwei": 16}
+    g, ghdr = gpu("A100-80GB", MFU_A100, MFU_A100_REASON)
+    domains, links, nhdr = edwc_network(ids, gpus, prices, IB_HDR_GBPS)
+    wan = 0.02
+    hdr = [
+        "cost-edwc: objective = cost. LLaMA-2 70B on A100-80GB over 7 EDWC clusters with three",
+        "  price tiers (3.3x spread) and per-GB WAN charges.",
+        "Regime: price matters. The cheap (owned, west) clusters are small: no single one holds the",
+        "  model, so the cheapest plan trades GPU-hours against WAN bytes and pipeline bubbles.",
+        "",
+    ] + ghdr + [
+        f"intra_bandwidth_gbps {IB_HDR_GBPS:.0f}: InfiniBand HDR per A100 -- interconnect_facts.csv.",
+        "gpus: ASSUMED allocation (east 64, tianfu 32, west 16 each).",
+        "price_per_gpu_hour (USD), ASSUMED tiers:",
+        f"  on-demand {tier_price['on-demand']:.2f} (zhangjiakou, yrd_demo_zone, shaoguan): public-cloud A100 list",
+        "    price (p4d.24xlarge ~ $32.77/h / 8; general knowledge, not in the shared data);",
+        f"  reserved {tier_price['reserved']:.2f} (tianfu): a 1-year reserved rental (assumed);",
+        f"  owned {tier_price['owned']:.2f} (horinger, guian, zhongwei): own capacity, EDWC base + west power as in",
+        "    edwc-llama2-13b (PUE 1.20 from china_edwc_facts.csv, tariff assumed).",
+        f"wan_price_per_gb {wan}: cloud inter-region reference price (GCP us-central1<->us-west1 0.02 USD/GB,",
+        "  interconnect_facts.csv from Sailor providers/gcp/communication_cost.json; AWS US/EU",
+        "  inter-region 0.02, aws_interregion_egress_usd_per_gb_2023.csv), standing in for a",
+        "  pay-per-GB inter-region service instead of flat-rate wavelengths.",
+        "",
+    ] + nhdr + [
+        "",
+        "Workload: model llama2-70b (../models/llama2-70b.toml, llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096.",
+    ]
+    inst = {"name": "cost-edwc",
+            "description": "Cost objective: LLaMA-2 70B over 7 EDWC clusters with 3 price tiers and per-GB WAN charges",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("llama2-70b", 1024, 4096),
+            "options": options(max_stages=32, objective="cost", wan_price=wan)}
+    return inst, hdr
+
+
+def inst_memory_bound():
+    E = edwc_data()
+    # one cluster per hub (8 hubs)
+    ids = ["zhangjiakou", "yrd_demo_zone", "shaoguan", "tianfu", "horinger", "guian",
+           "qingyang", "zhongwei"]
+    gpus = {c: 32 for c in ids}
+    prices = {c: edwc_price(E["clusters"][c]["role"]) for c in ids}
+    g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    domains, links, nhdr = edwc_network(ids, gpus, prices, IB_HDR_GBPS)
+    hdr = [
+        "memory-bound: GPT-3 175B on A100-40GB, 32 GPUs in each of 8 EDWC clusters (one per hub).",
+        "Regime: GPU memory forces a deep pipeline. Weights + gradients + Adam take 16 B/param x",
+        "  175.2B = 2.80 TB; with 36 GB usable per GPU (40 GB, 10% reserve) and t <= 8, 1F1B needs",
+        "  >= 14 stages (see the feasibility line below), i.e. >= 112 GPUs = >= 4 clusters per",
+        "  replica, so the pipeline must cross the WAN several times.",
+        "",
+    ] + ghdr + [
+        "  (A100-40GB: the SXM4 40 GB part of gpu_specs.csv; MFU taken as for the 80 GB part.)",
+        f"intra_bandwidth_gbps {IB_HDR_GBPS:.0f}: InfiniBand HDR per A100 -- interconnect_facts.csv.",
+        "gpus: ASSUMED 32 per cluster (4 nodes), a small slice of each hub.",
+    ] + EDWC_PRICE_HDR + [""] + nhdr + [
+        "wan_price_per_gb 0: leased wavelengths are flat-rate.",
+        "",
+        "Workload: model gpt3-175b (../models/gpt3-175b.toml from llm_configs.csv: Brown et al. 2020",
+        "  Table 2.1); global_batch_size 1536 x seq_len 2048 = 3.2M tokens, the GPT-3 175B batch",
+        "  (llm_configs.csv batch_tokens 3.2M); micro-batch sizes 1-2 (larger ones cannot fit).",
+    ]
+    inst = {"name": "memory-bound",
+            "description": "GPT-3 175B on A100-40GB, 32 GPUs per EDWC cluster: memory forces >= 14 pipeline stages",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("gpt3-175b", 1536, 2048, mbs=(1, 2)),
+            "options": options(max_stages=32)}
+    return inst, hdr
+
+
+# ---- clouds ----
+
+AWS_VM_NOTE_1 = [
+    "  Aggregate bandwidth ASSUMPTION: one gateway VM pair per region pair, i.e. the measured",
+    "    per-VM figure as is (x 1). AWS caps inter-region egress at 5 Gbit/s per instance (< 32",
+    "    vCPUs; 50% of the NIC above that) and per flow (interconnect_facts.csv; the Skyplane AWS",
+    "    grid tops out at ~4.7). It binds: a LLaMA-2 7B micro-batch boundary (b=1, 33.6 MB) takes",
+    "    ~60-90 ms on one link vs ~10-40 ms of compute per stage. Even this is optimistic for",
+    "    stock NCCL over a WAN, which is window-limited to ~30 Mbit / RTT (wan_variability_facts.csv).",
+]
+
+
+def inst_aws_multiregion():
+    regions = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1",
+               "eu-west-1", "eu-west-2", "eu-central-1"]
+    gpus = {r: 16 for r in regions}
+    g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    domains, links, st = cloud_network("aws", regions, lambda r: f"aws:{r}", gpus,
+                                       AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, 1)
+    wan, whdr = aws_egress(regions)
+    hdr = [
+        "aws-multiregion: LLaMA-2 7B on p4d-class A100-40GB, 16 GPUs (2 instances) in each of 7 AWS",
+        "  regions (US east/west, Canada, Europe).",
+        "Regime: WAN-BANDWIDTH bound. Links are 3-5 Gbit/s (measured per-VM throughput) while the",
+        "  model's activations are large relative to its per-stage compute, so any plan that crosses",
+        "  regions is limited by boundary transfer time (and a 13.5 GB gradient ring is ~30 s).",
+        "",
+    ] + ghdr + [
+        "  (p4d.24xlarge carries A100-40GB; MFU as for A100-80GB.)",
+        f"intra_bandwidth_gbps {AWS_P4D_GBPS_PER_GPU:g}: p4d.24xlarge has 400 Gbit/s EFA per 8-GPU instance",
+        "  (AWS instance page; general knowledge, not in the shared data).",
+        f"price_per_gpu_hour {AWS_P4D_USD_PER_GPU_H:.2f}: ASSUMED on-demand p4d.24xlarge ~ $32.77/h / 8 (us-east-1 list",
+        "  price, general knowledge); the same in every region for simplicity.",
+        "gpus: ASSUMED 16 per region (2 x p4d.24xlarge), a typical on-demand quota.",
+        "",
+    ] + cloud_hdr("aws", 1, st, AWS_VM_NOTE_1) + whdr + [
+        "",
+        "Workload: model llama2-7b (../models/llama2-7b.toml from llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096.",
+    ]
+    inst = {"name": "aws-multiregion",
+            "description": "WAN-bandwidth bound: LLaMA-2 7B over 7 AWS regions joined by 3-5 Gbit/s measured links",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("llama2-7b", 1024, 4096),
+            "options": options(max_stages=16, wan_price=wan)}
+    return inst, hdr
+
+
+AZURE_VM_PAIRS = 8
+
+
+def inst_azure_multiregion():
+    regions = ["eastus", "westus", "westeurope", "japaneast", "australiaeast"]
+    gpus = {r: 16 for r in regions}
+    g, ghdr = gpu("H100", MFU_H100, MFU_H100_REASON)
+    domains, links, st = cloud_network("azure", regions, lambda r: f"azure:{r}", gpus,
+                                       AZURE_NDH100_USD_PER_GPU_H, AZURE_NDH100_GBPS_PER_GPU,
+                                       AZURE_VM_PAIRS)
+    note = [
+        f"  Aggregate bandwidth ASSUMPTION: {AZURE_VM_PAIRS} gateway VM pairs per region pair, striped in",
+        f"    parallel (Skyplane-style), so {AZURE_VM_PAIRS} x the measured per-VM D32_v5 throughput (~8-22",
+        "    Gbit/s, NIC 16 Gbit/s). With ~60-120 Gbit/s a 67 MB LLaMA-2 70B activation (b=1) takes",
+        "    5-9 ms, an order of magnitude below the 31-123 ms one-way latency: latency is what binds.",
+    ]
+    wan = 0.02
+    hdr = [
+        "azure-multiregion: LLaMA-2 70B on ND H100 v5-class H100, 16 GPUs (2 VMs) in each of 5 Azure",
+        "  regions on 4 continents (US east, US west, West Europe, Japan East, Australia East).",
+        "Regime: WAN-LATENCY bound. One-way latency 31-123 ms with plenty of bandwidth. No region",
+        "  can hold the model (16 x 72 GB < 1.10 TB of weight state + activations), so every plan",
+        "  crosses >= 1 long link. 1F1B keeps at most S - j micro-batches in flight per round trip,",
+        "  so its period is latency-bound (Little's law term of SPEC section 7): on H100 a stage",
+        "  computes a micro-batch in tens of ms while each WAN hop adds 2 x 31-123 ms to the round",
+        "  trip. GPipe would hide latency but stores all m micro-batches and cannot fit here.",
+        "",
+    ] + ghdr + [
+        f"intra_bandwidth_gbps {AZURE_NDH100_GBPS_PER_GPU:.0f}: one NDR InfiniBand 400 Gbit/s link per GPU on ND H100 v5",
+        "  (general knowledge; the NDR figure of interconnect_facts.csv).",
+        f"price_per_gpu_hour {AZURE_NDH100_USD_PER_GPU_H:.2f}: ASSUMED ND96isr_H100_v5 on-demand ~ $98/h / 8 "
+        "(general knowledge).",
+        "gpus: ASSUMED 16 per region (2 VMs of 8).",
+        "Region choice: one or two regions per continent, skipping near neighbours (e.g. uksouth",
+        "  4 ms from westeurope) so that every cross-region hop is long.",
+        "",
+    ] + cloud_hdr("azure", AZURE_VM_PAIRS, st, note) + [
+        f"  wan_price_per_gb {wan}: ASSUMED; Azure prices are not in the shared data, so the 0.02 USD/GB",
+        "    intra-continent price of AWS (aws_interregion_egress_usd_per_gb_2023.csv) and GCP",
+        "    (interconnect_facts.csv) is used; intercontinental transfer is dearer in reality.",
+        "",
+        "Workload: model llama2-70b (../models/llama2-70b.toml from llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096.",
+    ]
+    inst = {"name": "azure-multiregion",
+            "description": "WAN-latency bound: LLaMA-2 70B on H100 over 5 Azure regions on 4 continents (31-123 ms one way)",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("llama2-70b", 1024, 4096),
+            "options": options(max_stages=32, wan_price=wan)}
+    return inst, hdr
+
+
+TWO_DC_VM_PAIRS = 8
+
+
+def inst_two_dc():
+    regions = ["us-east-1", "us-west-2"]
+    gpus = {r: 32 for r in regions}
+    g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    domains, links, st = cloud_network("aws", regions, lambda r: f"aws:{r}", gpus,
+                                       AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, TWO_DC_VM_PAIRS)
+    note = [
+        f"  Aggregate bandwidth ASSUMPTION: {TWO_DC_VM_PAIRS} gateway VM pairs striped in parallel (Skyplane-style),",
+        "    each at the measured m5.8xlarge rate, which sits at AWS's 5 Gbit/s per-instance",
+        "    inter-region cap for < 32 vCPUs (interconnect_facts.csv). (The p4d hosts themselves, with",
+        "    96 vCPUs, may use 50% of their NIC inter-region, so this is not an upper limit.)",
+    ]
+    wan, whdr = aws_egress(regions)
+    hdr = [
+        "two-dc: GPT-3 6.7B on p4d-class A100-40GB in two AWS regions, us-east-1 (N. Virginia) and",
+        "  us-west-2 (Oregon), 32 GPUs each.",
+        "Regime: the simplest geo-distributed case -- one coast-to-coast link (34 ms one way,",
+        f"  ~{st['bw'][0]:.0f} Gbit/s). The model fits in either region, so the question is whether the",
+        "  second region's GPUs are worth a WAN pipeline boundary or a cross-country gradient ring.",
+        "",
+    ] + ghdr + [
+        f"intra_bandwidth_gbps {AWS_P4D_GBPS_PER_GPU:g}: p4d.24xlarge 400 Gbit/s EFA per 8 GPUs (general knowledge).",
+        f"price_per_gpu_hour {AWS_P4D_USD_PER_GPU_H:.2f}: ASSUMED p4d.24xlarge on-demand ~ $32.77/h / 8.",
+        "gpus: ASSUMED 32 per region (4 x p4d.24xlarge).",
+        "",
+    ] + cloud_hdr("aws", TWO_DC_VM_PAIRS, st, note) + whdr + [
+        "",
+        "Workload: model gpt3-6.7b (../models/gpt3-6.7b.toml from llm_configs.csv: Brown et al. 2020",
+        "  Table 2.1); global_batch_size 1024 x seq_len 2048 = 2M tokens, the GPT-3 6.7B batch",
+        "  (llm_configs.csv batch_tokens 2M).",
+    ]
+    inst = {"name": "two-dc",
+            "description": "Two AWS regions (us-east-1, us-west-2), GPT-3 6.7B on 64 A100-40GB",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("gpt3-6.7b", 1024, 2048),
+            "options": options(max_stages=16, wan_price=wan)}
+    return inst, hdr
+
+
+GCP_VM_PAIRS = 8
+
+
+def inst_gcp_16():
+    _, rtt = read_matrix("matrix_gcp_rtt_ms_skyplane2022.csv")
+    zones = sorted({s for s, _ in rtt}, key=lambda z: [k[0] for k in rtt].index(z))
+    # matrix order; region name = zone without the '-a'/'-b' suffix
+    zone_of = {z.split(":")[1].rsplit("-", 1)[0]: z for z in zones}
+    regions = list(zone_of)
+    na = {"us-central1", "us-east1", "us-east4", "us-west1", "northamerica-northeast1"}
+    # ASSUMED allocation: 128 H100 in each North American region, 64 elsewhere.
+    gpus = {r: (128 if r in na else 64) for r in regions}
+    g, ghdr = gpu("H100", MFU_H100, MFU_H100_REASON)
+    domains, links, st = cloud_network("gcp", regions, lambda r: zone_of[r], gpus,
+                                       GCP_A3_USD_PER_GPU_H, GCP_A3MEGA_GBPS_PER_GPU, GCP_VM_PAIRS)
+    _, var = read_csv("skyplane_snapshot_variability.csv")
+    v = fact(var, "gcp_2022-01_vs_2022-04", "comparison")
+    worst = min(links, key=lambda l: l["bandwidth_gbps"])
+    note = [
+        f"  Aggregate bandwidth ASSUMPTION: {GCP_VM_PAIRS} gateway VM pairs per region pair (n2-standard-32,",
+        "    7 Gbit/s egress cap each; interconnect_facts.csv), so 8 x the per-VM figure.",
+        "  Caveat: the 2022-01 GCP grid is low; the 2022-04 grid measured a median "
+        f"{float(v['median_ratio']):.2f}x more",
+        f"    (p10 {float(v['p10_ratio']):.2f}, p90 {float(v['p90_ratio']):.2f}; "
+        "skyplane_snapshot_variability.csv). Kept as is (conservative).",
+        f"  The smallest link, {worst['a']}-{worst['b']} ({worst['bandwidth_gbps']:g} Gbit/s), comes from one",
+        "    0.41 Gbit/s europe-west4->us-east1 measurement (5.45 the other way); kept under the",
+        "    min-of-directions rule: a realistic degraded path that routing does not avoid.",
+    ]
+    wan = 0.02
+    hdr = [
+        "gcp-16: the LARGE instance. LLaMA-2 70B on H100 in all 16 GCP regions of the Skyplane grid",
+        f"  ({sum(gpus.values()):,} GPUs: 128 in each of the 5 North American regions, 64 in the other 11).",
+        "Regime: scale -- 16 domains, 120 measured links (5-160 ms one way, 3-56 Gbit/s), a model",
+        "  that fits in any one region; solvers must pick a few regions and a placement that keeps",
+        "  gradient rings inside regions and pipeline boundaries on fast short links.",
+        "",
+    ] + ghdr + [
+        f"intra_bandwidth_gbps {GCP_A3MEGA_GBPS_PER_GPU:.0f}: a3-megagpu-8g, 8 x 200 Gbit/s GPU NICs (NVIDIA AICR GKE TCPXO",
+        "  guide; per-NIC rate general knowledge). (interconnect_facts.csv's NDR 400 is for on-prem H100.)",
+        f"price_per_gpu_hour {GCP_A3_USD_PER_GPU_H:.2f}: ASSUMED a3-highgpu-8g on-demand ~ $88/h / 8 (general knowledge).",
+        "gpus: ASSUMED.",
+        "Domain names: region = Skyplane zone without its zone letter (gcp:us-central1-a -> us-central1).",
+        "",
+    ] + cloud_hdr("gcp", GCP_VM_PAIRS, st, note) + [
+        f"  wan_price_per_gb {wan}: GCP inter-region us-central1<->us-west1 price (interconnect_facts.csv,",
+        "    Sailor providers/gcp/communication_cost.json); intercontinental egress is dearer.",
+        "",
+        "Workload: model llama2-70b (../models/llama2-70b.toml from llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096.",
+    ]
+    inst = {"name": "gcp-16",
+            "description": "Large: LLaMA-2 70B on 1,344 H100 across all 16 GCP regions (Skyplane measured WAN)",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("llama2-70b", 1024, 4096),
+            "options": options(max_stages=32, wan_price=wan)}
+    return inst, hdr
+
+
+# ---- tiny test instances (synthetic) ----
+
+TOY_GPU = {"name": "toy-1tf", "peak_tflops": 1.0, "memory_gb": 0.08, "mfu": 0.5}
+TOY_HDR = [
+    "SYNTHETIC instance for tests; no figure is sourced. The GPU is a toy (1 TFLOP/s, 80 MB, MFU",
+    "  0.5) scaled to the 6.8M-parameter 'tiny' model so that compute (~53 ms per micro-batch for",
+    "  the whole model at b=1, s=512), transfers (262 KB per boundary: 2 ms at 1 Gbit/s) and",
+    "  latency (ms) are of the same order, and memory binds: the 109 MB of weight state plus",
+    "  activations exceed one toy GPU (72 MB usable), so t >= 2 or S >= 2 is needed.",
+]
+
+
+def inst_tiny_3dc():
+    doms = [("alpha", 16, 1.0), ("beta", 8, 2.0), ("gamma", 12, 0.5)]
+    domains = [{"name": n, "gpus": k, "gpus_per_node": 4, "intra_bandwidth_gbps": 100.0,
+                "price_per_gpu_hour": p} for n, k, p in doms]
+    links = [
+        {"a": "alpha", "b": "beta", "bandwidth_gbps": 10.0, "latency_ms": 2.0},
+        {"a": "beta", "b": "gamma", "bandwidth_gbps": 5.0, "latency_ms": 3.0},
+        {"a": "alpha", "b": "gamma", "bandwidth_gbps": 1.0, "latency_ms": 8.0,
+         "_comment": "slower than alpha-beta-gamma (5 ms): the alpha-gamma route relays via beta"},
+    ]
+    hdr = ["tiny-3dc: 3 domains in a triangle, model tiny.",
+           "Regime: small test case; the direct alpha-gamma link (8 ms) loses to the 2-hop route",
+           "  via beta (5 ms), so routing, link sharing and relaying are exercised."] + TOY_HDR
+    inst = {"name": "tiny-3dc", "description": "Synthetic test: 3 domains, tiny model, toy GPU",
+            "gpu": dict(TOY_GPU), "domains": domains, "links": links,
+            "workload": workload("tiny", 16, 512, tps=(1, 2, 4)),
+            "options": options(max_stages=8, wan_price=0.01)}
+    return inst, hdr
+
+
+def inst_tiny_line():
+    domains = [{"name": n, "gpus": 8, "gpus_per_node": 4, "intra_bandwidth_gbps": 100.0,
+                "price_per_gpu_hour": 1.0} for n in "abcd"]
+    links = [
+        {"a": "a", "b": "b", "bandwidth_gbps": 10.0, "latency_ms": 2.0},
+        {"a": "b", "b": "c", "bandwidth_gbps": 2.0, "latency_ms": 5.0},
+        {"a": "c", "b": "d", "bandwidth_gbps": 10.0, "latency_ms": 2.0},
+    ]
+    hdr = ["tiny-line: 4 domains in a line a-b-c-d, model tiny.",
+           "Regime: small test case with multi-hop routes (a to d is 3 hops, 9 ms) and a slow middle",
+           "  link b-c (2 Gbit/s) that every flow between {a,b} and {c,d} shares."] + TOY_HDR
+    inst = {"name": "tiny-line", "description": "Synthetic test: 4 domains in a line a-b-c-d, tiny model, toy GPU",
+            "gpu": dict(TOY_GPU), "domains": domains, "links": links,
+            "workload": workload("tiny", 16, 512, tps=(1, 2, 4)),
+            "options": options(max_stages=8, wan_price=0.01)}
+    return inst, hdr
+
+
+BUILDERS = [inst_edwc_llama2_13b, inst_edwc_full, inst_aws_multiregion, inst_azure_multiregion,
+            inst_two_dc, inst_memory_bound, inst_cost_edwc, inst_gcp_16, inst_tiny_3dc,
+            inst_tiny_line]
+
+# --------------------------------------------------------------------------
+# TOML output
+# --------------------------------------------------------------------------
+
+
+def fmt(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        r = repr(round(v, 6))
+        return r if ("." in r or "e" in r) else r + ".0"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
+    raise TypeError(type(v))
+
+
+def table_lines(d: dict) -> list[str]:
+    out = []
+    if "_comment" in d:
+        out.append(f"# {d['_comment']}")
+    out += [f"{k} = {fmt(v)}" for k, v in d.items() if not k.startswith("_")]
+    return out
+
+
+def render(inst: dict, header: list[str], summary: list[str]) -> str:
+    out = [("# " + ln).rstrip() for ln in header]
+    out += ["#"] + [("# " + ln).rstrip() for ln in summary]
+    out += ["#", "# Generated by instances/_generate.py from ../shared/data; edit the generator, "
+                 "not this file.", ""]
+    out.append(f"name = {fmt(inst['name'])}")
+    out.append(f"description = {fmt(inst['description'])}")
+    out += ["", "[gpu]"] + table_lines(inst["gpu"])
+    for d in inst["domains"]:
+        out += ["", "[[domains]]"] + table_lines(d)
+    for l in inst["links"]:
+        out += ["", "[[links]]"] + table_lines(l)
+    out += ["", "[workload]"] + table_lines(inst["workload"])
+    out += ["", "[options]"] + table_lines(inst["options"])
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------
+# Checks against the SPEC (sections 2-5)
+# --------------------------------------------------------------------------
+
+TOP_KEYS = {"name", "description", "gpu", "domains", "links", "workload", "options"}
+GPU_KEYS = {"name", "peak_tflops", "memory_gb", "mfu"}
+DOMAIN_KEYS = {"name", "gpus", "gpus_per_node", "intra_bandwidth_gbps", "price_per_gpu_hour",
+               "region", "lat", "lon", "utc_offset_hours"}
+LINK_KEYS = {"a", "b", "bandwidth_gbps", "latency_ms"}
+WORKLOAD_KEYS = {"model", "global_batch_size", "seq_len", "micro_batch_sizes",
+                 "tensor_parallel", "recompute"}
+OPTION_KEYS = {"schedules", "max_stages", "objective", "memory_reserve_fraction",
+               "wan_price_per_gb"}
+
+
+def load_model(name: str) -> dict:
+    return tomllib.loads((MODELS_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+
+
+def model_units(m: dict, s: int, recompute: bool) -> list[tuple[float, float, float]]:
+    """(params, fwd FLOPs/token, stored bytes/token) per unit, SPEC section 3."""
+    h, f, a, V, N = (m["hidden_size"], m["ffn_hidden_size"], m["num_heads"], m["vocab_size"],
+                     m["num_layers"])
+    k = m.get("num_kv_heads", a)
+    P = 2 * h * h + 2 * h * h * k / a + (3 if m["gated_mlp"] else 2) * h * f
+    blk = (P, 2 * P + 4 * s * h, 2 * h if recompute else 34 * h)
+    return [(V * h, 0.0, 0.0)] + [blk] * N + [(V * h, 2 * V * h, 4 * V)]
+
+
+def fits(units, S, t, b, s, m, sched, cap) -> bool:
+    """Greedy furthest-reach contiguous partition into exactly S stages within memory."""
+    n = len(units)
+    if S > n:
+        return False
+    i = 0
+    for j in range(S):
+        infl = m if sched == "gpipe" else min(m, S - j)
+        last = n - (S - 1 - j)          # leave at least one unit per later stage
+        P = st = 0.0
+        e = i
+        while e < last:
+            p2, st2 = P + units[e][0], st + units[e][2]
+            if (16 * p2 + infl * b * s * st2) / t > cap:
+                break
+            P, st, e = p2, st2, e + 1
+        if e == i:
+            return False
+        i = e
+    return i == n
+
+
+def check(inst: dict) -> list[str]:
+    """Validate; return summary lines. Raises AssertionError on a problem."""
+    name = inst["name"]
+    assert set(inst) <= TOP_KEYS, name
+    assert set(inst["gpu"]) == GPU_KEYS, name
+    names = [d["name"] for d in inst["domains"]]
+    assert len(set(names)) == len(names), name
+    for d in inst["domains"]:
+        assert set(k for k in d if not k.startswith("_")) <= DOMAIN_KEYS, (name, d)
+        assert d["gpus"] >= 1 and d["gpus_per_node"] >= 1
+    pairs = set()
+    for l in inst["links"]:
+        assert set(k for k in l if not k.startswith("_")) == LINK_KEYS, (name, l)
+        assert l["a"] in names and l["b"] in names and l["a"] != l["b"], (name, l)
+        p = frozenset((l["a"], l["b"]))
+        assert p not in pairs, (name, "duplicate link", l)
+        pairs.add(p)
+        assert l["bandwidth_gbps"] > 0 and l["latency_ms"] > 0, (name, l)
+    # connectivity
+    seen, todo = {names[0]}, [names[0]]
+    while todo:
+        u = todo.pop()
+        for p in pairs:
+            if u in p:
+                (v,) = p - {u}
+                if v not in seen:
+                    seen.add(v)
+                    todo.append(v)
+    assert seen == set(names), (name, "WAN not connected")
+    w, o = inst["workload"], inst["options"]
+    assert set(w) == WORKLOAD_KEYS and set(o) == OPTION_KEYS, name
+    assert all(t <= d["gpus_per_node"] for t in w["tensor_parallel"] for d in inst["domains"]), name
+    assert o["objective"] in ("time", "cost") and set(o["schedules"]) <= {"1f1b", "gpipe"}, name
+    total = sum(d["gpus"] for d in inst["domains"])
+    P_total, cap = weight_params(inst), usable_bytes(inst)
+    lines = [f"Feasibility (generator check, SPEC section 5): weight state 16 B x "
+             f"{P_total / 1e9:.3f}B params = {16 * P_total / 1e9:,.1f} GB; "
+             f"{cap / 1e9:.1f} GB usable per GPU; {total:,} GPUs in {len(names)} domains."]
+    any_ok = False
+    for sched in o["schedules"]:
+        row = []
+        for t in w["tensor_parallel"]:
+            found = min_plan(inst, sched, t)
+            if found:
+                any_ok = True
+                R, S, b = found
+                row.append(f"t={t}: S>={S}" + (f" (b={b})" if len(w["micro_batch_sizes"]) > 1 else "")
+                           + (f" with R>={R}" if R > 1 else ""))
+        lines.append(f"  {sched}: fewest stages " + (", ".join(row) if row else "none feasible"))
+    assert any_ok, (name, "no feasible plan")
+    return lines
+
+
+def weight_params(inst: dict) -> float:
+    w = inst["workload"]
+    return sum(u[0] for u in model_units(load_model(w["model"]), w["seq_len"], w["recompute"]))
+
+
+def usable_bytes(inst: dict) -> float:
+    return inst["gpu"]["memory_gb"] * 1e9 * (1 - inst["options"]["memory_reserve_fraction"])
+
+
+def min_plan(inst: dict, sched: str, t: int):
+    """Fewest replicas R, then fewest stages S (then smallest b) of a feasible plan with tp t:
+    every stage within memory, R*S stages of t GPUs placeable (each stage in one domain),
+    a whole number m = global_batch_size / (R*b) of micro-batches. None if there is none."""
+    w, o = inst["workload"], inst["options"]
+    units = model_units(load_model(w["model"]), w["seq_len"], w["recompute"])
+    cap = usable_bytes(inst)
+    slots = sum(d["gpus"] // t for d in inst["domains"] if t <= d["gpus_per_node"])
+    gbs = w["global_batch_size"]
+    for R in range(1, slots + 1):
+        best = None
+        for b in sorted(w["micro_batch_sizes"]):
+            if gbs % (R * b):
+                continue
+            m = gbs // (R * b)
+            for S in range(1, min(o["max_stages"], slots // R) + 1):
+                if fits(units, S, t, b, w["seq_len"], m, sched, cap):
+                    if best is None or S < best[1]:
+                        best = (R, S, b)
+                    break
+        if best:
+            return best
+    return None
+
+
+# --------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    check_only = "--check" in argv
+    show = "--summary" in argv
+    stale = []
+    for build in BUILDERS:
+        inst, hdr = build()
+        summary = check(inst)
+        text = render(inst, hdr, summary)
+        # round trip: the file parses and carries no helper keys
+        parsed = tomllib.loads(text)
+        assert parsed["name"] == inst["name"]
+        path = HERE / f"{inst['name']}.toml"
+        if check_only:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+        if show:
+            print(f"{inst['name']}: {len(inst['domains'])} domains, "
+                  f"{sum(d['gpus'] for d in inst['domains'])} GPUs, {len(inst['links'])} links")
+            for ln in summary:
+                print("   " + ln)
+    if check_only and stale:
+        print("out of date: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,78 @@
+"""Small builders and a brute-force planner shared by the tests."""
+
+from __future__ import annotations
+
+import itertools
+
+from planner import Instance, Plan
+from planner.evaluator import Evaluator, check_plan
+from planner.model import ModelSpec
+
+GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
+
+
+def tiny_model(layers=2, hidden=64, vocab=100):
+    return ModelSpec(name="m", num_layers=layers, hidden_size=hidden, ffn_hidden_size=4 * hidden,
+                     num_heads=4, vocab_size=vocab)
+
+
+def make_instance(domains, links, model=None, gpu=None, **workload):
+    wl = {"model": model or tiny_model(), "global_batch_size": 8, "seq_len": 128,
+          "micro_batch_sizes": [1, 2], "tensor_parallel": [1, 2], "recompute": False}
+    options = workload.pop("options", {})
+    wl.update(workload)
+    doms = [d if isinstance(d, dict) else {"name": d[0], "gpus": d[1], "gpus_per_node": 8,
+                                           "intra_bandwidth_gbps": 200.0,
+                                           "price_per_gpu_hour": d[2] if len(d) > 2 else 1.0}
+            for d in domains]
+    lks = [l if isinstance(l, dict) else {"a": l[0], "b": l[1], "bandwidth_gbps": l[2], "latency_ms": l[3]}
+           for l in links]
+    return Instance.from_dict({"name": "t", "gpu": gpu or GPU, "domains": doms, "links": lks,
+                               "workload": wl, "options": options})
+
+
+def compositions(n, parts):
+    """All ways to cut range(n) into `parts` non-empty contiguous stages."""
+    for cuts in itertools.combinations(range(1, n), parts - 1):
+        b = (0, *cuts, n)
+        yield list(zip(b, b[1:]))
+
+
+def all_plans(instance, max_gpus=None):
+    """Every plan of a tiny instance (feasible or not), replicas up to 2."""
+    wl = instance.workload
+    names = instance.domain_names
+    n = instance.num_units
+    gbs = wl.global_batch_size
+    for t in wl.tensor_parallel:
+        for b in wl.micro_batch_sizes:
+            for R in (1, 2):
+                if gbs % (R * b):
+                    continue
+                for sched in instance.options.schedules:
+                    for S in range(1, min(n, instance.max_stages) + 1):
+                        if max_gpus is not None and R * S * t > max_gpus:
+                            continue
+                        for cuts in compositions(n, S):
+                            for flat in itertools.product(names, repeat=R * S):
+                                placement = [list(flat[r * S:(r + 1) * S]) for r in range(R)]
+                                yield Plan.build(cuts, placement, tp=t, micro_batch_size=b,
+                                                 instance=instance, schedule=sched)
+
+
+def brute_force(instance, key="time", max_gpus=None):
+    """(best T_est, best exact T, plan with best T_est) over feasible plans, or None."""
+    best_est = best_T = None
+    best_plan = None
+    for p in all_plans(instance, max_gpus):
+        if check_plan(instance, p):
+            continue
+        ev = Evaluator(instance, p)
+        te = float(ev.estimate_times()[0])
+        T = float(ev.iteration_times()[0])
+        if key == "cost":
+            te, T = float(ev.cost(te)), float(ev.cost(T))
+        if best_est is None or te < best_est:
+            best_est, best_plan = te, p
+        best_T = T if best_T is None else min(best_T, T)
+    return None if best_plan is None else (best_est, best_T, best_plan)
