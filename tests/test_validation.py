@@ -120,7 +120,7 @@ def test_infeasible_instance_exit_3_with_reason(tmp_path):
     path = write_variant(tmp_path, lambda d: d["gpu"].update(memory_gb=0.001))
     res = run("plan", path)
     assert res.exit_code == 3
-    assert "no feasible plan" in res.stderr and "GB" in res.stderr and "tp=" in res.stderr
+    assert "no feasible plan" in res.stderr and "usable per GPU" in res.stderr and "tp=" in res.stderr
 
 
 def test_plan_file_errors(tmp_path):
