@@ -24,9 +24,11 @@ every t, b and schedule, with a greedy contiguous partition.
 from __future__ import annotations
 
 import csv
+import heapq
 import math
 import os
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -65,6 +67,36 @@ def read_matrix(name: str) -> tuple[str, dict[tuple[str, str], float]]:
             if cell and cell.upper() != "NA":
                 out[(src, dst)] = float(cell)
     return comment, out
+
+
+def routes(domains: list[str], links: list[dict]) -> dict[tuple[str, str], list[str]]:
+    """SPEC section 2 routes: least total latency, then fewer hops, then the
+    lexicographically smallest list of domain names."""
+    adj: dict[str, list[tuple[str, float]]] = {d: [] for d in domains}
+    for l in links:
+        adj[l["a"]].append((l["b"], l["latency_ms"]))
+        adj[l["b"]].append((l["a"], l["latency_ms"]))
+    out = {}
+    for src in domains:
+        best: dict[str, tuple] = {src: (0.0, 0, [src])}
+        heap = [(0.0, 0, [src])]
+        done = set()
+        while heap:
+            key = heapq.heappop(heap)
+            u = key[2][-1]
+            if u in done:
+                continue
+            done.add(u)
+            for v, lat in adj[u]:
+                if v in done:
+                    continue
+                cand = (key[0] + lat, key[1] + 1, key[2] + [v])
+                if v not in best or cand < best[v]:
+                    best[v] = cand
+                    heapq.heappush(heap, cand)
+        for dst, key in best.items():
+            out[(src, dst)] = key[2]
+    return out
 
 
 def fact(rows: list[dict[str, str]], key: str, col: str = "fact") -> dict[str, str]:
@@ -182,7 +214,7 @@ def edwc_network(ids: list[str], gpus: dict[str, int], prices: dict[str, float],
         domains.append({
             "name": cid, "gpus": gpus[cid], "gpus_per_node": 8,
             "intra_bandwidth_gbps": intra, "price_per_gpu_hour": prices[cid],
-            "region": f"{hub} hub, {c['role']} ({c['cluster_zh']})",
+            "region": f"{hub} hub, {c['role']}",
             "lat": float(c["lat"]), "lon": float(c["lon"]), "utc_offset_hours": 8.0,
         })
     links = []
@@ -339,8 +371,9 @@ def cloud_hdr(cloud: str, vm_pairs: int, stats: dict, vm_note: list[str]) -> lis
         f"    ({SKYPLANE_TPUT_SRC}). Links are undirected, so the smaller direction is taken"
         f" ({stats['asym']} pairs differ by > 10%).",
     ] + vm_note + [
-        f"  links: full mesh over the chosen regions ({len(lat)} pairs); the least-latency route"
-        " may still relay via a third region where the measured RTTs violate the triangle inequality.",
+        f"  links: full mesh over the chosen regions ({len(lat)} pair{'s' if len(lat) > 1 else ''})"
+        + ("; the least-latency route may still relay via a third region where the measured RTTs"
+           " violate the triangle inequality." if len(lat) > 1 else "."),
         f"  one-way latency {min(lat):.1f}-{max(lat):.1f} ms (mean {sum(lat) / len(lat):.1f}); "
         f"bandwidth {min(bw):.2f}-{max(bw):.2f} Gbit/s (mean {sum(bw) / len(bw):.2f}).",
     ]
@@ -428,7 +461,7 @@ def inst_edwc_full():
     hdr = [
         "edwc-full: all 10 East-Data-West-Computing clusters (8 hubs), LLaMA-2 70B on A100-80GB.",
         "Regime: the default network at full size -- 10 domains, 45 links, 1,792 GPUs, a model that",
-        "  needs >= 2 pipeline stages of 8 GPUs (memory) and whose 138 GB gradient makes WAN data",
+        "  needs >= 3 pipeline stages of 8 GPUs (memory) and whose 138 GB gradient makes WAN data",
         "  parallelism expensive; placement over many nearby clusters is the question.",
         "",
     ] + ghdr + [
@@ -510,12 +543,22 @@ def inst_memory_bound():
     prices = {c: edwc_price(E["clusters"][c]["role"]) for c in ids}
     g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
     domains, links, nhdr = edwc_network(ids, gpus, prices, IB_HDR_GBPS)
+    inst = {"name": "memory-bound",
+            "description": "GPT-3 175B on A100-40GB, 32 GPUs per EDWC cluster: memory forces a deep pipeline",
+            "gpu": g, "domains": domains, "links": links,
+            "workload": workload("gpt3-175b", 1536, 2048, mbs=(1, 2)),
+            "options": options(max_stages=32)}
+    _, S, _ = min_plan(inst, "1f1b", 8)
     hdr = [
         "memory-bound: GPT-3 175B on A100-40GB, 32 GPUs in each of 8 EDWC clusters (one per hub).",
         "Regime: GPU memory forces a deep pipeline. Weights + gradients + Adam take 16 B/param x",
-        "  175.2B = 2.80 TB; with 36 GB usable per GPU (40 GB, 10% reserve) and t <= 8, 1F1B needs",
-        "  >= 14 stages (see the feasibility line below), i.e. >= 112 GPUs = >= 4 clusters per",
-        "  replica, so the pipeline must cross the WAN several times.",
+        f"  {weight_params(inst) / 1e9:.1f}B = {16 * weight_params(inst) / 1e12:.2f} TB; with "
+        f"{usable_bytes(inst) / 1e9:.0f} GB usable per GPU (40 GB, 10% reserve) even t = 8 needs",
+        f"  >= {S} 1F1B stages (generator check below; smaller t needs more than max_stages), i.e.",
+        f"  >= {S * 8} GPUs = >= {math.ceil(S * 8 / 32)} clusters per replica, so the pipeline crosses "
+        "the WAN several times",
+        f"  and at most {sum(gpus.values()) // (S * 8)} replicas fit. GPipe (all m micro-batches in flight) "
+        "cannot fit at all.",
         "",
     ] + ghdr + [
         "  (A100-40GB: the SXM4 40 GB part of gpu_specs.csv; MFU taken as for the 80 GB part.)",
@@ -526,13 +569,8 @@ def inst_memory_bound():
         "",
         "Workload: model gpt3-175b (../models/gpt3-175b.toml from llm_configs.csv: Brown et al. 2020",
         "  Table 2.1); global_batch_size 1536 x seq_len 2048 = 3.2M tokens, the GPT-3 175B batch",
-        "  (llm_configs.csv batch_tokens 3.2M); micro-batch sizes 1-2 (larger ones cannot fit).",
+        "  (llm_configs.csv batch_tokens 3.2M); micro-batch sizes 1-2.",
     ]
-    inst = {"name": "memory-bound",
-            "description": "GPT-3 175B on A100-40GB, 32 GPUs per EDWC cluster: memory forces >= 14 pipeline stages",
-            "gpu": g, "domains": domains, "links": links,
-            "workload": workload("gpt3-175b", 1536, 2048, mbs=(1, 2)),
-            "options": options(max_stages=32)}
     return inst, hdr
 
 
@@ -605,8 +643,8 @@ def inst_azure_multiregion():
         "azure-multiregion: LLaMA-2 70B on ND H100 v5-class H100, 16 GPUs (2 VMs) in each of 5 Azure",
         "  regions on 4 continents (US east, US west, West Europe, Japan East, Australia East).",
         "Regime: WAN-LATENCY bound. One-way latency 31-123 ms with plenty of bandwidth. No region",
-        "  can hold the model (16 x 72 GB < 1.10 TB of weight state + activations), so every plan",
-        "  crosses >= 1 long link. 1F1B keeps at most S - j micro-batches in flight per round trip,",
+        "  can hold the model (it needs >= 3 stages of 8 GPUs, generator check below; a region has",
+        "  16), so every plan crosses >= 1 long link. 1F1B keeps at most S - j micro-batches in flight per round trip,",
         "  so its period is latency-bound (Little's law term of SPEC section 7): on H100 a stage",
         "  computes a micro-batch in tens of ms while each WAN hop adds 2 x 31-123 ms to the round",
         "  trip. GPipe would hide latency but stores all m micro-batches and cannot fit here.",
@@ -819,9 +857,21 @@ def table_lines(d: dict) -> list[str]:
     return out
 
 
+def wrap(lines: list[str], width: int = 98) -> list[str]:
+    out = []
+    for ln in lines:
+        if len(ln) <= width:
+            out.append(ln)
+            continue
+        indent = len(ln) - len(ln.lstrip(" "))
+        out += textwrap.wrap(ln, width=width, subsequent_indent=" " * (indent + 2),
+                             break_long_words=False, break_on_hyphens=False)
+    return out
+
+
 def render(inst: dict, header: list[str], summary: list[str]) -> str:
-    out = [("# " + ln).rstrip() for ln in header]
-    out += ["#"] + [("# " + ln).rstrip() for ln in summary]
+    out = [("# " + ln).rstrip() for ln in wrap(header)]
+    out += ["#"] + [("# " + ln).rstrip() for ln in wrap(summary)]
     out += ["#", "# Generated by instances/_generate.py from ../shared/data; edit the generator, "
                  "not this file.", ""]
     out.append(f"name = {fmt(inst['name'])}")
@@ -920,11 +970,18 @@ def check(inst: dict) -> list[str]:
     assert set(w) == WORKLOAD_KEYS and set(o) == OPTION_KEYS, name
     assert all(t <= d["gpus_per_node"] for t in w["tensor_parallel"] for d in inst["domains"]), name
     assert o["objective"] in ("time", "cost") and set(o["schedules"]) <= {"1f1b", "gpipe"}, name
+    rt = routes(names, inst["links"])
+    relayed = sorted(f"{a}-{b} via {'-'.join(p[1:-1])}" for (a, b), p in rt.items()
+                     if a < b and len(p) > 2 and frozenset((a, b)) in pairs)
     total = sum(d["gpus"] for d in inst["domains"])
     P_total, cap = weight_params(inst), usable_bytes(inst)
     lines = [f"Feasibility (generator check, SPEC section 5): weight state 16 B x "
              f"{P_total / 1e9:.3f}B params = {16 * P_total / 1e9:,.1f} GB; "
-             f"{cap / 1e9:.1f} GB usable per GPU; {total:,} GPUs in {len(names)} domains."]
+             f"{cap / 1e9:.1f} GB usable per GPU; {total:,} GPUs in {len(names)} domains.",
+             "  Smallest feasible replica count R and, for it, fewest stages S, per schedule and t:"]
+    routes_line = (f"Routes (SPEC section 2): {len(relayed)} of {len(pairs)} linked pairs route via a relay "
+                   "because the direct link has more latency"
+                   + (": " + ", ".join(relayed) if relayed else "") + ".")
     any_ok = False
     for sched in o["schedules"]:
         row = []
@@ -933,11 +990,10 @@ def check(inst: dict) -> list[str]:
             if found:
                 any_ok = True
                 R, S, b = found
-                row.append(f"t={t}: S>={S}" + (f" (b={b})" if len(w["micro_batch_sizes"]) > 1 else "")
-                           + (f" with R>={R}" if R > 1 else ""))
-        lines.append(f"  {sched}: fewest stages " + (", ".join(row) if row else "none feasible"))
+                row.append(f"t={t}: R={R} S={S}")
+        lines.append(f"  {sched}: " + ("; ".join(row) if row else "no feasible plan (in-flight memory)"))
     assert any_ok, (name, "no feasible plan")
-    return lines
+    return [routes_line] + lines
 
 
 def weight_params(inst: dict) -> float:

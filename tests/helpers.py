@@ -39,19 +39,20 @@ def compositions(n, parts):
 
 
 def all_plans(instance, max_gpus=None):
-    """Every plan of a tiny instance (feasible or not), replicas up to 2."""
+    """Every plan of a tiny instance (feasible or not) using at most
+    ``max_gpus`` GPUs (default: all the instance's GPUs)."""
     wl = instance.workload
     names = instance.domain_names
     n = instance.num_units
     gbs = wl.global_batch_size
     for t in wl.tensor_parallel:
         for b in wl.micro_batch_sizes:
-            for R in (1, 2):
-                if gbs % (R * b):
+            for R in range(1, gbs // b + 1):
+                if gbs % (R * b) or R * t > (max_gpus or instance.total_gpus):
                     continue
                 for sched in instance.options.schedules:
                     for S in range(1, min(n, instance.max_stages) + 1):
-                        if max_gpus is not None and R * S * t > max_gpus:
+                        if R * S * t > (max_gpus or instance.total_gpus):
                             continue
                         for cuts in compositions(n, S):
                             for flat in itertools.product(names, repeat=R * S):

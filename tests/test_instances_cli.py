@@ -1,0 +1,80 @@
+"""Every packaged instance: validates, gets a feasible greedy plan whose
+figures the evaluator reproduces, and round-trips through the CLI."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from planner import Plan, evaluate, load_instance, load_plan, plan as make_plan
+from planner.cli import main
+from planner.io import DEFAULT_INSTANCE, available
+
+INSTANCES = available("instances")
+
+
+def test_regimes_present():
+    assert DEFAULT_INSTANCE in INSTANCES
+    assert len(INSTANCES) >= 9
+    objectives = {load_instance(n).options.objective for n in INSTANCES}
+    assert objectives == {"time", "cost"}
+    assert max(len(load_instance(n).domains) for n in INSTANCES) >= 16
+
+
+@pytest.mark.parametrize("name", INSTANCES)
+def test_greedy_plan_feasible_and_reproducible(name):
+    inst = load_instance(name)
+    p = make_plan(inst, solver="greedy")
+    ev = evaluate(inst, p)
+    assert ev.feasible, ev.violations
+    assert p.solver.status == "heuristic"
+    assert ev.iteration_time_s == pytest.approx(p.predicted.iteration_time_s, rel=1e-12)
+    assert ev.estimate_s == pytest.approx(p.predicted.estimate_s, rel=1e-12)
+    assert ev.iteration_time_s >= ev.lower_bound_s * (1 - 1e-9)
+    used = p.gpus_per_domain()
+    assert all(used[d] <= inst.domain(d).gpus for d in used)
+    assert Plan.from_json(p.to_json()) == p
+
+
+def test_cli_plan_out_and_evaluate(tmp_path):
+    out = tmp_path / "plan.json"
+    runner = CliRunner()
+    res = runner.invoke(main, ["plan", "tiny-line", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["solver"]["name"] == "greedy" and doc["evaluation"]["feasible"] is True
+    res2 = runner.invoke(main, ["evaluate", "tiny-line", str(out), "--json"])
+    assert res2.exit_code == 0
+    ev = json.loads(res2.stdout)
+    assert ev["iteration_time_s"] == pytest.approx(doc["predicted"]["iteration_time_s"], rel=1e-12)
+    inst = load_instance("tiny-line")
+    assert load_plan(out, inst).placement == doc["placement"]
+
+
+def test_cli_default_instance_summary():
+    res = CliRunner().invoke(main, ["plan"])
+    assert res.exit_code == 0, res.output
+    for word in ("stages", "replica", "throughput", "lower bound", DEFAULT_INSTANCE):
+        assert word in res.stdout
+
+
+def test_cli_evaluate_infeasible_plan_exit_3(tmp_path):
+    inst = load_instance("tiny-3dc")
+    p = make_plan(inst)
+    # put every stage of every replica into the smallest domain: over capacity
+    small = min(inst.domains, key=lambda d: d.gpus).name
+    bad = p.model_copy(update={"placement": [[small] * p.num_stages for _ in range(p.replicas)],
+                               "predicted": None, "solver": None})
+    path = tmp_path / "bad.json"
+    path.write_text(bad.to_json())
+    res = CliRunner().invoke(main, ["evaluate", "tiny-3dc", str(path), "--json"])
+    assert res.exit_code == 3
+    doc = json.loads(res.stdout)
+    assert doc["feasible"] is False and doc["violations"][0]["rule"] == "gpu_capacity"
+    assert small in doc["violations"][0]["message"]
+
+
+def test_cli_list():
+    res = CliRunner().invoke(main, ["list"])
+    assert res.exit_code == 0
+    assert DEFAULT_INSTANCE in res.stdout and "llama2-70b" in res.stdout
