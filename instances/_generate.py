@@ -10,7 +10,7 @@ Shared data directory: ``<repo>/../shared/data`` (i.e.
 ``Path(__file__).resolve().parents[2] / "shared" / "data"``), or the directory
 named by the environment variable ``PLANNER_SHARED_DATA``.
 
-    python instances/_generate.py            # write all instance files
+    python instances/_generate.py            # write all instance files and README.md
     python instances/_generate.py --check    # exit 1 if a file is out of date
     python instances/_generate.py --summary  # also print feasibility figures
 
@@ -503,7 +503,7 @@ def inst_cost_edwc():
     wan = 0.02
     hdr = [
         "cost-edwc: objective = cost. LLaMA-2 70B on A100-80GB over 7 EDWC clusters with three",
-        "  price tiers (3.3x spread) and per-GB WAN charges.",
+        f"  price tiers ({max(prices.values()) / min(prices.values()):.1f}x spread) and per-GB WAN charges.",
         "Regime: price matters. The cheap (owned, west) clusters are small: no single one holds the",
         "  model, so the cheapest plan trades GPU-hours against WAN bytes and pipeline bubbles.",
         "",
@@ -576,16 +576,6 @@ def inst_memory_bound():
 
 # ---- clouds ----
 
-AWS_VM_NOTE_1 = [
-    "  Aggregate bandwidth ASSUMPTION: one gateway VM pair per region pair, i.e. the measured",
-    "    per-VM figure as is (x 1). AWS caps inter-region egress at 5 Gbit/s per instance (< 32",
-    "    vCPUs; 50% of the NIC above that) and per flow (interconnect_facts.csv; the Skyplane AWS",
-    "    grid tops out at ~4.7). It binds: a LLaMA-2 7B micro-batch boundary (b=1, 33.6 MB) takes",
-    "    ~60-90 ms on one link vs ~10-40 ms of compute per stage. Even this is optimistic for",
-    "    stock NCCL over a WAN, which is window-limited to ~30 Mbit / RTT (wan_variability_facts.csv).",
-]
-
-
 def inst_aws_multiregion():
     regions = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1",
                "eu-west-1", "eu-west-2", "eu-central-1"]
@@ -593,13 +583,29 @@ def inst_aws_multiregion():
     g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
     domains, links, st = cloud_network("aws", regions, lambda r: f"aws:{r}", gpus,
                                        AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, 1)
+    mdl = load_model("llama2-7b")
+    act = 2 * mdl["hidden_size"] * 4096          # boundary bytes per micro-batch, b = 1
+    x_lo, x_hi = (act / (bw * 1e9 / 8) * 1e3 for bw in (max(st["bw"]), min(st["bw"])))
+    note = [
+        "  Aggregate bandwidth ASSUMPTION: one gateway VM pair per region pair, i.e. the measured",
+        "    per-VM figure as is (x 1). AWS caps inter-region egress at 5 Gbit/s per instance (< 32",
+        "    vCPUs; 50% of the NIC above that) and per flow (interconnect_facts.csv; the Skyplane AWS",
+        f"    grid tops out at ~4.7). It binds: a LLaMA-2 7B micro-batch boundary (b=1, {act / 1e6:.1f} MB)",
+        f"    takes {x_lo:.0f}-{x_hi:.0f} ms on an unshared link vs ~10-40 ms of compute per stage (t=8,",
+        "    S=4-16). Even this is optimistic for stock NCCL over a WAN, which is window-limited to",
+        "    ~30 Mbit / RTT (wan_variability_facts.csv).",
+    ]
     wan, whdr = aws_egress(regions)
     hdr = [
-        "aws-multiregion: LLaMA-2 7B on p4d-class A100-40GB, 16 GPUs (2 instances) in each of 7 AWS",
+        f"aws-multiregion: LLaMA-2 7B on p4d-class A100-40GB, 16 GPUs (2 instances) in each of "
+        f"{len(regions)} AWS",
         "  regions (US east/west, Canada, Europe).",
-        "Regime: WAN-BANDWIDTH bound. Links are 3-5 Gbit/s (measured per-VM throughput) while the",
+        f"Regime: WAN-BANDWIDTH bound. Links are {min(st['bw']):.1f}-{max(st['bw']):.1f} Gbit/s "
+        "(measured per-VM throughput) while the",
         "  model's activations are large relative to its per-stage compute, so any plan that crosses",
-        "  regions is limited by boundary transfer time (and a 13.5 GB gradient ring is ~30 s).",
+        "  regions is limited by boundary transfer time, and a cross-region ring for the 13.5 GB",
+        "  gradient takes tens of seconds per iteration. The model fits in one region (16 GPUs):",
+        "  whether and how to use the other regions' GPUs is decided by WAN bandwidth.",
         "",
     ] + ghdr + [
         "  (p4d.24xlarge carries A100-40GB; MFU as for A100-80GB.)",
@@ -609,7 +615,7 @@ def inst_aws_multiregion():
         "  price, general knowledge); the same in every region for simplicity.",
         "gpus: ASSUMED 16 per region (2 x p4d.24xlarge), a typical on-demand quota.",
         "",
-    ] + cloud_hdr("aws", 1, st, AWS_VM_NOTE_1) + whdr + [
+    ] + cloud_hdr("aws", 1, st, note) + whdr + [
         "",
         "Workload: model llama2-7b (../models/llama2-7b.toml from llm_configs.csv: Touvron et al. 2023);",
         f"  {LLAMA2_BATCH_NOTE}; seq_len 4096.",
@@ -749,7 +755,8 @@ def inst_gcp_16():
     hdr = [
         "gcp-16: the LARGE instance. LLaMA-2 70B on H100 in all 16 GCP regions of the Skyplane grid",
         f"  ({sum(gpus.values()):,} GPUs: 128 in each of the 5 North American regions, 64 in the other 11).",
-        "Regime: scale -- 16 domains, 120 measured links (5-160 ms one way, 3-56 Gbit/s), a model",
+        f"Regime: scale -- {len(regions)} domains, {len(links)} measured links ({min(st['lat']):.0f}-"
+        f"{max(st['lat']):.0f} ms one way, {min(st['bw']):.0f}-{max(st['bw']):.0f} Gbit/s), a model",
         "  that fits in any one region; solvers must pick a few regions and a placement that keeps",
         "  gradient rings inside regions and pipeline boundaries on fast short links.",
         "",
@@ -783,7 +790,8 @@ TOY_HDR = [
     "  0.5) scaled to the 6.8M-parameter 'tiny' model so that compute (~53 ms per micro-batch for",
     "  the whole model at b=1, s=512), transfers (262 KB per boundary: 2 ms at 1 Gbit/s) and",
     "  latency (ms) are of the same order, and memory binds: the 109 MB of weight state plus",
-    "  activations exceed one toy GPU (72 MB usable), so t >= 2 or S >= 2 is needed.",
+    "  activations exceed one toy GPU (72 MB usable): a plan needs t = 4, or S >= 2 at t = 2,",
+    "  or S >= 3 at t = 1 (generator check below).",
 ]
 
 
@@ -828,6 +836,105 @@ def inst_tiny_line():
 BUILDERS = [inst_edwc_llama2_13b, inst_edwc_full, inst_aws_multiregion, inst_azure_multiregion,
             inst_two_dc, inst_memory_bound, inst_cost_edwc, inst_gcp_16, inst_tiny_3dc,
             inst_tiny_line]
+
+# One row per instance for README.md: (regime it exercises, data files used).
+README_ROWS = {
+    "edwc-llama2-13b": (
+        "**default**; realistic national backbone: 2-16 ms, 100-400 Gbit/s leased wavelengths",
+        "china_edwc_{clusters,pairwise_distance_latency_est,facts}, gpu_specs, mfu_reported, "
+        "interconnect_facts, llm_configs"),
+    "edwc-full": (
+        "all 10 clusters / 45 links; model needs >= 3 stages, WAN data parallelism is costly",
+        "as edwc-llama2-13b"),
+    "aws-multiregion": (
+        "WAN-bandwidth bound: 3.6-4.7 Gbit/s measured links (1 VM pair); activations and gradients "
+        "dominate",
+        "matrix_aws_{rtt,tput}_skyplane2022, aws_interregion_egress_usd_per_gb_2023, "
+        "interconnect_facts, gpu_specs, mfu_reported, llm_configs"),
+    "azure-multiregion": (
+        "WAN-latency bound: 31-123 ms one way, 62-113 Gbit/s (8 VM pairs); model cannot fit in "
+        "one region",
+        "matrix_azure_{rtt,tput}_skyplane2022, gpu_specs, mfu_reported, interconnect_facts, "
+        "llm_configs"),
+    "two-dc": (
+        "simplest geo case: one 34 ms coast-to-coast link; is the second region worth it?",
+        "matrix_aws_{rtt,tput}_skyplane2022, aws_interregion_egress_usd_per_gb_2023, "
+        "interconnect_facts, gpu_specs, mfu_reported, llm_configs"),
+    "memory-bound": (
+        "memory forces >= 13 stages of 8 GPUs, i.e. >= 4 clusters per replica; GPipe infeasible",
+        "as edwc-llama2-13b"),
+    "cost-edwc": (
+        "objective = cost: 3 price tiers (1.55-4.10 USD/GPU-h), 0.02 USD/GB WAN; cheap clusters too "
+        "small for the model",
+        "as edwc-llama2-13b, plus interconnect_facts / aws egress for the per-GB price"),
+    "gcp-16": (
+        "LARGE: 16 domains, 120 measured links, 1,344 H100; scalability of solvers",
+        "matrix_gcp_{rtt,tput}_skyplane2022, skyplane_snapshot_variability, interconnect_facts, "
+        "gpu_specs, mfu_reported, llm_configs"),
+    "tiny-3dc": (
+        "tests: triangle whose direct alpha-gamma link loses to the 2-hop route; toy GPU",
+        "synthetic"),
+    "tiny-line": (
+        "tests: line a-b-c-d, multi-hop routes sharing a slow middle link; toy GPU",
+        "synthetic"),
+}
+
+
+def readme(insts: list[dict]) -> str:
+    out = [
+        "# Instances",
+        "",
+        "Planner instances (format: SPEC section 9). Every file is generated by",
+        "[`_generate.py`](_generate.py) from the sourced data in `../shared/data`",
+        "(override with `PLANNER_SHARED_DATA=/path`); its header comment names the",
+        "source of every figure, the reasoning for the assumed ones, the regime it is",
+        "meant to exercise and a feasibility check against SPEC section 5. Edit the",
+        "generator, not the TOML files:",
+        "",
+        "```",
+        "python instances/_generate.py            # rewrite instances/*.toml and this README",
+        "python instances/_generate.py --check    # fail if a file is out of date",
+        "python instances/_generate.py --summary  # print the feasibility figures",
+        "```",
+        "",
+        "| instance | domains | GPUs | GPU | model | regime it exercises | sources (`../shared/data/*.csv`) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for inst in insts:
+        regime, src = README_ROWS[inst["name"]]
+        out.append(f"| `{inst['name']}` | {len(inst['domains'])} | "
+                   f"{sum(d['gpus'] for d in inst['domains']):,} | {inst['gpu']['name']} | "
+                   f"`{inst['workload']['model']}` | {regime} | {src} |")
+    out += [
+        "",
+        "## Calibration and assumptions (details in each file's header)",
+        "",
+        "- **EDWC latency**: one-way = great-circle km x route factor x 0.005 ms/km. The route",
+        "  factor (1.781) makes the mean over all 45 cluster pairs equal the CAICT 2024Q1 measured",
+        "  optical-layer average of 9.7 ms; the resulting maximum is 15.8 ms (measured 17.1).",
+        "- **EDWC bandwidth** (assumed): a leased 100 Gbit/s wavelength per cluster pair on China",
+        "  Mobile's 400G OTN backbone, 400 Gbit/s on the two corridors with reported 400G service",
+        "  (Beijing-Inner Mongolia, Ningbo(YRD)-Gui'an). Flat-rate, so `wan_price_per_gb = 0`",
+        "  except in `cost-edwc`.",
+        "- **Cloud latency**: mean of the two measured RTT directions / 2. **Cloud bandwidth**: the",
+        "  smaller of the two measured VM-to-VM throughputs x N gateway VM pairs, N = 1 (AWS",
+        "  multi-region, bandwidth-bound on purpose), 8 (Azure, two-dc, GCP). Full meshes; where",
+        "  measured RTTs break the triangle inequality the route relays via a third region.",
+        "- **MFU**: 0.45 for A100, 0.42 for H100 (`mfu_reported.csv`).",
+        "- **Intra-domain bandwidth per GPU**: 200 Gbit/s InfiniBand HDR (EDWC A100 clusters),",
+        "  400 NDR (Azure ND H100 v5), 50 (AWS p4d: 400 Gbit/s EFA per 8 GPUs), 200 (GCP a3-mega).",
+        "- **Prices** are assumptions (not in the shared data): on-demand list prices per GPU-hour",
+        "  (p4d 4.10, ND H100 v5 12.30, a3 11.00 USD); EDWC 1.50 base + power (east 1.60, west",
+        "  1.55). AWS per-GB price from the AWS transfer-price table; 0.02 USD/GB elsewhere.",
+        "- **Batch**: LLaMA-2 instances use 1024 x 4096 = 4M tokens; GPT-3 instances the paper's",
+        "  batch (2M tokens for 6.7B, 3.2M for 175B).",
+        "- **GPU counts per domain** are assumed allocations for one job.",
+        "- `tiny-*` are synthetic: a toy GPU (1 TFLOP/s, 80 MB, MFU 0.5) scaled to the 6.8M-parameter",
+        "  `tiny` model so that compute, transfers, latency and memory all matter at millisecond scale.",
+        "",
+    ]
+    return "\n".join(out)
+
 
 # --------------------------------------------------------------------------
 # TOML output
@@ -975,9 +1082,13 @@ def check(inst: dict) -> list[str]:
                      if a < b and len(p) > 2 and frozenset((a, b)) in pairs)
     total = sum(d["gpus"] for d in inst["domains"])
     P_total, cap = weight_params(inst), usable_bytes(inst)
+    def size(nbytes: float) -> str:
+        return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.1f} MB"
+
+    count = f"{P_total / 1e9:.3f}B" if P_total >= 1e9 else f"{P_total / 1e6:.3f}M"
     lines = [f"Feasibility (generator check, SPEC section 5): weight state 16 B x "
-             f"{P_total / 1e9:.3f}B params = {16 * P_total / 1e9:,.1f} GB; "
-             f"{cap / 1e9:.1f} GB usable per GPU; {total:,} GPUs in {len(names)} domains.",
+             f"{count} params = {size(16 * P_total)}; "
+             f"{size(cap)} usable per GPU; {total:,} GPUs in {len(names)} domains.",
              "  Smallest feasible replica count R and, for it, fewest stages S, per schedule and t:"]
     routes_line = (f"Routes (SPEC section 2): {len(relayed)} of {len(pairs)} linked pairs route via a relay "
                    "because the direct link has more latency"
@@ -1037,8 +1148,10 @@ def main(argv: list[str]) -> int:
     check_only = "--check" in argv
     show = "--summary" in argv
     stale = []
+    built = []
     for build in BUILDERS:
         inst, hdr = build()
+        built.append(inst)
         summary = check(inst)
         text = render(inst, hdr, summary)
         # round trip: the file parses and carries no helper keys
@@ -1055,6 +1168,13 @@ def main(argv: list[str]) -> int:
                   f"{sum(d['gpus'] for d in inst['domains'])} GPUs, {len(inst['links'])} links")
             for ln in summary:
                 print("   " + ln)
+    text = readme(built)
+    path = HERE / "README.md"
+    if check_only:
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale.append(path.name)
+    else:
+        path.write_text(text, encoding="utf-8")
     if check_only and stale:
         print("out of date: " + ", ".join(stale), file=sys.stderr)
         return 1

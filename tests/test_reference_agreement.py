@@ -131,7 +131,7 @@ def cases(draw):
     model = draw(units_model())
     R = draw(st.integers(1, 3))
     b = draw(st.sampled_from([1, 2, 4]))
-    m = draw(st.integers(1, 6))
+    m = draw(st.sampled_from([1, 2, 3, 4, 5, 6, 8]))
     tp = draw(st.sampled_from([1, 2, 4]))
     wl = {"model": model, "global_batch_size": R * b * m,
           "seq_len": draw(st.sampled_from([16, 64, 128])), "micro_batch_sizes": [b],
@@ -139,7 +139,7 @@ def cases(draw):
     inst = Instance.from_dict({"name": "r", "gpu": GPU, "domains": domains, "links": links,
                                "workload": wl, "options": {"memory_reserve_fraction": 0.1}})
     n = inst.num_units
-    S = draw(st.integers(1, min(n, 4)))
+    S = min(n, draw(st.sampled_from([1, 2, 2, 3, 3, 4, 4])))
     cuts = sorted(draw(st.lists(st.integers(1, n - 1), min_size=S - 1, max_size=S - 1,
                                 unique=True))) if S > 1 else []
     bounds = list(zip([0, *cuts], [*cuts, n]))
