@@ -133,6 +133,12 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, **_) -> Pla
     biggest = max(d.gpus for d in instance.domains)
     if len(instance.domains) > 1:
         shapes += _best_shapes(space, KEEP_LOCAL, biggest, deadline)
+    if instance.options.objective == "cost":
+        # cheap capacity first: the best shapes that fit the cheapest domains
+        total = 0
+        for d in sorted(instance.domains, key=lambda d: (d.price_per_gpu_hour, -d.gpus))[:-1]:
+            total += d.gpus
+            shapes += _best_shapes(space, KEEP_LOCAL, total, deadline)
     if not shapes:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan", infeasibility_reasons(space))
     objective = instance.options.objective

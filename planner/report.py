@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -13,6 +15,16 @@ def _fmt_s(v: float) -> str:
     if v < 1e-3:
         return f"{v * 1e6:.3g} us"
     return f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.4g} s"
+
+
+def _unit_range(first: str, last: str) -> str:
+    """'block0..block9' as 'block 0-9'; mixed ranges as 'embed..block3'."""
+    if first == last:
+        return first
+    a, b = first.rstrip("0123456789"), last.rstrip("0123456789")
+    if a == b == "block":
+        return f"blocks {first[5:]}-{last[5:]}"
+    return f"{first}..{last}"
 
 
 def plan_summary(instance, plan, ev) -> Group:
@@ -43,13 +55,12 @@ def plan_summary(instance, plan, ev) -> Group:
                      "\n".join(v.message for v in ev.violations))
 
     stages = Table(title="stages", title_justify="left")
-    for col in ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains by replica"):
+    for col in ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains (replicas)"):
         stages.add_column(col, justify="right" if col in ("stage", "compute/mb", "mem/GPU", "grad sync") else "left")
     for j, st in enumerate(plan.stages):
-        names = f"{units[st.start].name}..{units[st.end - 1].name}" if st.end - st.start > 1 \
-            else units[st.start].name
-        doms = [row[j] for row in plan.placement]
-        shown = ", ".join(doms[:4]) + (f", ... ({len(doms)})" if len(doms) > 4 else "")
+        names = _unit_range(units[st.start].name, units[st.end - 1].name)
+        doms = Counter(row[j] for row in plan.placement)
+        shown = ", ".join(f"{d} x{n}" if n > 1 else d for d, n in doms.items())
         stages.add_row(str(j), f"{st.start}-{st.end - 1}", names, _fmt_s(ev.compute_s[j]),
                        f"{ev.memory_gb_per_gpu[j]:.1f}/{ev.memory_limit_gb:.0f} GB",
                        _fmt_s(ev.allreduce_s[j]), shown)

@@ -210,7 +210,7 @@ def ref_comm(instance, plan, bw_gbps, lat_ms):
             if K > 1:
                 mine = [sh for (jj, _), sh in zip(hops, hop_shares) if jj == j]
                 ring_bw = min(bw for bw, _ in mine)
-                ring_lat = min(lat for _, lat in mine)
+                ring_lat = max(lat for _, lat in mine)
                 cross = 2 * (K - 1) / K * _time(G, ring_bw) + 2 * (K - 1) * ring_lat
             AR[j] = intra + cross
     return {"x": x, "l": l, "AR": AR, "fig": fig}

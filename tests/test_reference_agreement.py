@@ -129,7 +129,7 @@ def cases(draw):
                 "price_per_gpu_hour": 1.0} for n in names]
     links = draw(wan(names))
     model = draw(units_model())
-    R = draw(st.integers(1, 3))
+    R = draw(st.sampled_from([1, 2, 2, 3, 4]))
     b = draw(st.sampled_from([1, 2, 4]))
     m = draw(st.sampled_from([1, 2, 3, 4, 5, 6, 8]))
     tp = draw(st.sampled_from([1, 2, 4]))
@@ -287,14 +287,29 @@ def _both(inst, plan):
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_equal_stages_no_communication(S, m, schedule):
     # All stages in one domain, 0 bytes per boundary: x = 0, l = 0.
-    # Both schedules then run in (m + S - 1) * c with c = f + g = 3, and
-    # SPEC 7 says T_est equals it.
+    # Both schedules then run in T = (m + S - 1) * c with c = f + g = 3.
+    # (1f1b with m < S, e.g. S = 4, m = 2: stage 3 runs F0 [3,4] B0 [4,6]
+    # F1 [6,7] B1 [7,9]; B1 then drains through stages 2, 1, 0 at 2 s each:
+    # 9 + 6 = 15 = (2 + 4 - 1) * 3.)
     inst, bounds, placement = _line_instance(S, m, 1000.0, same_domain=True)
     plan = Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst,
                       schedule=schedule)
+    T, T_ref, T_est, T_est_ref = _both(inst, plan)
     want = (m + S - 1) * 3.0
-    for value in _both(inst, plan):
-        assert value == pytest.approx(want, rel=REL)
+    assert T == pytest.approx(want, rel=REL)
+    assert T_ref == pytest.approx(want, rel=REL)
+    # SPEC 7 claims T_est equals it too.  That holds for gpipe and for 1f1b
+    # with m >= S.  For 1f1b with m < S the SPEC's own formulas give more:
+    # w_0 = min(m, S) = m, Q_0 = S c, so tau = max(c, S c / m) = S c / m and
+    # T_est = (m - 1) S c / m + S c  (S = 4, m = 2: 6 + 12 = 18 > 15).
+    # Both implementations follow the formulas; the SPEC sentence is
+    # imprecise (it needs m >= S for 1f1b).
+    if schedule == "gpipe" or m >= S:
+        want_est = want
+    else:
+        want_est = (m - 1) * S * 3.0 / m + S * 3.0
+    assert T_est == pytest.approx(want_est, rel=REL)
+    assert T_est_ref == pytest.approx(want_est, rel=REL)
 
 
 @pytest.mark.parametrize("S,m,lat_s", [(2, 1, 1.0), (2, 3, 0.5), (3, 4, 1.0), (4, 8, 1.0),
@@ -317,19 +332,23 @@ def test_gpipe_latency_closed_form(S, m, lat_s):
 def test_four_stage_latency_examples(lat_s, gpipe, one_f_one_b):
     # S = 4, m = 8, f = 1, g = 2, per-hop latency l, x = 0.
     # gpipe: (8 + 3) * 3 + 2 * 3 * l = 33 + 6 l  -> 39 (l = 1), 45 (l = 2).
-    # 1f1b: stage 0 runs F0..F2 (w = 3) then alternates F/B.  A micro-batch's
-    # round trip from stage 0 is 4 f + 4 g + 6 l = 12 + 6 l, and stage 0 holds
-    # at most 4 in flight (F(q+3) before B(q)), so in steady state B(q) on
-    # stage 0 ends 12 + 6 l after F(q) started, and F(q+4) starts right after
-    # B(q): F(4k) on stage 0 starts at k (12 + 6 l) (= 18k for l = 1, 24k for
-    # l = 2).  F0..F3 start at 0, 1, 2, 3 and B0 ends at 18 (l = 1), F4 runs
-    # [18, 19], B1 ends at 3 + ... ; the last group F4..F7 starts at 18
-    # (l = 1) and B7 on stage 0 ends at 18 + 3 (F5..F7 offsets) +
-    # (12 + 6 l) + 4*... -- worked through by hand as the chain of stage-0 ops:
-    #   l = 1: F4 starts 18, B4 ends 18 + 18 = 36, then F5..F7 started at
-    #   19, 20, 21 -> wait; ... B7 ends 49.
-    #   l = 2: F4 starts 24, B4 ends 48, ..., B7 ends 65.
-    # (see the step-by-step table in the docstring of _one_f_one_b_table)
+    # 1f1b, worked by hand with SPEC 6's rules (op[start, end]); warm-up
+    # w_j = 3, 2, 1, 0; an F leaving stage j arrives at j+1 after l, a B
+    # leaving stage j arrives at j-1 after l.  l = 1:
+    #  st0 F0[0,1] F1[1,2] F2[2,3] F3[3,4] B0[16,18] F4[18,19] B1[19,21] F5[21,22]
+    #      B2[24,26] F6[26,27] B3[29,31] F7[31,32] B4[34,36] B5[37,39] B6[42,44] B7[47,49]
+    #  st1 F0[2,3] F1[3,4] F2[4,5] B0[13,15] F3[15,16] B1[16,18] F4[20,21] B2[21,23]
+    #      F5[23,24] B3[26,28] F6[28,29] B4[31,33] F7[33,34] B5[34,36] B6[39,41] B7[44,46]
+    #  st2 F0[4,5] F1[5,6] B0[10,12] F2[12,13] B1[13,15] F3[17,18] B2[18,20] F4[22,23]
+    #      B3[23,25] F5[25,26] B4[28,30] F6[30,31] B5[31,33] F7[35,36] B6[36,38] B7[41,43]
+    #  st3 F0[6,7] B0[7,9] F1[9,10] B1[10,12] F2[14,15] B2[15,17] F3[19,20] B3[20,22]
+    #      F4[24,25] B4[25,27] F5[27,28] B5[28,30] F6[32,33] B6[33,35] F7[37,38] B7[38,40]
+    #  (e.g. B0: st3 [7,9] -> st2 ready 10 -> st1 ready 13 -> st0 ready 16;
+    #   F2 on st2 waits for B0 [10,12] because 1f1b puts B0 before it.)
+    #  T = 49.  l = 2, stage 0 (the last to finish):
+    #  st0 F0[0,1] F1[1,2] F2[2,3] F3[3,4] B0[22,24] F4[24,25] B1[25,27] F5[27,28]
+    #      B2[32,34] F6[34,35] B3[39,41] F7[41,42] B4[46,48] B5[49,51] B6[56,58] B7[63,65]
+    #  T = 65.  (SPEC 7's Little's-law term: Q_0 = 12 + 6 l, w_0 = 4.)
     inst, bounds, placement = _line_instance(4, 8, lat_s * 1000.0)
     for schedule, want in (("gpipe", gpipe), ("1f1b", one_f_one_b)):
         plan = Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst,
