@@ -122,9 +122,9 @@ class PlanFigures:
                 lat = flow_latency(states.latency_ms, self.flow_routes)
                 rr, kk = np.nonzero(~same)
                 fl = self.flow_of[rr, kk]
+                fbw = bw[:, fl]
                 with np.errstate(divide="ignore"):
-                    x[:, rr, kk] = np.where(bw[:, fl] > 0, self.A[kk][None, :] / np.where(
-                        bw[:, fl] > 0, bw[:, fl], 1.0), np.inf)
+                    x[:, rr, kk] = np.divide(self.A[kk], fbw, out=np.full_like(fbw, np.inf), where=fbw > 0)
                 l[:, rr, kk] = lat[:, fl]
         ar = np.broadcast_to(self.ar_intra, (K, S)).copy()
         if self.hop_routes:

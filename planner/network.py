@@ -119,26 +119,36 @@ def flow_bandwidth(bandwidth_gbps: np.ndarray, routes: Sequence[Sequence[int]]) 
     flows gives each ``bandwidth / n``; a flow gets its smallest share.
     Flows with an empty route get ``inf`` (the caller handles intra-domain).
     """
-    bw = np.atleast_2d(bandwidth_gbps) * GBPS
+    bw = np.atleast_2d(bandwidth_gbps)
     K = bw.shape[0]
-    out = np.full((K, len(routes)), np.inf)
     if not routes:
-        return out
-    users = np.zeros(bw.shape[1])
+        return np.full((K, 0), np.inf)
+    used = sorted({i for links in routes for i in links})
+    col = {link: c for c, link in enumerate(used)}
+    users = np.zeros(len(used))
     for links in routes:
-        users[list(links)] += 1
-    share = bw / np.maximum(users, 1)
+        for i in links:
+            users[col[i]] += 1
+    share = bw[:, used] * (GBPS / users)  # only the links some flow crosses
+    out = np.full((K, len(routes)), np.inf)
+    # single-link routes (the common case on a mesh): one gather for all
+    single = [f for f, links in enumerate(routes) if len(links) == 1]
+    if single:
+        out[:, single] = share[:, [col[routes[f][0]] for f in single]]
     for f, links in enumerate(routes):
-        if links:
-            out[:, f] = share[:, list(links)].min(axis=1)
+        if len(links) > 1:
+            out[:, f] = share[:, [col[i] for i in links]].min(axis=1)
     return out
 
 
 def flow_latency(latency_ms: np.ndarray, routes: Sequence[Sequence[int]]) -> np.ndarray:
     """Seconds of one-way latency of each flow, shape (K, flows)."""
-    lat = np.atleast_2d(latency_ms) * MS
+    lat = np.atleast_2d(latency_ms)
     out = np.zeros((lat.shape[0], len(routes)))
+    single = [f for f, links in enumerate(routes) if len(links) == 1]
+    if single:
+        out[:, single] = lat[:, [routes[f][0] for f in single]]
     for f, links in enumerate(routes):
-        if links:
+        if len(links) > 1:
             out[:, f] = lat[:, list(links)].sum(axis=1)
-    return out
+    return out * MS
