@@ -43,7 +43,8 @@ def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
         tau = np.maximum(f.max(), xmax) + np.maximum(g.max(), xmax)
     else:
         tau = np.maximum(np.maximum(c.max(), xmax), (Q / np.asarray(w, float)).max(axis=2))
-    T = (m - 1) * tau + Q[:, :, 0]  # (K, R)
+    with np.errstate(invalid="ignore"):  # (m-1) * inf with m = 1 is 0 * inf
+        T = np.where(np.isinf(tau), np.inf, (m - 1) * tau) + Q[:, :, 0]  # (K, R)
     # drain D_j = sum_{i<j} (g_i + x_i + l_i): prefix sums with D_0 = 0
     D = np.zeros((K, R, S))
     if S > 1:

@@ -124,8 +124,10 @@ class Evaluator:
     def cost(self, seconds) -> np.ndarray:
         """Cost per iteration for iteration times ``seconds`` (SPEC 6)."""
         fig = self.fig
-        return (np.asarray(seconds) / 3600.0 * fig.gpu_hour_price()
-                + fig.wan_bytes() / 1e9 * self.instance.options.wan_price_per_gb)
+        t = np.asarray(seconds, dtype=float)
+        with np.errstate(invalid="ignore"):  # inf * 0 for free GPUs
+            cost = t / 3600.0 * fig.gpu_hour_price() + fig.wan_bytes() / 1e9 * self.instance.options.wan_price_per_gb
+        return np.where(np.isinf(t), np.inf, cost)  # a plan that never ends costs without bound
 
     def throughput(self, seconds) -> np.ndarray:
         wl = self.instance.workload
@@ -143,7 +145,7 @@ class Evaluator:
         violations = self.violations()
         deadlock = any(v.rule == "deadlock" for v in violations)
         T = float("inf") if deadlock else float(self.iteration_times(states)[0])
-        Te = float(self.estimate_times(states)[0])
+        Te = float("inf") if deadlock else float(self.estimate_times(states)[0])
         comm = fig.comm(self._states(states))
         return Evaluation(
             iteration_time_s=T, estimate_s=Te,

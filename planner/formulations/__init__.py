@@ -1,0 +1,1 @@
+"""Mathematical formulations of the planning problem (MILP, CP-SAT)."""
