@@ -97,26 +97,6 @@ class Program:
                 view[ph[d]].fill(dur[b])
         return np.stack([view[ph[r]] for r in self.outputs])
 
-    def bind(self, dur, x, l, n):
-        """Pre-bound calls for repeated runs of the same sizes (fast path)."""
-        regs = np.empty((self.nphys, n))
-        view = list(regs)
-        xv, lv = list(x), list(l)
-        ph = self.phys
-        calls = []
-        for op, d, a, b in self.code:
-            if op == _MAX:
-                calls.append((np.maximum, view[ph[a]], view[ph[b]], view[ph[d]]))
-            elif op == _ADDC:
-                calls.append((np.add, view[ph[a]], dur[b], view[ph[d]]))
-            elif op == _ADDX:
-                calls.append((np.add, view[ph[a]], xv[b], view[ph[d]]))
-            elif op == _ADDL:
-                calls.append((np.add, view[ph[a]], lv[b], view[ph[d]]))
-            else:
-                calls.append((np.add, np.zeros(n), dur[b], view[ph[d]]))
-        return calls, [view[ph[r]] for r in self.outputs]
-
 
 def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = False) -> Program:
     """Compile the iteration of a schedule into a :class:`Program`.
