@@ -26,7 +26,9 @@ from .evaluator import Evaluator
 from .greedy import greedy
 from .plan import Plan, Predicted, SolverInfo
 
-SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy}
+from .milp import milp
+
+SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp}
 DEFAULT_SOLVER = "greedy"
 
 
