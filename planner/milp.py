@@ -174,11 +174,20 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         open_nodes = sum(1 for n in nodes[i:] if n.bound < best * (1 - gap))
         share = left if math.isinf(left) else max(left / open_nodes, min(left, 1.0))
         tb = time.perf_counter()
+        cs = time_scale(best) if kind == "cost" and best < math.inf else None
         try:
-            M = build(instance, node.shape, objective=kind, forbid=forbid, require=require, space=space, ts=ts)
+            M = build(instance, node.shape, objective=kind, forbid=forbid, require=require, space=space, ts=ts,
+                      cost_scale=cs, cost_cutoff=best if best < math.inf else None)
         except NotImplementedError as err:
             raise InfeasibleError(str(err)) from None
-        scale = ts if kind == "time" else 1.0
+        except ValueError:  # no room for this shape
+            bounds.append(math.inf)
+            continue
+        scale = ts if kind == "time" else M.cost_scale
+        if time.perf_counter() >= deadline:
+            timed_out = True
+            bounds.append(node.bound)
+            continue
         if best < math.inf:
             M.cutoff = pyo.Constraint(expr=M.obj.expr <= best * scale * (1 + 1e-9))
         warm = False

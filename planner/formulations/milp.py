@@ -23,6 +23,7 @@ Example
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pyomo.environ as pyo
@@ -85,6 +86,9 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
     Q = min(instance.max_stages, instance.num_units, sum(slots.values()) // shape.replicas)
     if shape.stages:
         Q = min(Q, shape.stages)
+    if Q < 1:
+        raise ValueError(f"shape {shape} has no room: {sum(slots.values())} stage slots of tp={t} "
+                         f"for {shape.replicas} replicas")
     units = instance.units
     outs = {u.out_bytes_per_token for u in units[:-1]}
     if len(outs) > 1:
@@ -115,7 +119,8 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
 
 
 def build(instance, shape: Shape | None = None, objective: str | None = None,
-          forbid=(), require=(), space: PlanSpace | None = None, ts: float | None = None) -> pyo.ConcreteModel:
+          forbid=(), require=(), space: PlanSpace | None = None, ts: float | None = None,
+          cost_scale: float | None = None, cost_cutoff: float | None = None) -> pyo.ConcreteModel:
     """The MILP of ``instance`` for ``shape`` (default: the greedy plan's shape).
 
     ``objective`` is ``"time"`` (T_est) or ``"cost"`` (default: the
@@ -257,7 +262,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
 
     # ---- objective ---------------------------------------------------------------------
     if objective == "cost":
-        _cost_objective(M, D, R, Q, P, t)
+        _cost_objective(M, D, R, Q, P, t, cost_scale, cost_cutoff)
     else:
         M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
     return M
@@ -339,9 +344,37 @@ def _gradient_sync(M, D, R, Q, P, t):
     M.ar_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.AR[q] == M.intra[q] + M.cross[q])
 
 
-def _cost_objective(M, D, R, Q, P, t):
-    """Cost per iteration with T_est for T: T/3600 * price of used GPUs + WAN GB * price."""
-    Tmax = 1e7
+def t_upper_bound(D, R, Q) -> float:
+    """A valid upper bound on T_est (model units) of every plan of the shape."""
+    m = D.m
+    ctot = sum(D.f) + sum(D.g)
+    bw_min = min(D.link_bw) if D.link_bw else math.inf
+    x_max = max(D.A * R * max(Q - 1, 1) / bw_min, D.A / min(D.intra_bw.values()))
+    lat_max = max((lat for _, lat in D.routes.values()), default=0.0)
+    q_max = ctot + 2 * max(Q - 1, 0) * (x_max + lat_max)
+    tau = 2 * max(ctot, x_max) if D.shape.schedule == "gpipe" else max(ctot, x_max, q_max)
+    G = 2 * sum(D.p)
+    ar = 2 * G / D.shape.tp / min(D.intra_bw.values()) + 2 * G * Q * len(D.domains) / bw_min \
+        + 2 * len(D.domains) * lat_max if R > 1 else 0.0
+    return (m - 1) * tau + 2 * q_max + ar
+
+
+def _cost_objective(M, D, R, Q, P, t, cost_scale=None, cost_cutoff=None):
+    """Cost per iteration with T_est for T: T/3600 * price of used GPUs + WAN GB * price.
+
+    T x z is linearised from below with big-M = an upper bound on T: the
+    structural bound of :func:`t_upper_bound`, tightened when a cutoff
+    (incumbent cost) and positive prices cap T for any better plan."""
+    Tmax = t_upper_bound(D, R, Q)
+    pmin = min(D.price[d] for d in D.domains)
+    if cost_cutoff is not None and pmin > 0:
+        Tmax = min(Tmax, cost_cutoff * 3600.0 * D.ts / (pmin * t * R))
+        M.T_cap = pyo.Constraint(expr=M.T <= Tmax)
+    if cost_scale is None:
+        ctot = (sum(D.f) + sum(D.g)) / D.ts * D.m
+        rough = ctot * R * t * max(max(D.price.values()), 1e-9) / 3600 + 2 * D.A * D.m * R * D.wan_price
+        cost_scale = time_scale(rough)
+    M.cost_scale = cost_scale
     M.Tz = pyo.Var(M.Rr, M.Qs, M.Dm, domain=pyo.NonNegativeReals)  # T * z (from below)
     M.Tz_c = pyo.Constraint(M.Rr, M.Qs, M.Dm, rule=lambda M, r, q, d: M.Tz[r, q, d] >= M.T - Tmax * (1 - M.z[r, q, d]))
     gpu_cost = sum(t * D.price[d] / (3600.0 * D.ts) * M.Tz[r, q, d] for r in M.Rr for q in M.Qs for d in M.Dm)
@@ -364,7 +397,7 @@ def _cost_objective(M, D, R, Q, P, t):
                                     - 2 * (k - 1) * Gmax * (1 - M.kappa[q, k]))
             wan = wan + sum(M.ringbytes[q] for q in M.Qs)
         wan = wan * D.wan_price
-    M.obj = pyo.Objective(expr=gpu_cost + wan, sense=pyo.minimize)
+    M.obj = pyo.Objective(expr=cost_scale * (gpu_cost + wan), sense=pyo.minimize)
 
 
 def extract(M):

@@ -1,0 +1,147 @@
+"""The MILP against brute force on tiny instances: the formulation is exact
+for T_est (and cost), its bound is valid, its plan is within its gap."""
+
+import math
+import time
+
+import pyomo.environ as pyo
+import pytest
+from hypothesis import given, settings, strategies as st
+from pyomo.common.tee import capture_output
+from pyomo.contrib.appsi.solvers.highs import Highs
+
+from helpers import all_plans, make_instance, tiny_model
+from planner import load_instance, plan as make_plan
+from planner.evaluator import Evaluator, check_plan
+from planner.formulations.milp import build, extract
+from planner.plan import Plan
+from planner.space import Shape
+
+
+@st.composite
+def tiny_instances(draw):
+    n_dom = draw(st.integers(2, 3))
+    names = ["a", "b", "c"][:n_dom]
+    domains = [(d, draw(st.integers(1, 2)), draw(st.floats(0.5, 3))) for d in names]
+    links = [("a", "b", draw(st.floats(0.5, 50)), draw(st.floats(0, 20)))]
+    if n_dom == 3:
+        links.append(("b", "c", draw(st.floats(0.5, 50)), draw(st.floats(0, 20))))
+        if draw(st.booleans()):
+            links.append(("a", "c", draw(st.floats(0.5, 50)), draw(st.floats(0, 40))))
+    model = tiny_model(layers=draw(st.integers(1, 4)), hidden=draw(st.sampled_from([256, 512, 1024])),
+                       vocab=draw(st.sampled_from([1000, 8000])))
+    gpu = {"name": "G", "peak_tflops": draw(st.floats(1, 50)), "memory_gb": draw(st.floats(0.05, 1)), "mfu": 0.5}
+    objective = draw(st.sampled_from(["time", "time", "cost"]))
+    return make_instance(domains, links, model=model, gpu=gpu, global_batch_size=4, seq_len=256,
+                         micro_batch_sizes=[1, 2], tensor_parallel=[1, 2],
+                         options={"objective": objective, "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05]))})
+
+
+def objective_of(inst, plan):
+    ev = Evaluator(inst, plan)
+    te = float(ev.estimate_times()[0])
+    return te if inst.options.objective == "time" else float(ev.cost(te))
+
+
+def brute(inst, shape=None):
+    best = None
+    for p in all_plans(inst):
+        if shape is not None and (p.tp, p.micro_batch_size, p.schedule, p.replicas) != \
+                (shape.tp, shape.micro_batch, shape.schedule, shape.replicas):
+            continue
+        if check_plan(inst, p):
+            continue
+        v = objective_of(inst, p)
+        best = v if best is None else min(best, v)
+    return best
+
+
+def solve(M):
+    opt = Highs()
+    opt.config.load_solution = False
+    opt.config.mip_gap = 1e-9
+    opt.highs_options = {"output_flag": False, "random_seed": 0, "threads": 1, "mip_abs_gap": 0.0}
+    with capture_output(capture_fd=True):
+        res = opt.solve(M)
+    if res.best_feasible_objective is None:
+        return None
+    opt.load_vars()
+    return res
+
+
+@settings(max_examples=20, deadline=None)
+@given(inst=tiny_instances(), data=st.data())
+def test_formulation_is_exact_for_a_shape(inst, data):
+    shape = Shape(data.draw(st.sampled_from([1, 2])), data.draw(st.sampled_from([1, 2])),
+                  data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2])))
+    if 4 % (shape.replicas * shape.micro_batch):
+        return
+    want = brute(inst, shape)
+    ts = 10.0
+    try:
+        M = build(inst, shape, ts=ts)
+    except ValueError:  # no slot for this tp anywhere
+        assert want is None
+        return
+    res = solve(M) if M.data.Q >= 1 else None
+    if want is None:
+        assert res is None
+        return
+    assert res is not None
+    scale = ts if inst.options.objective == "time" else M.cost_scale
+    got = pyo.value(M.obj) / scale
+    cuts, placement = extract(M)
+    p = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=inst,
+                   schedule=shape.schedule)
+    assert not check_plan(inst, p)
+    # the MILP's value is the evaluator's T_est (cost) of the plan it encodes ...
+    assert got == pytest.approx(objective_of(inst, p), rel=1e-6)
+    # ... and the optimum over every plan of the shape
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(inst=tiny_instances())
+def test_milp_plan_within_gap_of_brute_force(inst):
+    want = brute(inst)
+    if want is None:
+        with pytest.raises(Exception):
+            make_plan(inst, solver="milp", time_limit=60)
+        return
+    p = make_plan(inst, solver="milp", time_limit=60, seed=0)
+    info = p.solver
+    got = objective_of(inst, p)
+    assert info.objective == pytest.approx(got, rel=1e-12)
+    assert info.bound <= want * (1 + 1e-6)  # a valid bound
+    assert got <= want * (1 + info.gap) * (1 + 1e-6) + 1e-12  # within the reported gap
+    if info.status == "optimal":
+        assert got <= want * (1 + 2e-3)
+
+
+def test_pins_are_honoured():
+    inst = load_instance("tiny-3dc")
+    p = make_plan(inst, solver="milp", time_limit=30, stages=2, replicas=1, forbid=["alpha"])
+    assert p.num_stages == 2 and p.replicas == 1
+    assert all(d != "alpha" for row in p.placement for d in row)
+    assert not check_plan(inst, p)
+
+
+def test_milp_never_worse_than_greedy_and_deterministic():
+    inst = load_instance("tiny-line")
+    g = make_plan(inst, solver="greedy")
+    a = make_plan(inst, solver="milp", time_limit=20, seed=3)
+    b = make_plan(inst, solver="milp", time_limit=20, seed=3)
+    assert a.predicted.estimate_s <= g.predicted.estimate_s * (1 + 1e-12)
+    assert a.solver.bound <= a.predicted.estimate_s * (1 + 1e-9)
+    if a.solver.status == "optimal" and b.solver.status == "optimal":
+        assert a.placement == b.placement and a.stages == b.stages
+
+
+def test_time_limit_respected():
+    inst = load_instance("aws-multiregion")
+    t0 = time.perf_counter()
+    p = make_plan(inst, solver="milp", time_limit=4)
+    elapsed = time.perf_counter() - t0
+    assert p.solver.status in ("time_limit", "optimal", "feasible")
+    assert elapsed <= 4 * 1.1 + p.solver.model_extra.get("build_s", 0.0) + 2.0
+    assert math.isfinite(p.solver.gap)
