@@ -56,16 +56,40 @@ def main():
               help=f"one of: {', '.join(sorted(SOLVERS))}")
 @click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own)")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--gap", type=float, default=None, help="relative optimality tolerance (milp)")
+@click.option("--threads", type=int, default=None, help="solver threads (milp; default 1)")
+@click.option("--stages", type=int, default=None, help="pin the number of stages (milp)")
+@click.option("--replicas", type=int, default=None, help="pin the number of replicas (milp)")
+@click.option("--tp", type=int, default=None, help="pin the tensor-parallel degree (milp)")
+@click.option("--micro-batch-size", type=int, default=None, help="pin the micro-batch size (milp)")
+@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=None, help="pin the schedule (milp)")
+@click.option("--forbid", multiple=True, metavar="DOMAIN", help="domain that may host nothing (milp; repeatable)")
+@click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp; repeatable)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def plan_cmd(instance, solver, time_limit, seed, out_path, as_json):
+def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
+             schedule, forbid, require, out_path, as_json, quiet):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
-    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed)
+    for d in (*forbid, *require):
+        if d not in inst.domain_index:
+            raise click.BadParameter(f"unknown domain {d!r}; domains: {', '.join(inst.domain_names)}")
+    _progress(quiet)
+    options = {k: v for k, v in dict(gap=gap, threads=threads, stages=stages, replicas=replicas, tp=tp,
+                                     micro_batch_size=micro_batch_size, schedule=schedule).items()
+               if v is not None}
+    if forbid:
+        options["forbid"] = list(forbid)
+    if require:
+        options["require"] = list(require)
+    if options and solver == "greedy":
+        raise click.BadParameter(f"{', '.join(options)} apply to --solver milp", param_hint="--solver")
+    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, **options)
     if out_path:
         pio.save_plan(p, out_path)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
@@ -75,6 +99,19 @@ def plan_cmd(instance, solver, time_limit, seed, out_path, as_json):
         out.print(plan_summary(inst, p, ev))
         if out_path:
             out.print(f"plan written to {out_path}")
+
+
+def _progress(quiet: bool) -> None:
+    """Solver progress (logger "planner") as plain lines on stderr."""
+    import logging
+
+    logger = logging.getLogger("planner")
+    if quiet or logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(relativeCreated)7.0f ms] %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 @main.command("evaluate")

@@ -162,6 +162,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
                               infeasibility_reasons(space))
     bounds: list[float] = []
     timed_out = False
+    build_total = 0.0
     for i, node in enumerate(nodes):
         if node.bound >= best * (1 - gap):
             bounds.append(node.bound)
@@ -194,6 +195,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         if warm_start and best_plan is not None and _same_shape(best_plan, node.shape):
             warm = _load_plan(M, best_plan)
         build_s = time.perf_counter() - tb
+        build_total += build_s
         opt = Highs()
         opt.config.time_limit = max(0.05, min(share, deadline - time.perf_counter()))
         opt.config.mip_gap = gap
@@ -222,9 +224,10 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
             if score < best:
                 best_plan, best = cand, score
         bounds.append(min(shape_bound, best))
+        outcome = "nothing better than the incumbent" if tc == TC.infeasible else tc.name
         log.info("milp: shape tp=%d b=%d %s R=%d: %s in %.2fs (build %.2fs), shape bound %.6g; "
                  "incumbent %.6g", node.shape.tp, node.shape.micro_batch, node.shape.schedule,
-                 node.shape.replicas, tc.name, solve_s, build_s, shape_bound, best)
+                 node.shape.replicas, outcome, solve_s, build_s, shape_bound, best)
     if best_plan is None:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan"
                               + (" with the pinned choices" if any(pins.values()) or forbid or require else ""),
@@ -233,7 +236,9 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
     status = "optimal" if gap_now <= gap + 1e-12 else ("time_limit" if timed_out else "feasible")
     info = SolverInfo(name="milp", status=status, objective=best, bound=bound, gap=gap_now,
-                      time_s=time.perf_counter() - t0, shapes=len(nodes))
+                      time_s=time.perf_counter() - t0, shapes=len(nodes), build_s=build_total)
+    log.info("milp: %s, objective %.6g, bound %.6g, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
+             status, best, bound, 100 * gap_now, len(nodes), info.time_s, build_total)
     return best_plan.model_copy(update={"solver": info})
 
 

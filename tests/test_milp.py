@@ -69,7 +69,7 @@ def solve(M):
     return res
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(inst=tiny_instances(), data=st.data())
 def test_formulation_is_exact_for_a_shape(inst, data):
     shape = Shape(data.draw(st.sampled_from([1, 2])), data.draw(st.sampled_from([1, 2])),
