@@ -3,20 +3,19 @@
 :func:`balanced_partition` splits the units into exactly S contiguous
 stages so that the slowest stage's compute is as small as possible while
 every stage fits in GPU memory (SPEC section 5).  It bisects on the
-bottleneck compute and packs greedily from the first unit; because every
-sub-interval of a feasible stage is feasible, furthest-reach packing is
-optimal for a given bottleneck.
+bottleneck compute and packs greedily from the last unit backwards (see
+:func:`pack` for why that is exact).
 
 Example
 -------
 >>> p = UnitTable(flops=[0, 4, 4, 4, 4, 2], mem=[1, 1, 1, 1, 1, 1], stored=[0] * 6)
 >>> balanced_partition(p, stages=3, limit=lambda j: 100.0, act=lambda j: 0.0)
-[(0, 3), (3, 4), (4, 6)]
+[(0, 2), (2, 4), (4, 6)]
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
 from itertools import accumulate
 from typing import Callable, Sequence
 
@@ -36,53 +35,46 @@ class UnitTable:
                 self.stored[b] - self.stored[a])
 
 
-def _reach(tab: UnitTable, start: int, cap_flops: float, mem_cap: float, act: float) -> int:
-    """Largest end u such that [start, u) fits the compute and memory caps."""
+def _reach_back(tab: UnitTable, end: int, cap_flops: float, mem_cap: float, act: float, lo: int) -> int:
+    """Smallest start s >= lo such that [s, end) fits the compute and memory caps."""
     fl, me, st = tab.flops, tab.mem, tab.stored
-    u = bisect_right(fl, fl[start] + cap_flops * (1 + 1e-12), lo=start) - 1
-    base_m, base_s = me[start], st[start]
-    # memory is monotone in u: shrink until it fits (binary search)
-    lo, hi = start, u
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if (me[mid] - base_m) + act * (st[mid] - base_s) <= mem_cap:
-            lo = mid
+    s = max(lo, bisect_left(fl, fl[end] - cap_flops * (1 + 1e-12), hi=end))
+    # memory grows as s decreases: binary search the smallest s that fits
+    a, b = s, end
+    while a < b:
+        mid = (a + b) // 2
+        if (me[end] - me[mid]) + act * (st[end] - st[mid]) <= mem_cap:
+            b = mid
         else:
-            hi = mid - 1
-    return lo
+            a = mid + 1
+    return a
 
 
 def pack(tab: UnitTable, stages: int, cap_flops: float, limit: Callable[[int], float],
          act: Callable[[int], float]) -> list[tuple[int, int]] | None:
-    """Greedy furthest-reach packing into at most ``stages`` stages, then
-    split to exactly ``stages``; None if the units do not fit.
+    """Exactly ``stages`` stages with compute <= ``cap_flops`` that fit memory, or None.
 
-    ``limit(j)`` is stage j's memory cap for the ``mem`` column, ``act(j)``
-    the multiplier of the ``stored`` column (in-flight tokens)."""
-    if stages > tab.n:
+    Packs from the LAST stage backwards, each stage taking as many units as
+    it can while leaving one unit for every earlier stage.  When memory
+    caps only loosen towards the end of the pipeline (``limit(j)`` non-
+    decreasing, ``act(j)`` non-increasing: true for gpipe and 1f1b), this
+    furthest-reach packing finds a partition whenever one exists: by
+    induction, its j-th stage from the end starts no later than that of any
+    feasible partition."""
+    n = tab.n
+    if stages > n:
         return None
     cuts = []
-    pos = 0
-    for j in range(stages):
-        if pos == tab.n:
-            break
-        end = _reach(tab, pos, cap_flops, limit(j), act(j))
-        if end == pos:
+    end = n
+    for j in range(stages - 1, -1, -1):
+        start = _reach_back(tab, end, cap_flops, limit(j), act(j), lo=j)
+        if j == 0 and start > 0:
             return None
-        cuts.append((pos, end))
-        pos = end
-    if pos < tab.n:
-        return None
-    # fewer stages than asked: split the widest stages from the back (later
-    # positions have fewer micro-batches in flight, so memory only loosens)
-    while len(cuts) < stages:
-        i = max(range(len(cuts)), key=lambda k: (cuts[k][1] - cuts[k][0], k))
-        a, b = cuts[i]
-        if b - a < 2:
+        if start >= end:
             return None
-        mid = a + (b - a) // 2
-        cuts[i:i + 1] = [(a, mid), (mid, b)]
-    return cuts
+        cuts.append((start, end))
+        end = start
+    return cuts[::-1]
 
 
 def _fits(tab, cuts, limit, act) -> bool:

@@ -6,7 +6,7 @@ from helpers import compositions
 from planner.partition import UnitTable, balanced_partition
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(flops=st.lists(st.integers(0, 20), min_size=1, max_size=9),
        mem=st.data(), stages=st.integers(1, 5), cap=st.integers(5, 60), act=st.integers(0, 3))
 def test_min_max_compute_matches_brute_force(flops, mem, stages, cap, act):
