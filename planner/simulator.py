@@ -51,8 +51,8 @@ class Program:
     code: list[tuple[int, int, int, int]]
     nregs: int
     outputs: list[int]  # register holding E_j, per stage
-    op_regs: dict = field(default_factory=dict)  # (stage, kind, i) -> (start reg, end reg)
-    xfer_regs: dict = field(default_factory=dict)  # (dir, boundary, i) -> (start, end, arrive)
+    op_regs: dict = field(default_factory=dict)  # (stage, kind, i) -> (start, end, ready, prev) regs
+    xfer_regs: dict = field(default_factory=dict)  # (dir, boundary, i) -> (start, end, arrive) regs
     phys: list[int] | None = None  # physical register of each virtual one
     nphys: int = 0
 
@@ -77,11 +77,27 @@ class Program:
             out[:, lo:hi] = self._run_chunk(dur, xs, ls, hi - lo)
         return out
 
+    def registers(self, f, g, x, l) -> np.ndarray:
+        """Every register's value, shape (nregs, n): needs ``keep_all``."""
+        if self.nphys != self.nregs:
+            raise ValueError("compile with keep_all=True to read every value back")
+        dur = np.empty(2 * self.stages)
+        dur[0::2], dur[1::2] = f, g
+        n = x.shape[1] if self.stages > 1 else 1
+        regs = np.empty((self.nregs, n))
+        self._execute(regs, dur, np.asarray(x, float), np.asarray(l, float))
+        return regs
+
     def _run_chunk(self, dur, x, l, n):
         regs = np.empty((self.nphys, n))
+        view = self._execute(regs, dur, x, l)
+        ph = self.phys
+        return np.stack([view[ph[r]] for r in self.outputs])
+
+    def _execute(self, regs, dur, x, l):
         view = list(regs)
-        xv = list(np.ascontiguousarray(x)) if x is not None else []
-        lv = list(np.ascontiguousarray(l)) if l is not None else []
+        xv = list(np.ascontiguousarray(x)) if x is not None and len(x) else []
+        lv = list(np.ascontiguousarray(l)) if l is not None and len(l) else []
         ph = self.phys
         maximum, add = np.maximum, np.add
         for op, d, a, b in self.code:
@@ -95,7 +111,7 @@ class Program:
                 add(view[ph[a]], lv[b], out=view[ph[d]])
             else:
                 view[ph[d]].fill(dur[b])
-        return np.stack([view[ph[r]] for r in self.outputs])
+        return view
 
 
 def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = False) -> Program:
@@ -140,7 +156,7 @@ def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = 
                 code.append((_MAX, start, ready, prev))
             end = new()
             code.append((_ADDC, end, start, dcode))
-        op_regs[(j, kind, i)] = (start, end)
+        op_regs[(j, kind, i)] = (start, end, ready, prev)
         prev_end[j] = end
         # the output transfer this op produces
         if kind == F and j < S - 1:
