@@ -11,6 +11,7 @@ of functions over them, and every solver answers ``plan(instance, solver=...)``.
 
 from .bounds import lower_bound
 from .errors import InfeasibleError, InputError, PlannerError
+from .explain import explain
 from .evaluator import Evaluation, Evaluator, Violation, check_plan, evaluate, iteration_times
 from .greedy import greedy
 from .instance import Instance
@@ -20,11 +21,12 @@ from .network import NetworkStates
 from .plan import Plan
 from .schedule import Deadlock
 from .solvers import SOLVERS, plan
+from .trace import trace
 
 __all__ = [
     "Deadlock", "Evaluation", "Evaluator", "InfeasibleError", "InputError", "Instance",
     "ModelSpec", "NetworkStates", "Plan", "PlannerError", "SOLVERS", "Violation", "check_plan",
-    "evaluate", "greedy", "iteration_times", "load_instance", "load_model", "load_plan",
-    "lower_bound", "plan", "save_plan",
+    "evaluate", "explain", "greedy", "iteration_times", "load_instance", "load_model", "load_plan",
+    "lower_bound", "plan", "save_plan", "trace",
 ]
 __version__ = "0.1.0"

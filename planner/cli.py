@@ -132,6 +132,21 @@ def evaluate_cmd(instance, plan_file, as_json):
         sys.exit(EXIT_INFEASIBLE)
 
 
+@main.command("explain")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--json", "as_json", is_flag=True, help="print the explanation as JSON")
+@_guard
+def explain_cmd(instance, plan_file, as_json):
+    """Say what limits PLAN on INSTANCE: the bottleneck, headroom, and the change that helps most."""
+    from .explain import explain
+
+    inst = pio.load_instance(instance)
+    p = pio.load_plan(plan_file, inst)
+    e = explain(inst, p)
+    click.echo(json.dumps(e.to_dict(), indent=2) if as_json else str(e))
+
+
 @main.command("validate")
 @click.argument("instance")
 @_guard

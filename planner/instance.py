@@ -240,6 +240,83 @@ class Instance(_Strict):
     def domain(self, name: str) -> Domain:
         return self.domains[self.domain_index[name]]
 
+    # -- display ---------------------------------------------------------------
+    def __str__(self) -> str:
+        from .display import instance_text
+
+        return instance_text(self)
+
+    def _repr_html_(self) -> str:
+        from .display import instance_html
+
+        return instance_html(self)
+
+    # -- what-if: new, validated instances (this one is never changed) -------
+    def _replace(self, data: dict) -> "Instance":
+        return Instance.from_dict(data)
+
+    def to_dict(self) -> dict:
+        """The instance as a dict shaped like the file (model inlined)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def with_link(self, a: str, b: str, *, bandwidth_gbps: float | None = None,
+                  latency_ms: float | None = None) -> "Instance":
+        """A copy with link a-b changed (or added when it does not exist).
+
+        >>> fast = inst.with_link("north", "south", bandwidth_gbps=400)   # doctest: +SKIP
+        """
+        data = self.to_dict()
+        for link in data["links"]:
+            if {link["a"], link["b"]} == {a, b}:
+                if bandwidth_gbps is not None:
+                    link["bandwidth_gbps"] = bandwidth_gbps
+                if latency_ms is not None:
+                    link["latency_ms"] = latency_ms
+                return self._replace(data)
+        if bandwidth_gbps is None or latency_ms is None:
+            raise InputError(f"no link {a}-{b}; to add one give both bandwidth_gbps and latency_ms", "links")
+        data["links"].append({"a": a, "b": b, "bandwidth_gbps": bandwidth_gbps, "latency_ms": latency_ms})
+        return self._replace(data)
+
+    def without_link(self, a: str, b: str) -> "Instance":
+        """A copy without link a-b (the WAN must stay connected)."""
+        data = self.to_dict()
+        data["links"] = [l for l in data["links"] if {l["a"], l["b"]} != {a, b}]
+        return self._replace(data)
+
+    def with_domain(self, name: str, **changes) -> "Instance":
+        """A copy with domain ``name``'s fields changed (gpus, price_per_gpu_hour ...)."""
+        if name not in self.domain_index:
+            raise InputError(f"unknown domain {name!r}", "domains")
+        data = self.to_dict()
+        data["domains"][self.domain_index[name]].update(changes)
+        return self._replace(data)
+
+    def with_model(self, model) -> "Instance":
+        """A copy training another model: a ``ModelSpec`` or the name of a model file."""
+        if isinstance(model, str):
+            from .io import find_model, load_model
+
+            path = find_model(model)
+            if path is None:
+                raise InputError(f"no model named {model!r}", "workload.model")
+            model = load_model(path)
+        data = self.to_dict()
+        data["workload"]["model"] = model
+        return self._replace(data)
+
+    def with_workload(self, **changes) -> "Instance":
+        """A copy with workload fields changed (global_batch_size, seq_len ...)."""
+        data = self.to_dict()
+        data["workload"].update(changes)
+        return self._replace(data)
+
+    def with_options(self, **changes) -> "Instance":
+        """A copy with options changed (objective, max_stages ...)."""
+        data = self.to_dict()
+        data["options"].update(changes)
+        return self._replace(data)
+
 
 def _loc(loc: tuple) -> str:
     out = ""

@@ -150,6 +150,26 @@ class Plan(_Strict):
                              f"{self.replicas}x{self.micro_batch_size}x{self.num_micro_batches} "
                              f"!= global_batch_size {gbs}", "num_micro_batches")
 
+    # -- display and tables ---------------------------------------------------
+    def __str__(self) -> str:
+        from .display import plan_text
+
+        return plan_text(self)
+
+    def _repr_html_(self) -> str:
+        from .display import plan_html
+
+        return plan_html(self)
+
+    def to_dataframe(self, instance: Instance, kind: str = "stages"):
+        """Stages (``kind="stages"``) or boundary transfers (``"transfers"``) as a
+        pandas DataFrame (or a list of dicts without pandas)."""
+        from .display import frame, stage_rows, transfer_rows
+
+        if kind not in ("stages", "transfers"):
+            raise ValueError("kind is 'stages' or 'transfers'")
+        return frame(stage_rows(instance, self) if kind == "stages" else transfer_rows(instance, self))
+
     # -- construction and JSON -----------------------------------------------
     @classmethod
     def build(cls, bounds, placement, *, tp: int, micro_batch_size: int, instance: Instance,
