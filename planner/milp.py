@@ -37,6 +37,7 @@ from .errors import InfeasibleError
 from .evaluator import Evaluator
 from .greedy import greedy, infeasibility_reasons
 from .plan import Plan, SolverInfo
+from .network import GBPS, MS
 from .space import PlanSpace, Shape
 
 log = logging.getLogger("planner.milp")
@@ -55,28 +56,60 @@ def _score(instance, plan) -> float:
 
 
 def shape_lower_bound(space: PlanSpace, shape: Shape) -> float | None:
-    """Lower bound on T_est (s) of every plan of ``shape``, None if it has none.
+    """Lower bound on T_est (s) of every plan of ``shape`` (with ``shape.stages``
+    = S > 0 fixed), None when no plan of the shape fits.
 
-    With S stages of a replica, the slowest stage computes at least
-    max(total/S, heaviest unit) per micro-batch and the pipeline runs
-    (m - 1) periods plus one full round trip: T >= (m-1) * c_max + c_total.
-    S is at most what the GPUs and max_stages allow; memory must fit.
+    * compute: the memory-feasible partition into S stages with the smallest
+      slowest stage (``space.partition`` is exact for that) gives c_max;
+    * the WAN: if a replica's S x t GPUs do not fit in one domain, it crosses
+      at least k - 1 boundaries, k the fewest domains whose slots hold S
+      stages; each costs at least the smallest link latency and A / (largest
+      link bandwidth) each way;
+    * period: tau >= c_max, >= that transfer time, and for 1f1b (Little's law
+      at stage 0) >= Q_0 / min(m, S); T_est >= (m - 1) tau + Q_0.
     """
     inst = space.instance
     gbs = inst.workload.global_batch_size
+    S, t, b = shape.stages, shape.tp, shape.micro_batch
     m = shape.micro_batches(gbs)
-    slots = sum(space.slots(shape.tp).values())
-    s_max = min(inst.max_stages, inst.num_units, slots // shape.replicas)
-    if shape.stages:
-        s_max = min(s_max, shape.stages)
-    lo = shape.stages or 1
-    if s_max < lo or not any(space.feasible(shape.tp, shape.micro_batch, shape.schedule, S, m)
-                             for S in range(lo, s_max + 1)):
+    slots = sorted(space.slots(t).values(), reverse=True)
+    if S * shape.replicas > sum(slots) or S > min(inst.max_stages, inst.num_units):
         return None
-    ctot = space.compute_time(space.flops_total, shape.tp, shape.micro_batch)
-    heavy = max(space.compute_time(space.table.interval(u, u + 1)[0], shape.tp, shape.micro_batch)
-                for u in range(space.table.n))
-    return (m - 1) * max(ctot / s_max, heavy) + ctot
+    cuts = space.partition(t, b, shape.schedule, S, m)
+    if cuts is None:
+        return None
+    c = [space.compute_time(space.table.interval(a, e)[0], t, b) for a, e in cuts]
+    ctot, cmax = sum(c), max(c)
+    held, k = 0, 0
+    for n in slots:
+        held, k = held + n, k + 1
+        if held >= S:
+            break
+    crossings = k - 1
+    q0, x_min = ctot, 0.0
+    if crossings and inst.links:
+        tok = b * inst.workload.seq_len
+        A = min(u.out_bytes_per_token for u in inst.units[:-1]) * tok if len(inst.units) > 1 else 0.0
+        x_min = A / (max(l.bandwidth_gbps for l in inst.links) * GBPS)
+        lat_min = min(l.latency_ms for l in inst.links) * MS
+        q0 += 2 * crossings * (x_min + lat_min)
+    if shape.schedule == "gpipe":
+        tau = max(cmax, 2 * x_min)  # forward and backward phases each wait for a transfer
+    else:
+        tau = max(cmax, x_min, q0 / min(m, S))
+    return (m - 1) * tau + q0
+
+
+def stage_bounds(space: PlanSpace, shape: Shape) -> dict[int, float]:
+    """S -> lower bound on T_est (s) for every feasible stage count of ``shape``."""
+    inst = space.instance
+    top = min(inst.max_stages, inst.num_units, sum(space.slots(shape.tp).values()) // shape.replicas)
+    out = {}
+    for S in ([shape.stages] if shape.stages else range(1, top + 1)):
+        lb = shape_lower_bound(space, Shape(shape.tp, shape.micro_batch, shape.schedule, S, shape.replicas))
+        if lb is not None:
+            out[S] = lb
+    return out
 
 
 def _shapes(space: PlanSpace, pins: dict):
@@ -110,7 +143,7 @@ def _plan_matches(plan: Plan, pins: dict, forbid, require) -> bool:
 def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int = 1, gap: float = 1e-3,
          stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None,
-         forbid=(), require=(), warm_start: bool = True, **_) -> Plan:
+         forbid=(), require=(), warm_start: bool = True, polish: bool = True, **_) -> Plan:
     """Plan with the MILP; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit), ``gap`` relative
@@ -128,7 +161,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     from .formulations.milp import build, extract, time_scale
 
     t0 = time.perf_counter()
-    deadline = t0 + (time_limit if time_limit is not None else math.inf)
+    end = t0 + (time_limit if time_limit is not None else math.inf)
+    deadline = end - (0.1 * time_limit if time_limit is not None and polish else 0.0)
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     space = PlanSpace(instance)
     kind = instance.options.objective
@@ -149,11 +183,12 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     price_min = min(d.price_per_gpu_hour for d in instance.domains)
     nodes = []
     for sh in _shapes(space, pins):
-        lb = shape_lower_bound(space, sh)
-        if lb is None:
+        per_s = stage_bounds(space, sh)
+        if not per_s:
             continue
+        lb = min(per_s.values())
         if kind == "cost":
-            lb = lb / 3600.0 * price_min * sh.replicas * sh.tp  # at least one stage per replica
+            lb = lb / 3600.0 * price_min * sh.replicas * sh.tp * sh.stages  # every GPU of the shape
         nodes.append(_Node(lb, sh))
     nodes.sort()
     if not nodes and best_plan is None:
@@ -178,7 +213,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
         try:
             M = build(instance, node.shape, objective=kind, forbid=forbid, require=require, space=space, ts=ts,
-                      cost_scale=cs, cost_cutoff=best if best < math.inf else None)
+                      cost_scale=cs, cost_cutoff=best if best < math.inf else None,
+                      stage_bounds={S: v * ts for S, v in stage_bounds(space, node.shape).items()})
         except NotImplementedError as err:
             raise InfeasibleError(str(err)) from None
         except ValueError:  # no room for this shape
@@ -215,23 +251,25 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
             shape_bound = max(node.bound, db / scale) if db is not None and math.isfinite(db) else node.bound
             if tc == TC.maxTimeLimit:
                 timed_out = True
-        if res.best_feasible_objective is not None and res.best_feasible_objective / scale < best:
+        if res.best_feasible_objective is not None and res.best_feasible_objective / scale < best * (1 - 1e-9):
             opt.load_vars()
             cuts, placement = extract(M)
             cand = Plan.build(cuts, placement, tp=node.shape.tp, micro_batch_size=node.shape.micro_batch,
                               instance=instance, schedule=node.shape.schedule)
             score = _score(instance, cand)
-            if score < best:
+            if score < best * (1 - 1e-9):
                 best_plan, best = cand, score
         bounds.append(min(shape_bound, best))
         outcome = "nothing better than the incumbent" if tc == TC.infeasible else tc.name
-        log.info("milp: shape tp=%d b=%d %s R=%d: %s in %.2fs (build %.2fs), shape bound %.6g; "
+        log.info("milp: shape tp=%d b=%d %s R=%d S=%d: %s in %.2fs (build %.2fs), shape bound %.6g; "
                  "incumbent %.6g", node.shape.tp, node.shape.micro_batch, node.shape.schedule,
-                 node.shape.replicas, outcome, solve_s, build_s, shape_bound, best)
+                 node.shape.replicas, node.shape.stages, outcome, solve_s, build_s, shape_bound, best)
     if best_plan is None:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan"
                               + (" with the pinned choices" if any(pins.values()) or forbid or require else ""),
                               infeasibility_reasons(space))
+    if polish and kind == "time" and end - time.perf_counter() > 0.5:
+        best_plan = _polish(instance, best_plan, best, space, ts, end, seed, threads, forbid, require)
     bound = min(bounds + [best]) if bounds else best
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
     status = "optimal" if gap_now <= gap + 1e-12 else ("time_limit" if timed_out else "feasible")
@@ -240,6 +278,49 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     log.info("milp: %s, objective %.6g, bound %.6g, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
              status, best, bound, 100 * gap_now, len(nodes), info.time_s, build_total)
     return best_plan.model_copy(update={"solver": info})
+
+
+def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:
+    """Among plans of the incumbent's shape with the same T_est, prefer the one the
+    exact simulation finds fastest: minimise every replica's period, transfer
+    and synchronisation time (a secondary objective) subject to T <= T_est*.
+    T_est is many-to-one; this tie-break changes neither the objective nor
+    the bound."""
+    import pyomo.environ as pyo
+    from pyomo.common.tee import capture_output
+    from pyomo.contrib.appsi.solvers.highs import Highs
+
+    from .formulations.milp import build, extract
+
+    shape = Shape(plan.tp, plan.micro_batch_size, plan.schedule_kind, plan.num_stages, plan.replicas)
+    try:
+        M = build(instance, shape, objective="time", forbid=forbid, require=require, space=space, ts=ts)
+    except (ValueError, NotImplementedError):
+        return plan
+    M.obj.deactivate()
+    M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
+    secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
+    M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
+    warm = _load_plan(M, plan)
+    opt = Highs()
+    opt.config.time_limit = max(0.1, end - time.perf_counter())
+    opt.config.load_solution = False
+    opt.config.warmstart = warm
+    opt.highs_options = {"random_seed": int(seed), "threads": int(threads), "output_flag": False}
+    with capture_output(capture_fd=True):
+        res = opt.solve(M)
+    if res.best_feasible_objective is None:
+        return plan
+    opt.load_vars()
+    cuts, placement = extract(M)
+    cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=instance,
+                      schedule=shape.schedule)
+    ev_new, ev_old = Evaluator(instance, cand), Evaluator(instance, plan)
+    if float(ev_new.estimate_times()[0]) > best * (1 + 1e-9):
+        return plan
+    t_new, t_old = float(ev_new.iteration_times()[0]), float(ev_old.iteration_times()[0])
+    log.info("milp: polish (same T_est, shorter exact simulation): %.6g s -> %.6g s", t_old, t_new)
+    return cand if t_new < t_old else plan
 
 
 def _same_shape(plan: Plan, shape: Shape) -> bool:

@@ -120,12 +120,15 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
 
 def build(instance, shape: Shape | None = None, objective: str | None = None,
           forbid=(), require=(), space: PlanSpace | None = None, ts: float | None = None,
-          cost_scale: float | None = None, cost_cutoff: float | None = None) -> pyo.ConcreteModel:
+          cost_scale: float | None = None, cost_cutoff: float | None = None,
+          stage_bounds: dict[int, float] | None = None) -> pyo.ConcreteModel:
     """The MILP of ``instance`` for ``shape`` (default: the greedy plan's shape).
 
     ``objective`` is ``"time"`` (T_est) or ``"cost"`` (default: the
     instance's); ``forbid`` lists domains that may host nothing, ``require``
-    domains that must host at least one stage.
+    domains that must host at least one stage; ``stage_bounds`` maps a
+    number of stages S to a valid lower bound on T (model units) for plans
+    with S stages (only the listed S are allowed).
     """
     if shape is None or ts is None:
         from ..evaluator import Evaluator
@@ -165,6 +168,11 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     M.used_lb = pyo.Constraint(M.U, M.Qs, rule=lambda M, u, q: M.used[q] >= M.y[u, q])
     M.used_mono = pyo.Constraint(pyo.RangeSet(0, Q - 2) if Q > 1 else [],
                                  rule=lambda M, q: M.used[q] >= M.used[q + 1])
+    if shape.stages:  # exactly S stages: every slot is used
+        if Q < shape.stages:
+            raise ValueError(f"shape {shape} has room for only {Q} stages")
+        for q in range(Q):
+            M.used[q].fix(1.0)
     F = {q: sum(D.f[u] * M.y[u, q] for u in M.U) for q in M.Qs}
     G = {q: sum(D.g[u] * M.y[u, q] for u in M.U) for q in M.Qs}
     C = {q: F[q] + G[q] for q in M.Qs}
@@ -259,6 +267,15 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         for q in range(Q):
             front = sum(F[i] for i in range(q + 1, Q)) + sum(Xq(r, i) + Lq(r, i) for i in range(q, Q - 1))
             M.est.add(M.T >= (m - 1) * M.tau[r] + front + Qrt[q] + M.AR[q])
+
+    # ---- valid lower bounds per number of stages (cuts) ---------------------------------
+    if stage_bounds:
+        # sigma[S] = 1 for the chosen number of stages; T >= LB(S)
+        M.Sset = pyo.Set(initialize=sorted(S for S in stage_bounds if S <= Q))
+        M.sigma = pyo.Var(M.Sset, domain=pyo.Binary)
+        M.sigma_one = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset) == 1)
+        M.sigma_count = pyo.Constraint(expr=sum(S * M.sigma[S] for S in M.Sset) == sum(M.used[q] for q in M.Qs))
+        M.stage_cut = pyo.Constraint(expr=M.T >= sum(stage_bounds[S] * M.sigma[S] for S in M.Sset))
 
     # ---- objective ---------------------------------------------------------------------
     if objective == "cost":
