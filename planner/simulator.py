@@ -68,14 +68,47 @@ class Program:
         if self.stages == 1:
             n = max(n, 1)
         out = np.empty((self.stages, n))
-        dur = np.empty(2 * self.stages)
-        dur[0::2], dur[1::2] = f, g
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
-            xs = x[:, lo:hi] if self.stages > 1 else None
-            ls = l[:, lo:hi] if self.stages > 1 else None
-            out[:, lo:hi] = self._run_chunk(dur, xs, ls, hi - lo)
+            calls, dur, xb, lb, outs = self._bound(hi - lo)
+            dur[0::2], dur[1::2] = f, g
+            if self.stages > 1:
+                np.copyto(xb, x[:, lo:hi])
+                np.copyto(lb, l[:, lo:hi])
+            for fn, a, b, o in calls:
+                fn(a, b, out=o)
+            for j, v in enumerate(outs):
+                out[j, lo:hi] = v
         return out
+
+    def _bound(self, n: int):
+        """The program's NumPy calls pre-bound to buffers of length n (cached):
+        dispatching a bound call costs less than decoding an instruction."""
+        cache = self.__dict__.setdefault("_bound_cache", {})
+        if n not in cache:
+            regs = np.empty((self.nphys, n))
+            view = list(regs)
+            dur = np.empty(2 * self.stages)
+            xb = np.empty((max(self.stages - 1, 0), n))
+            lb = np.empty((max(self.stages - 1, 0), n))
+            zero = np.zeros(n)
+            ph = self.phys
+            calls = []
+            for op, d, a, b in self.code:
+                if op == _MAX:
+                    calls.append((np.maximum, view[ph[a]], view[ph[b]], view[ph[d]]))
+                elif op == _ADDC:
+                    calls.append((np.add, view[ph[a]], dur[b:b + 1], view[ph[d]]))
+                elif op == _ADDX:
+                    calls.append((np.add, view[ph[a]], xb[b], view[ph[d]]))
+                elif op == _ADDL:
+                    calls.append((np.add, view[ph[a]], lb[b], view[ph[d]]))
+                else:
+                    calls.append((np.add, zero, dur[b:b + 1], view[ph[d]]))
+            if len(cache) > 4:
+                cache.clear()
+            cache[n] = (calls, dur, xb, lb, [view[ph[r]] for r in self.outputs])
+        return cache[n]
 
     def registers(self, f, g, x, l) -> np.ndarray:
         """Every register's value, shape (nregs, n): needs ``keep_all``."""
@@ -87,12 +120,6 @@ class Program:
         regs = np.empty((self.nregs, n))
         self._execute(regs, dur, np.asarray(x, float), np.asarray(l, float))
         return regs
-
-    def _run_chunk(self, dur, x, l, n):
-        regs = np.empty((self.nphys, n))
-        view = self._execute(regs, dur, x, l)
-        ph = self.phys
-        return np.stack([view[ph[r]] for r in self.outputs])
 
     def _execute(self, regs, dur, x, l):
         view = list(regs)
