@@ -187,8 +187,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         if not per_s:
             continue
         lb = min(per_s.values())
-        if kind == "cost":
-            lb = lb / 3600.0 * price_min * sh.replicas * sh.tp * sh.stages  # every GPU of the shape
+        if kind == "cost":  # every GPU of the plan costs at least the cheapest price for T
+            lb = min(v * price_min * sh.replicas * sh.tp * S for S, v in per_s.items()) / 3600.0
         nodes.append(_Node(lb, sh))
     nodes.sort()
     if not nodes and best_plan is None:
