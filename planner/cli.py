@@ -67,10 +67,12 @@ def main():
 @click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp; repeatable)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
-             schedule, forbid, require, out_path, as_json, quiet):
+             schedule, forbid, require, out_path, as_json, gantt_path, map_path, quiet):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     if solver not in SOLVERS:
@@ -93,12 +95,31 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     if out_path:
         pio.save_plan(p, out_path)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    _pictures(inst, p, gantt_path, map_path)
     if as_json:
         click.echo(json.dumps({**p.to_dict(), "evaluation": ev.to_dict()}, indent=2))
     else:
         out.print(plan_summary(inst, p, ev))
-        if out_path:
-            out.print(f"plan written to {out_path}")
+        for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
+            if path:
+                out.print(f"{what} written to {path}")
+
+
+def _pictures(inst, p, gantt_path, map_path) -> None:
+    if not (gantt_path or map_path):
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from . import plot
+
+    for path, draw in ((gantt_path, plot.gantt), (map_path, plot.draw)):
+        if path:
+            fig = draw(inst, p)
+            try:
+                fig.savefig(path, dpi=120, bbox_inches="tight")
+            except (OSError, ValueError) as e:
+                raise click.ClickException(f"cannot write {path}: {e}") from None
 
 
 def _progress(quiet: bool) -> None:
@@ -118,12 +139,16 @@ def _progress(quiet: bool) -> None:
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
 @_guard
-def evaluate_cmd(instance, plan_file, as_json):
+def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    if ev.feasible:
+        _pictures(inst, p, gantt_path, map_path)
     if as_json:
         click.echo(json.dumps(ev.to_dict(), indent=2))
     else:

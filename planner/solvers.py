@@ -88,5 +88,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
     t0 = time.perf_counter()
-    result = SOLVERS[solver](instance, time_limit=time_limit, seed=seed, **options)
+    if time_limit is not None:
+        options["time_limit"] = time_limit  # else the solver's own default (milp: 60 s)
+    result = SOLVERS[solver](instance, seed=seed, **options)
     return finish(instance, result, solver, time.perf_counter() - t0)

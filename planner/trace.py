@@ -102,7 +102,8 @@ def trace(instance, plan, states: NetworkStates | None = None) -> Trace:
     r_star = int(np.argmax(E[:, j_star]))
     tr = Trace(float(total.max()), E, comm.ar[0].copy(), ops, xfers, bottleneck_stage=j_star,
                bottleneck_replica=r_star)
-    tr.critical_path = _critical_path(prog, regs, dur, j_star, r_star, E, comm.ar[0], x, l)
+    with np.errstate(invalid="ignore"):  # inf - inf when a link is down
+        tr.critical_path = _critical_path(prog, regs, dur, j_star, r_star, E, comm.ar[0], x, l)
     return tr
 
 

@@ -78,3 +78,11 @@ def test_cli_list():
     res = CliRunner().invoke(main, ["list"])
     assert res.exit_code == 0
     assert DEFAULT_INSTANCE in res.stdout and "llama2-70b" in res.stdout
+
+
+def test_cli_pictures(tmp_path):
+    g, m = tmp_path / "g.png", tmp_path / "m.png"
+    res = CliRunner().invoke(main, ["plan", "tiny-3dc", "--gantt", str(g), "--map", str(m), "-q"])
+    assert res.exit_code == 0, res.output
+    assert g.stat().st_size > 5000 and m.stat().st_size > 5000
+    assert "Gantt chart written" in res.stdout

@@ -13,7 +13,7 @@ from pyomo.contrib.appsi.solvers.highs import Highs
 from helpers import all_plans, make_instance, tiny_model
 from planner import load_instance, plan as make_plan
 from planner.evaluator import Evaluator, check_plan
-from planner.formulations.milp import build, extract
+from planner.formulations.milp import build, extract, time_scale
 from planner.plan import Plan
 from planner.space import Shape
 
@@ -77,7 +77,7 @@ def test_formulation_is_exact_for_a_shape(inst, data):
     if 4 % (shape.replicas * shape.micro_batch):
         return
     want = brute(inst, shape)
-    ts = 10.0
+    ts = time_scale(want) if want and inst.options.objective == "time" else 10.0
     try:
         M = build(inst, shape, ts=ts)
     except ValueError:  # no slot for this tp anywhere

@@ -271,7 +271,10 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     # ---- valid lower bounds per number of stages (cuts) ---------------------------------
     if stage_bounds:
         # sigma[S] = 1 for the chosen number of stages; T >= LB(S)
-        M.Sset = pyo.Set(initialize=sorted(S for S in stage_bounds if S <= Q))
+        admissible = sorted(S for S in stage_bounds if S <= Q)
+        if not admissible:
+            raise ValueError(f"shape {shape} has no admissible number of stages within {Q} slots")
+        M.Sset = pyo.Set(initialize=admissible)
         M.sigma = pyo.Var(M.Sset, domain=pyo.Binary)
         M.sigma_one = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset) == 1)
         M.sigma_count = pyo.Constraint(expr=sum(S * M.sigma[S] for S in M.Sset) == sum(M.used[q] for q in M.Qs))
