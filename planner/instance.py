@@ -251,6 +251,12 @@ class Instance(_Strict):
 
         return instance_html(self)
 
+    def draw(self, plan=None, **kwargs):
+        """The domains and WAN links, with a plan's flows (see :func:`planner.plot.draw`)."""
+        from .plot import draw
+
+        return draw(self, plan, **kwargs)
+
     # -- what-if: new, validated instances (this one is never changed) -------
     def _replace(self, data: dict) -> "Instance":
         return Instance.from_dict(data)

@@ -161,6 +161,12 @@ class Plan(_Strict):
 
         return plan_html(self)
 
+    def gantt(self, instance: Instance, **kwargs):
+        """Gantt chart of one simulated iteration (see :func:`planner.plot.gantt`)."""
+        from .plot import gantt
+
+        return gantt(instance, self, **kwargs)
+
     def to_dataframe(self, instance: Instance, kind: str = "stages"):
         """Stages (``kind="stages"``) or boundary transfers (``"transfers"``) as a
         pandas DataFrame (or a list of dicts without pandas)."""

@@ -70,3 +70,12 @@ def test_text_and_html_views():
     assert len(rows) == p.num_stages
     tr = p.to_dataframe(inst, "transfers")
     assert len(tr) == p.replicas * (p.num_stages - 1)
+
+
+def test_plot_shortcuts():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    inst = load_instance("tiny-3dc")
+    p = make_plan(inst)
+    assert p.gantt(inst).axes and inst.draw(p).axes
