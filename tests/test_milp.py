@@ -95,9 +95,12 @@ def test_formulation_is_exact_for_a_shape(inst, data):
                    schedule=shape.schedule)
     assert not check_plan(inst, p)
     # the MILP's value is the evaluator's T_est (cost) of the plan it encodes ...
-    assert got == pytest.approx(objective_of(inst, p), rel=1e-6)
+    # (cost: T x z is linearised with a big-M, so HiGHS's integrality tolerance
+    # of 1e-6 x big-M can shave a few millionths off the value)
+    rel = 1e-6 if inst.options.objective == "time" else 2e-5
+    assert got == pytest.approx(objective_of(inst, p), rel=rel)
     # ... and the optimum over every plan of the shape
-    assert got == pytest.approx(want, rel=1e-6)
+    assert got == pytest.approx(want, rel=rel)
 
 
 @settings(max_examples=15, deadline=None)
