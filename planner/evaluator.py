@@ -102,6 +102,13 @@ class Evaluator:
         states.check_links(self.instance)
         return states
 
+    def one_state(self, states: NetworkStates | None, caller: str) -> NetworkStates:
+        """``states`` (or the base network) checked to hold exactly one state."""
+        st = self._states(states)
+        if st.count != 1:
+            raise ValueError(f"{caller}() takes one network state; use iteration_times() for a batch")
+        return st
+
     def iteration_times(self, states: NetworkStates | None = None) -> np.ndarray:
         """Exact simulated iteration time per state, shape (K,), seconds.
 
@@ -139,8 +146,7 @@ class Evaluator:
 
     def evaluate(self, states: NetworkStates | None = None, lower_bound_s: float | None = None) -> Evaluation:
         """All figures under one state (the base network by default)."""
-        if states is not None and states.count != 1:
-            raise ValueError("evaluate() takes one network state; use iteration_times() for a batch")
+        self.one_state(states, "evaluate")
         fig, inst = self.fig, self.instance
         violations = self.violations()
         deadlock = any(v.rule == "deadlock" for v in violations)

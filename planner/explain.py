@@ -124,9 +124,7 @@ def _link_name(instance, i: int) -> str:
 def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     """Explain ``plan`` on ``instance`` (under one network state; base by default)."""
     ev = Evaluator(instance, plan)
-    base = ev._states(states)
-    if base.count != 1:
-        raise ValueError("explain() takes one network state")
+    base = ev.one_state(states, "explain")
     fig = ev.fig
     T0 = float(ev.iteration_times(base)[0])
     sens: list[Sensitivity] = []

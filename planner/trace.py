@@ -73,9 +73,7 @@ class Trace:
 def trace(instance, plan, states: NetworkStates | None = None) -> Trace:
     """Op-level times of one iteration under one network state (base by default)."""
     ev = Evaluator(instance, plan)
-    st = ev._states(states)
-    if st.count != 1:
-        raise ValueError("trace() takes one network state")
+    st = ev.one_state(states, "trace")
     fig = ev.fig
     comm = fig.comm(st)
     S, R, m = plan.num_stages, plan.replicas, plan.num_micro_batches
