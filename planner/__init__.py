@@ -19,7 +19,8 @@ from .io import load_instance, load_model, load_plan, save_plan
 from .model import ModelSpec
 from .network import NetworkStates
 from .plan import Plan
-from .schedule import Deadlock
+from .oplists import Deadlock
+from .schedule_opt import optimize_schedule as schedule
 from .solvers import SOLVERS, plan
 from .trace import trace
 
@@ -27,6 +28,6 @@ __all__ = [
     "Deadlock", "Evaluation", "Evaluator", "InfeasibleError", "InputError", "Instance",
     "ModelSpec", "NetworkStates", "Plan", "PlannerError", "SOLVERS", "Violation", "check_plan",
     "evaluate", "explain", "greedy", "iteration_times", "load_instance", "load_model", "load_plan",
-    "lower_bound", "plan", "save_plan", "trace",
+    "lower_bound", "plan", "save_plan", "schedule", "trace",
 ]
 __version__ = "0.1.0"

@@ -23,7 +23,7 @@ import numpy as np
 from .figures import PlanFigures
 from .network import NetworkStates
 from .estimate import estimate_times
-from .schedule import Deadlock
+from .oplists import Deadlock
 from .simulator import Program, compile_program, simulate_times
 
 
@@ -112,7 +112,7 @@ class Evaluator:
     def iteration_times(self, states: NetworkStates | None = None) -> np.ndarray:
         """Exact simulated iteration time per state, shape (K,), seconds.
 
-        Raises :class:`planner.schedule.Deadlock` for a deadlocking schedule.
+        Raises :class:`planner.oplists.Deadlock` for a deadlocking schedule.
         """
         st = self._states(states)
         fig = self.fig

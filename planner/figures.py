@@ -22,7 +22,7 @@ import numpy as np
 
 from .model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
 from .network import GBPS, NetworkStates, flow_bandwidth, flow_latency
-from .schedule import inflight_counts
+from .oplists import inflight_counts
 
 
 @dataclass

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .errors import InputError
 from .instance import Instance, input_error_from_pydantic
-from .schedule import check_op_lists, op_lists
+from .oplists import check_op_lists, op_lists
 
 
 class _Strict(BaseModel):

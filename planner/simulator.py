@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .schedule import B, F, dependency_order, op_lists
+from .oplists import B, F, dependency_order, op_lists
 
 # opcodes: dst = a OP b
 _MAX, _ADDC, _ADDX, _ADDL, _CONST = range(5)
@@ -145,7 +145,7 @@ def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = 
     """Compile the iteration of a schedule into a :class:`Program`.
 
     ``schedule`` is ``"gpipe"``, ``"1f1b"`` or explicit op lists.  Raises
-    :class:`planner.schedule.Deadlock` if the op lists wait on each other.
+    :class:`planner.oplists.Deadlock` if the op lists wait on each other.
     With ``keep_all`` every value keeps its own register, so that op and
     transfer times can be read back (used for traces and Gantt charts).
     """

@@ -20,7 +20,7 @@ import numpy as np
 
 from .evaluator import Evaluator
 from .network import NetworkStates
-from .schedule import B, F
+from .oplists import B, F
 from .simulator import compile_program
 
 

@@ -1,0 +1,96 @@
+"""The CP-SAT schedule optimiser: published optima, brute force over every
+interleaving on tiny pipelines, memory, and agreement with the evaluator."""
+
+import itertools
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from helpers import make_instance
+from planner import Evaluator, Plan, check_plan, load_instance, plan as make_plan, schedule
+from planner.model import ModelSpec
+from planner.oplists import max_inflight
+from planner.plan import ExplicitSchedule
+
+
+def line_plan(l_ms, S=4, m=8, f_s=1.0, bwd=2.0):
+    """S stages of f = 1 s, g = 2 s on a line of S domains, per-hop latency l, no bandwidth limit."""
+    units = [{"name": f"u{j}", "params": 1.0, "fwd_flops_per_token": f_s * 50e12,
+              "out_bytes_per_token": 0.0, "stored_bytes_per_token": 0.0} for j in range(S)]
+    names = [f"d{j}" for j in range(S)]
+    inst = make_instance([(n, 8) for n in names], [(names[j], names[j + 1], 100.0, l_ms) for j in range(S - 1)],
+                         model=ModelSpec(name="k", units=units), global_batch_size=m, seq_len=1,
+                         micro_batch_sizes=[1], tensor_parallel=[1])
+    p = Plan.build([(j, j + 1) for j in range(S)], [names], tp=1, micro_batch_size=1, instance=inst, schedule="1f1b")
+    return inst, p
+
+
+@pytest.mark.parametrize("l_ms,cap,want,one_f_one_b", [
+    (1000, 4, 46.0, 49.0), (2000, 4, 58.0, 65.0), (2000, 6, 51.0, 65.0), (2000, None, 45.0, 65.0),
+    (0, 4, 33.0, 33.0), (0, None, 33.0, 33.0)])
+def test_known_optima(l_ms, cap, want, one_f_one_b):
+    inst, p = line_plan(l_ms)
+    assert float(Evaluator(inst, p).iteration_times()[0]) == pytest.approx(one_f_one_b)
+    q = schedule(inst, p, time_limit=30, inflight_cap=cap)
+    assert q.solver.status == "optimal"
+    assert q.solver.objective == pytest.approx(want, abs=1e-9)
+    assert q.solver.model_extra["simulated_s"] == pytest.approx(want, abs=1e-9)
+    lists = q.schedule.ops
+    if cap is not None:
+        from planner.oplists import op_lists
+        assert max(max_inflight(ops) for ops in op_lists(lists, 4, 8)) <= cap
+
+
+def interleavings(m, cap):
+    """Every op list of one stage with F and B in micro-batch order and at most cap in flight."""
+    def rec(i, k, acc):
+        if i == m and k == m:
+            yield list(acc)
+            return
+        if i < m and i - k < cap:
+            yield from rec(i + 1, k, acc + [f"F{i}"])
+        if k < i:
+            yield from rec(i, k + 1, acc + [f"B{k}"])
+    yield from rec(0, 0, [])
+
+
+@settings(max_examples=12, deadline=None)
+@given(S=st.integers(2, 3), m=st.integers(2, 3), lat=st.floats(0, 3), f=st.floats(0.2, 2), cap=st.integers(1, 3),
+       bw=st.floats(0.001, 1.0))
+def test_matches_brute_force_over_all_schedules(S, m, lat, f, cap, bw):
+    inst, p = line_plan(lat * 1000, S=S, m=m, f_s=f)
+    # give the boundaries real transfer times: bandwidth in Gbit/s on every link
+    for j in range(S - 1):
+        inst = inst.with_link(f"d{j}", f"d{j + 1}", bandwidth_gbps=bw)
+    units = [dict(u.__dict__) for u in inst.units]
+    for u in units:
+        u["out_bytes_per_token"] = 1e8
+    inst = inst.with_model(ModelSpec(name="k2", units=units))
+    p = Plan.build(p.bounds(), p.placement, tp=1, micro_batch_size=1, instance=inst, schedule="1f1b")
+    best = None
+    per_stage = [list(interleavings(m, cap)) for _ in range(S)]
+    for combo in itertools.product(*per_stage):
+        cand = p.model_copy(update={"schedule": ExplicitSchedule(ops=[list(c) for c in combo])})
+        if check_plan(inst, cand):
+            continue  # deadlock
+        T = float(Evaluator(inst, cand).iteration_times()[0])
+        best = T if best is None else min(best, T)
+    q = schedule(inst, p, time_limit=20, inflight_cap=cap)
+    unit = q.solver.model_extra["unit_s"]
+    sim = q.solver.model_extra["simulated_s"]
+    assert q.solver.status == "optimal"
+    # rounding: at most half a unit per op and transfer on the critical path
+    slack = unit * (4 * S * m + 4)
+    assert sim == pytest.approx(best, abs=slack)
+    assert abs(q.solver.objective - sim) <= slack
+
+
+def test_memory_respected_and_never_worse_than_1f1b():
+    inst = load_instance("tiny-line")
+    p = make_plan(inst).model_copy(update={"schedule": "1f1b"})
+    p = Plan.model_validate(p.model_dump(exclude={"predicted", "solver"}))
+    if check_plan(inst, p):
+        pytest.skip("1f1b does not fit this plan")
+    q = schedule(inst, p, time_limit=20)
+    assert not check_plan(inst, q)
+    assert q.solver.model_extra["simulated_s"] <= float(Evaluator(inst, p).iteration_times()[0]) * (1 + 1e-6)
