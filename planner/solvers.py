@@ -77,6 +77,26 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     return result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
 
 
+def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
+           equal_memory: bool = False) -> Plan:
+    """``p`` with its schedule replaced by the CP-SAT optimum (same placement and
+    partition), scored by the evaluator.  ``equal_memory`` keeps every stage's
+    in-flight micro-batches at most what ``p``'s own schedule holds."""
+    from .figures import PlanFigures
+    from .schedule_opt import optimize_schedule
+
+    t0 = time.perf_counter()
+    cap = [int(v) for v in PlanFigures(instance, p).inflight] if equal_memory else None
+    new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap)
+    base = p.solver.name if p.solver else "plan"
+    info = new.solver
+    done = finish(instance, new.model_copy(update={"solver": None}), f"{base}+schedule",
+                  (p.solver.time_s if p.solver else 0.0) + time.perf_counter() - t0)
+    extra = {"schedule_status": info.status, "schedule_makespan_s": info.objective,
+             "schedule_bound_s": info.bound, "schedule_gap": info.gap}
+    return done.model_copy(update={"solver": done.solver.model_copy(update=extra)})
+
+
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
          **options) -> Plan:
     """Plan ``instance`` with ``solver``; see the module docstring.
