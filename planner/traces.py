@@ -1,0 +1,183 @@
+"""Network traces: how WAN figures drift over a day (SPEC section 8).
+
+A trace is a sequence of (time, network state): every ``epoch_s`` seconds
+(5 minutes by default, the SWAN controller period) each link gets a
+bandwidth (Gbit/s, 0 = down) and a one-way latency (ms).  No public
+time-varying inter-datacenter bandwidth trace exists in ``shared/data``, so
+:func:`generate` builds scenarios from published statistics, each figure
+driving one part (see docs/dynamics.md for the sources):
+
+* diurnal swing: the Abilene hour-of-day load profile
+  (``abilene_hour_of_day_profile.csv``, peak/trough 1.48), evaluated in each
+  endpoint's local time (``utc_offset_hours``) and scaled so available
+  bandwidth swings by about +-22% around its base value;
+* noise: a log-normal AR(1) process whose 5-minute step matches the median
+  absolute 5-minute change of backbone load (2.2%, ``wan_tm_variability_stats.csv``);
+* degradations: rare events (about one per link per day) dropping bandwidth
+  to about 0.7x, the 10th-percentile drift of Azure-involved paths between
+  Skyplane campaigns (``skyplane_snapshot_variability.csv``), for tens of
+  minutes, with latency inflated 1.05-2x;
+* outages: rarer (about one per link per week) bandwidth-0 episodes of
+  10-30 minutes ("infrequent excursions (downtimes)", García-Dorado et al.,
+  ``wan_variability_facts.csv``).
+
+File format (CSV): ``#`` comment lines, then a header
+``time_s,<a>-<b>:bandwidth_gbps,...,<a>-<b>:latency_ms,...`` (links in
+instance order) and one row per epoch.
+
+Example
+-------
+>>> tr = generate(instance, hours=24, seed=1)                  # doctest: +SKIP
+>>> tr.states.bandwidth_gbps.shape                             # (288, links)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .network import NetworkStates
+
+EPOCH_S = 300.0  # SWAN recomputes allocations every 5 minutes (wan_variability_facts.csv)
+# Abilene mean offered load by UTC hour, normalised to the daily mean
+# (abilene_hour_of_day_profile.csv; US-centric, UTC-5..-8 local time).
+ABILENE_UTC = np.array([1.053, 1.059, 1.034, 1.014, 0.996, 0.960, 0.942, 0.937, 0.924, 0.887, 0.867, 0.821,
+                        0.802, 0.836, 0.899, 0.969, 1.043, 1.077, 1.122, 1.170, 1.184, 1.167, 1.149, 1.088])
+ABILENE_LOCAL_OFFSET = -6.0  # the profile's local time: US central, the middle of UTC-5..-8
+DIURNAL_SWING = 0.22  # +-22% of available bandwidth at the profile's extremes
+STEP_MEDIAN = 0.0222  # median |5-minute change| of backbone load (Abilene)
+AR_RHO = 0.9
+DEGRADE_PER_DAY = 1.0  # per link
+DEGRADE_FACTOR = 0.70  # Skyplane Azure-involved p10 drift 0.68-0.74
+DEGRADE_MINUTES = (15, 90)
+OUTAGE_PER_DAY = 1.0 / 7
+OUTAGE_MINUTES = (10, 30)
+LATENCY_INFLATION = (1.05, 2.0)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Times (s, start of each epoch) and the network state of each epoch."""
+
+    times: np.ndarray  # (T,)
+    states: NetworkStates  # (T, links)
+    links: tuple[str, ...]  # "a-b" in instance order
+
+    @property
+    def epochs(self) -> int:
+        return len(self.times)
+
+    def epoch_at(self, t: float) -> int:
+        """Index of the state in force at time t (the last epoch holds forever)."""
+        return max(0, int(np.searchsorted(self.times, t, side="right")) - 1)
+
+
+def local_profile(hours_utc: np.ndarray, utc_offset: float) -> np.ndarray:
+    """Load factor (mean 1) at UTC hours for a place ``utc_offset`` hours from UTC:
+    the Abilene profile read at the same local time of day, interpolated."""
+    local = (hours_utc + utc_offset - ABILENE_LOCAL_OFFSET) % 24.0
+    return np.interp(local, np.arange(25), np.append(ABILENE_UTC, ABILENE_UTC[0]))
+
+
+def generate(instance, hours: float = 24.0, seed: int = 0, epoch_s: float = EPOCH_S,
+             start_hour_utc: float = 0.0) -> Trace:
+    """A synthetic trace for ``instance`` (see module docstring); deterministic for a seed."""
+    rng = np.random.default_rng(seed)
+    T = max(1, int(round(hours * 3600 / epoch_s)))
+    L = len(instance.links)
+    times = np.arange(T) * epoch_s
+    hours_utc = start_hour_utc + times / 3600.0
+    base_bw = np.array([l.bandwidth_gbps for l in instance.links])
+    base_lat = np.array([l.latency_ms for l in instance.links])
+    swing = DIURNAL_SWING / np.max(np.abs(ABILENE_UTC - 1.0))
+    bw = np.empty((T, L))
+    lat = np.empty((T, L))
+    sigma = STEP_MEDIAN / 0.6745  # median |N(0, s)| = 0.6745 s
+    per_epoch = epoch_s / 86400.0
+    for k, link in enumerate(instance.links):
+        offs = [instance.domain(d).utc_offset_hours or 0.0 for d in (link.a, link.b)]
+        load = 0.5 * (local_profile(hours_utc, offs[0]) + local_profile(hours_utc, offs[1]))
+        diurnal = 1.0 - swing * (load - 1.0)  # busier background -> less bandwidth left
+        noise = np.empty(T)
+        z = rng.normal(0.0, sigma / math.sqrt(1 - AR_RHO ** 2))
+        for t in range(T):
+            z = AR_RHO * z + rng.normal(0.0, sigma)
+            noise[t] = z
+        factor = diurnal * np.exp(noise - noise.mean())
+        inflate = np.ones(T)
+        for rate, (lo, hi), kind in ((DEGRADE_PER_DAY, DEGRADE_MINUTES, "degrade"),
+                                     (OUTAGE_PER_DAY, OUTAGE_MINUTES, "outage")):
+            t = 0
+            while t < T:
+                if rng.random() < rate * per_epoch:
+                    n = max(1, int(round(rng.uniform(lo, hi) * 60 / epoch_s)))
+                    if kind == "degrade":
+                        factor[t:t + n] *= DEGRADE_FACTOR
+                        inflate[t:t + n] = np.maximum(inflate[t:t + n], rng.uniform(*LATENCY_INFLATION))
+                    else:
+                        factor[t:t + n] = 0.0
+                    t += n
+                else:
+                    t += 1
+        bw[:, k] = base_bw[k] * factor
+        lat[:, k] = base_lat[k] * inflate * np.exp(rng.normal(0.0, 0.01, T))  # 1% jitter
+    names = tuple(f"{l.a}-{l.b}" for l in instance.links)
+    return Trace(times, NetworkStates(bw, lat), names)
+
+
+def to_csv(trace: Trace, header: str = "") -> str:
+    buf = io.StringIO()
+    for line in header.splitlines():
+        buf.write(f"# {line}\n")
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["time_s"] + [f"{n}:bandwidth_gbps" for n in trace.links] + [f"{n}:latency_ms" for n in trace.links])
+    for t in range(trace.epochs):
+        w.writerow([f"{trace.times[t]:g}"] + [f"{v:.6g}" for v in trace.states.bandwidth_gbps[t]]
+                   + [f"{v:.6g}" for v in trace.states.latency_ms[t]])
+    return buf.getvalue()
+
+
+def save(trace: Trace, path, header: str = "") -> None:
+    Path(path).write_text(to_csv(trace, header))
+
+
+def load(path, instance) -> Trace:
+    """Read a trace CSV for ``instance``; errors name the file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError:
+        raise InputError("no such file", file=str(path)) from None
+    rows = [r for r in csv.reader(line for line in text.splitlines() if line and not line.startswith("#"))]
+    if not rows:
+        raise InputError("empty trace", file=str(path))
+    head = rows[0]
+    names = [f"{l.a}-{l.b}" for l in instance.links]
+    want = ["time_s"] + [f"{n}:bandwidth_gbps" for n in names] + [f"{n}:latency_ms" for n in names]
+    if head != want:
+        missing = [c for c in want if c not in head]
+        extra = [c for c in head if c not in want]
+        raise InputError(f"header does not match instance {instance.name}'s links"
+                         + (f"; missing {', '.join(missing[:4])}" if missing else "")
+                         + (f"; unknown {', '.join(extra[:4])}" if extra else ""), "header", str(path))
+    try:
+        data = np.array([[float(v) for v in r] for r in rows[1:]])
+    except ValueError as err:
+        raise InputError(f"not a number: {err}", "rows", str(path)) from None
+    if data.ndim != 2 or data.shape[1] != len(want) or len(data) == 0:
+        raise InputError(f"every row needs {len(want)} values", "rows", str(path))
+    times = data[:, 0]
+    if np.any(np.diff(times) <= 0) or times[0] < 0:
+        raise InputError("time_s must start at >= 0 and increase", "time_s", str(path))
+    L = len(names)
+    try:
+        states = NetworkStates(data[:, 1:1 + L], data[:, 1 + L:])
+    except InputError as err:
+        raise err.with_file(path) from None
+    return Trace(times, states, tuple(names))
