@@ -70,10 +70,13 @@ def main():
 @click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
 @click.option("--refine-schedule", is_flag=True, help="then optimise the micro-batch schedule with CP-SAT")
+@click.option("--robust", type=int, default=0, help="greedy: score plans over K sampled network states")
+@click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
-             schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, quiet):
+             schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
+             robust_stat, quiet):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     if solver not in SOLVERS:
@@ -92,6 +95,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options["require"] = list(require)
     if options and solver == "greedy":
         raise click.BadParameter(f"{', '.join(options)} apply to --solver milp", param_hint="--solver")
+    if robust:
+        if solver != "greedy":
+            raise click.BadParameter("--robust applies to --solver greedy", param_hint="--robust")
+        options.update(robust=robust, robust_stat=robust_stat)
     p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, **options)
     if refine_schedule:
         from .solvers import refine

@@ -30,6 +30,8 @@ from __future__ import annotations
 import heapq
 import time
 
+import numpy as np
+
 from .errors import InfeasibleError, human_bytes
 from .evaluator import Evaluator
 from .plan import Plan
@@ -119,13 +121,37 @@ def _starts(instance, slots: dict[str, int], n: int = 2) -> list[str]:
     return sorted((d for d in slots if slots[d] > 0), key=key)[:n]
 
 
-def greedy(instance, time_limit: float | None = None, seed: int = 0, **_) -> Plan:
+def sample_states(instance, k: int, seed: int = 0):
+    """K network states drawn (seeded) from a week of generated trace (``planner.traces``)."""
+    from .network import NetworkStates
+    from .traces import generate
+
+    tr = generate(instance, hours=24 * 7, seed=seed)
+    idx = np.random.default_rng(seed).choice(tr.epochs, size=k, replace=k > tr.epochs)
+    return NetworkStates(tr.states.bandwidth_gbps[idx], tr.states.latency_ms[idx])
+
+
+def robust_score(values: np.ndarray, stat: str) -> float:
+    """Mean or 95th percentile of T_est over sampled states (inf if any state is infinite)."""
+    if stat == "mean":
+        return float(np.mean(values))
+    if stat == "p95":
+        return float(np.percentile(values, 95))
+    raise ValueError("robust statistic is 'mean' or 'p95'")
+
+
+def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int = 0,
+           robust_stat: str = "mean", **_) -> Plan:
     """Plan with the greedy heuristic; see the module docstring.
 
-    ``time_limit`` (s) caps the search (the best plan so far is returned);
-    ``seed`` is accepted for the common solver interface (greedy is
-    deterministic).  Raises ``InfeasibleError`` when no plan exists.
+    ``time_limit`` (s) caps the search (the best plan so far is returned).
+    With ``robust=K`` every candidate is scored by the mean (or, with
+    ``robust_stat="p95"``, the 95th percentile) of T_est over K network
+    states sampled from a generated week of WAN drift (``seed`` picks them),
+    trading a little peak speed for stability.  Greedy is otherwise
+    deterministic.  Raises ``InfeasibleError`` when no plan exists.
     """
+    states = sample_states(instance, robust, seed) if robust else None
     t0 = time.perf_counter()
     deadline = t0 + (time_limit if time_limit else 3600.0)
     space = PlanSpace(instance)
@@ -159,7 +185,8 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, **_) -> Pla
                 plan = Plan.build(cuts, placement, tp=sh.tp, micro_batch_size=sh.micro_batch,
                                   instance=instance, schedule=sh.schedule)
                 ev = Evaluator(instance, plan)
-                t_est = float(ev.estimate_times()[0])
+                t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
+                         else float(ev.estimate_times()[0]))
                 score = t_est if objective == "time" else float(ev.cost(t_est))
                 if best is None or (score, plan.gpus_used) < best[:2]:
                     best = (score, plan.gpus_used, plan)

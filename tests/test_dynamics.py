@@ -111,3 +111,15 @@ def test_cli_trace_and_simulate(tmp_path):
     rows = json.loads(res.stdout)
     assert [r["policy"] for r in rows] == ["static", "oracle"]
     assert rows[1]["total_s"] <= rows[0]["total_s"]
+
+
+def test_robust_greedy_is_better_on_its_own_statistic(inst):
+    from planner import Evaluator
+    from planner.greedy import robust_score, sample_states
+
+    plain = make_plan(inst)
+    robust = make_plan(inst, robust=64, robust_stat="p95", seed=2)
+    states = sample_states(inst, 64, seed=2)
+    s_plain = robust_score(Evaluator(inst, plain).estimate_times(states), "p95")
+    s_robust = robust_score(Evaluator(inst, robust).estimate_times(states), "p95")
+    assert s_robust <= s_plain * (1 + 1e-12)
