@@ -10,7 +10,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# the CPU build of torch first (a local wheel here); an unpinned torch pulls GBs of CUDA
+	$(BIN)/python -m pip install --quiet torch==2.13.0 || $(BIN)/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/python -m pip install --quiet -e ".[test,rl]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -71,12 +71,13 @@ def main():
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
 @click.option("--refine-schedule", is_flag=True, help="then optimise the micro-batch schedule with CP-SAT")
 @click.option("--robust", type=int, default=0, help="greedy: score plans over K sampled network states")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
              schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
-             robust_stat, quiet):
+             robust_stat, policy_path, quiet):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     if solver not in SOLVERS:
@@ -95,6 +96,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options["require"] = list(require)
     if options and solver == "greedy":
         raise click.BadParameter(f"{', '.join(options)} apply to --solver milp", param_hint="--solver")
+    if policy_path:
+        if solver != "rl":
+            raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
+        options["policy"] = policy_path
     if robust:
         if solver != "greedy":
             raise click.BadParameter("--robust applies to --solver greedy", param_hint="--robust")
@@ -269,6 +274,36 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
                   f"{r.iterations_per_hour:.1f}", f"{r.reconfig_s:.1f}", f"{r.stalled_s:.1f}", str(r.switches),
                   f"{r.solver_s:.1f}")
     out.print(t)
+
+
+@main.group("rl")
+def rl_group():
+    """The reinforcement-learning planner (needs the extra planner[rl])."""
+
+
+@rl_group.command("train")
+@click.argument("instance")
+@click.option("--steps", type=int, default=20_000, show_default=True, help="environment steps")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="policy file (zip)")
+@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), help="learning curve PNG "
+              "(default: OUT with .png)")
+@_guard
+def rl_train_cmd(instance, steps, seed, out_path, curve_path):
+    """Train a MaskablePPO placement policy on INSTANCE over generated network states."""
+    import numpy as np
+
+    from .rl import train
+
+    inst = pio.load_instance(instance)
+    curve_path = curve_path or str(out_path).removesuffix(".zip") + ".png"
+    t0 = __import__("time").perf_counter()
+    _, curve = train(inst, steps=steps, seed=seed, out=out_path, progress=True, curve_png=curve_path)
+    r = np.array(curve.rewards)
+    tail = r[-max(1, len(r) // 10):]
+    out.print(f"trained {steps} steps in {__import__('time').perf_counter() - t0:.1f} s; {len(r)} episodes; "
+              f"last 10% mean reward {tail.mean():+.3f} (0 = greedy's T_est)")
+    out.print(f"policy written to {out_path}, learning curve to {curve_path}")
 
 
 @main.command("explain")

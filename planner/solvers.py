@@ -32,6 +32,15 @@ SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp}
 DEFAULT_SOLVER = "greedy"
 
 
+def _rl(instance, **options) -> Plan:
+    from .rl import rl
+
+    return rl(instance, **options)
+
+
+SOLVERS["rl"] = _rl
+
+
 def register(name: str, solve: Callable[..., Plan]) -> None:
     """Add a solver under ``name`` (used by the MILP, CP-SAT and RL modules)."""
     SOLVERS[name] = solve
