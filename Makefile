@@ -12,7 +12,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	# the CPU build of torch first (a local wheel here); an unpinned torch pulls GBs of CUDA
 	$(BIN)/python -m pip install --quiet torch==2.13.0 || $(BIN)/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/python -m pip install --quiet -e ".[test,rl]"
+	$(BIN)/python -m pip install --quiet -e ".[test,rl,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -306,6 +306,44 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
     out.print(f"policy written to {out_path}, learning curve to {curve_path}")
 
 
+@main.command("bench")
+@click.argument("instances", nargs=-1)
+@click.option("--methods", default="greedy,milp,cpsat,rl,megatron,random", show_default=True)
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="per solver run")
+@click.option("--rl-steps", type=int, default=20_000, show_default=True, help="RL training budget per instance")
+@click.option("--dynamic/--no-dynamic", default=True, show_default=True, help="also run rollouts over traces")
+@click.option("--hours", type=float, default=24.0, show_default=True, help="trace length")
+@click.option("--iterations", type=int, default=2000, show_default=True, help="rollout length")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True)
+@click.option("--address", default=None, help="Ray cluster address (with --executor ray)")
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
+              show_default=True)
+@_guard
+def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
+              workers, out_dir):
+    """Compare solvers, RL, greedy and baselines on INSTANCES (default: all packaged ones)."""
+    from . import bench
+
+    names = list(instances) or pio.available("instances")
+    for n in names:
+        pio.load_instance(n)  # fail early, with the file and field
+    meths = [m.strip() for m in methods.split(",") if m.strip()]
+    bad = [m for m in meths if m not in bench.STATIC_METHODS]
+    if bad:
+        raise click.BadParameter(f"unknown method(s) {', '.join(bad)}", param_hint="--methods")
+    static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
+                            hours=hours, iterations=iterations, executor=executor, workers=workers,
+                            address=address)
+    command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
+    files = bench.write(static, dyn, out_dir, command)
+    out.print(files["static.md"].read_text())
+    if "dynamic.md" in files:
+        out.print(files["dynamic.md"].read_text())
+    out.print("written: " + ", ".join(str(f) for f in files.values()))
+
+
 @main.command("explain")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")

@@ -27,8 +27,9 @@ from .greedy import greedy
 from .plan import Plan, Predicted, SolverInfo
 
 from .milp import milp
+from .cpsat import cpsat
 
-SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp}
+SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat}
 DEFAULT_SOLVER = "greedy"
 
 

@@ -1,0 +1,310 @@
+"""The benchmark: solvers versus RL versus greedy and two baselines users
+know, on a suite of instances, static and under changing networks.
+
+Static: every (instance, method) plans on the base network; we report the
+evaluator's iteration time, T_est, the ratio to the instance's lower bound,
+plan time, status and gap.  Dynamic: every instance gets a generated trace
+(seeded); a training job of N iterations runs through it under the static,
+greedy, resolve (MILP) and oracle policies; we report total time,
+iterations per hour, reconfiguration and stalled time.
+
+Methods: ``greedy``, ``milp`` (time limit), ``cpsat`` (when installed),
+``rl`` (MaskablePPO trained on the instance with a fixed, stated budget of
+environment steps; its training time is reported apart), ``megatron``
+(one domain per stage, uniform layer split, 1f1b, the largest tp, as many
+replicas as every chosen domain holds) and ``random`` (a random feasible
+plan: random shape, balanced split, random placement; seeded).
+
+Tasks run in a local process pool (default), serially, or on a Ray cluster
+(``executor="ray"``, ``address=...``); deterministic methods give identical
+results everywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+STATIC_METHODS = ("greedy", "milp", "cpsat", "rl", "megatron", "random")
+
+
+@dataclass
+class Task:
+    instance: str
+    method: str
+    time_limit: float
+    seed: int
+    rl_steps: int
+
+
+def megatron_plan(instance):
+    """One domain per stage, uniform split, 1f1b, the largest tp that fits; None if impossible."""
+    from .plan import Plan
+    from .evaluator import check_plan
+
+    wl = instance.workload
+    n = instance.num_units
+    doms = sorted(instance.domains, key=lambda d: (-d.gpus, instance.domain_index[d.name]))
+    for tp in sorted(wl.tensor_parallel, reverse=True):
+        for S in range(1, min(len(doms), n, instance.max_stages) + 1):
+            chosen = [d for d in doms if d.gpus_per_node >= tp][:S]
+            if len(chosen) < S:
+                break
+            R_cap = min(d.gpus // tp for d in chosen)
+            for b in wl.micro_batch_sizes:
+                for R in range(R_cap, 0, -1):
+                    if wl.global_batch_size % (R * b):
+                        continue
+                    cuts = [round(i * n / S) for i in range(S + 1)]
+                    p = Plan.build(list(zip(cuts, cuts[1:])), [[d.name for d in chosen]] * R, tp=tp,
+                                   micro_batch_size=b, instance=instance, schedule="1f1b")
+                    if not check_plan(instance, p):
+                        return p
+                    break
+    return None
+
+
+def random_plan(instance, seed: int = 0, tries: int = 200):
+    """A random feasible plan (seeded), or None."""
+    from .evaluator import check_plan
+    from .plan import Plan
+    from .space import PlanSpace
+
+    rng = np.random.default_rng(seed)
+    space = PlanSpace(instance)
+    shapes = list(space.shapes())
+    gbs = instance.workload.global_batch_size
+    for _ in range(tries):
+        if not shapes:
+            return None
+        sh = shapes[int(rng.integers(len(shapes)))]
+        cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, sh.micro_batches(gbs))
+        if cuts is None:
+            continue
+        free = space.slots(sh.tp)
+        names = [d for d in free for _ in range(free[d])]
+        if len(names) < sh.stages * sh.replicas:
+            continue
+        pick = rng.permutation(len(names))[: sh.stages * sh.replicas]
+        flat = [names[i] for i in pick]
+        placement = [flat[r * sh.stages:(r + 1) * sh.stages] for r in range(sh.replicas)]
+        p = Plan.build(cuts, placement, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
+                       schedule=sh.schedule)
+        if not check_plan(instance, p):
+            return p
+    return None
+
+
+def run_static(task: Task) -> dict:
+    """One (instance, method) on the base network; a row of the static table."""
+    import logging
+
+    from .bounds import lower_bound
+    from .errors import PlannerError
+    from .io import load_instance
+    from .solvers import SOLVERS, finish
+    from .solvers import plan as make_plan
+
+    logging.getLogger("planner").setLevel(logging.WARNING)
+    inst = load_instance(task.instance)
+    row = {"instance": task.instance, "method": task.method, "status": "n/a", "iteration_s": None,
+           "estimate_s": None, "x_bound": None, "plan_s": None, "gap": None, "train_s": None}
+    t0 = time.perf_counter()
+    try:
+        if task.method in ("greedy", "milp", "cpsat"):
+            if task.method not in SOLVERS:
+                row["status"] = "not installed"
+                return row
+            p = make_plan(inst, solver=task.method, time_limit=task.time_limit if task.method != "greedy" else None,
+                          seed=task.seed)
+        elif task.method == "rl":
+            from .rl import rl, train
+
+            model, _ = train(inst, steps=task.rl_steps, seed=task.seed)
+            row["train_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            p = finish(inst, rl(inst, policy=model, seed=task.seed), "rl", 0.0)
+        else:
+            raw = megatron_plan(inst) if task.method == "megatron" else random_plan(inst, task.seed)
+            if raw is None:
+                row["status"] = "no plan"
+                return row
+            p = finish(inst, raw, task.method, 0.0)
+    except PlannerError as e:
+        row["status"] = f"error: {e}".splitlines()[0][:60]
+        return row
+    except ImportError:
+        row["status"] = "not installed"
+        return row
+    pr = p.predicted
+    row.update(status=p.solver.status, iteration_s=pr.iteration_time_s, estimate_s=pr.estimate_s,
+               x_bound=pr.iteration_time_s / lower_bound(inst).value, plan_s=time.perf_counter() - t0,
+               gap=p.solver.gap if task.method in ("milp", "cpsat") else None)
+    return row
+
+
+def run_dynamic(args: tuple) -> list[dict]:
+    """Rollouts of one instance through its generated trace under every policy."""
+    import logging
+
+    from .io import load_instance
+    from .rollout import rollout
+    from .traces import generate
+
+    logging.getLogger("planner").setLevel(logging.WARNING)
+    name, hours, iterations, seed, time_limit = args
+    inst = load_instance(name)
+    tr = generate(inst, hours=hours, seed=seed)
+    rows, seen = [], []
+    for pol, solver in (("static", "greedy"), ("greedy", "greedy"), ("resolve", "milp"), ("oracle", None)):
+        r = rollout(inst, tr, pol, iterations, solver=solver or "greedy", time_limit=time_limit,
+                    solver_time="measured", candidates=seen, seed=seed)
+        seen += r.plans
+        label = f"resolve ({solver})" if pol == "resolve" else pol
+        rows.append({"instance": name, "policy": label, **{k: v for k, v in r.summary().items() if k != "policy"}})
+    return rows
+
+
+def _map(fn, items, executor: str, workers: int, address: str | None, progress=None):
+    if executor == "serial":
+        out = []
+        for it in items:
+            out.append(fn(it))
+            if progress:
+                progress()
+        return out
+    if executor == "ray":
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+                     ignore_reinit_error=True, log_to_driver=False)
+        remote = ray.remote(fn)
+        refs = [remote.remote(it) for it in items]
+        out = []
+        for ref in refs:
+            out.append(ray.get(ref))
+            if progress:
+                progress()
+        return out
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        out = []
+        for res in pool.map(fn, items):
+            out.append(res)
+            if progress:
+                progress()
+        return out
+
+
+def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int = 0, rl_steps: int = 20_000,
+        dynamic: bool = True, hours: float = 24.0, iterations: int = 2000, executor: str = "process",
+        workers: int = 2, address: str | None = None, show_progress: bool = True):
+    """(static rows, dynamic rows) for the suite; see the module docstring."""
+    from rich.progress import Progress
+
+    tasks = [Task(i, m, time_limit, seed, rl_steps) for i in instances for m in methods]
+    with Progress(disable=not show_progress, transient=False) as prog:
+        bar = prog.add_task("static plans", total=len(tasks))
+        static = _map(run_static, tasks, executor, workers, address, lambda: prog.advance(bar))
+        dyn = []
+        if dynamic:
+            bar2 = prog.add_task("rollouts", total=len(instances))
+            items = [(i, hours, iterations, seed, min(time_limit, 30.0)) for i in instances]
+            for rows in _map(run_dynamic, items, executor, workers, address, lambda: prog.advance(bar2)):
+                dyn += rows
+    return static, dyn
+
+
+def _fmt(v, nd=4):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}g}"
+    return str(v)
+
+
+def write(static, dyn, out_dir, command: str) -> dict[str, Path]:
+    """Markdown + CSV tables and PNG plots under ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    cols = ["instance", "method", "iteration_s", "x_bound", "estimate_s", "plan_s", "status", "gap", "train_s"]
+    files["static.csv"] = out_dir / "static.csv"
+    with open(files["static.csv"], "w", newline="") as fh:
+        w = csv.DictWriter(fh, cols)
+        w.writeheader()
+        for r in static:
+            w.writerow({c: r.get(c) for c in cols})
+    md = [f"Command: `{command}`", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in static]
+    files["static.md"] = out_dir / "static.md"
+    files["static.md"].write_text("\n".join(md) + "\n")
+    if dyn:
+        dcols = ["instance", "policy", "total_s", "iterations_per_hour", "reconfig_s", "stalled_s", "switches",
+                 "solver_s", "iterations", "completed"]
+        files["dynamic.csv"] = out_dir / "dynamic.csv"
+        with open(files["dynamic.csv"], "w", newline="") as fh:
+            w = csv.DictWriter(fh, dcols)
+            w.writeheader()
+            for r in dyn:
+                w.writerow({c: r.get(c) for c in dcols})
+        md = [f"Command: `{command}`", "", "| " + " | ".join(dcols) + " |", "|" + "---|" * len(dcols)]
+        md += ["| " + " | ".join(_fmt(r.get(c)) for c in dcols) + " |" for r in dyn]
+        files["dynamic.md"] = out_dir / "dynamic.md"
+        files["dynamic.md"].write_text("\n".join(md) + "\n")
+    files.update(_plots(static, dyn, out_dir))
+    return files
+
+
+def _plots(static, dyn, out_dir: Path) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = {}
+    inst = sorted({r["instance"] for r in static})
+    meths = [m for m in STATIC_METHODS if any(r["method"] == m for r in static)]
+    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(inst) * len(meths) / 3), 4))
+    wdt = 0.8 / max(1, len(meths))
+    for k, m in enumerate(meths):
+        ys = []
+        for i in inst:
+            v = next((r["x_bound"] for r in static if r["instance"] == i and r["method"] == m), None)
+            ys.append(v if v is not None else np.nan)
+        ax.bar(np.arange(len(inst)) + k * wdt, ys, wdt, label=m)
+    ax.set_xticks(np.arange(len(inst)) + 0.4 - wdt / 2)
+    ax.set_xticklabels(inst, rotation=30, ha="right")
+    ax.set_ylabel("iteration time / lower bound")
+    ax.axhline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_title("static: simulated iteration time relative to the instance's lower bound (lower is better)")
+    ax.legend(ncol=3, fontsize=8)
+    fig.tight_layout()
+    files["static.png"] = out_dir / "static.png"
+    fig.savefig(files["static.png"], dpi=110)
+    plt.close(fig)
+    if dyn:
+        inst_d = sorted({r["instance"] for r in dyn})
+        pols = list(dict.fromkeys(r["policy"] for r in dyn))
+        fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(inst_d) * len(pols) / 3), 4))
+        wdt = 0.8 / max(1, len(pols))
+        for k, pol in enumerate(pols):
+            ys = [next((r["iterations_per_hour"] for r in dyn if r["instance"] == i and r["policy"] == pol), np.nan)
+                  for i in inst_d]
+            ax.bar(np.arange(len(inst_d)) + k * wdt, ys, wdt, label=pol)
+        ax.set_xticks(np.arange(len(inst_d)) + 0.4 - wdt / 2)
+        ax.set_xticklabels(inst_d, rotation=30, ha="right")
+        ax.set_ylabel("iterations per hour")
+        ax.set_title("dynamic: training through a generated day of WAN drift (higher is better)")
+        ax.legend(ncol=2, fontsize=8)
+        fig.tight_layout()
+        files["dynamic.png"] = out_dir / "dynamic.png"
+        fig.savefig(files["dynamic.png"], dpi=110)
+        plt.close(fig)
+    return files

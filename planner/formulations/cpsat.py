@@ -1,0 +1,651 @@
+"""The planning problem for one *shape* as a CP-SAT model (OR-Tools), exact
+for the analytic estimate T_est of SPEC section 7 up to a stated rounding.
+
+A shape fixes tensor parallelism ``t``, micro-batch size ``b``, the
+schedule kind and the replica count ``R`` (hence ``m``); the model chooses
+the number of stages S, the contiguous partition and the domain of every
+(replica, stage).  :mod:`planner.cpsat` enumerates shapes best-first.  The
+formulation is written up in ``docs/formulations.md`` ("The CP-SAT joint
+formulation").  It is written independently of the MILP
+(:mod:`planner.formulations.milp`): every auxiliary quantity is *defined*
+(``add_max_equality``, ``add_element``, ceilings of divisions,
+``add_multiplication_equality``), not bounded from one side.
+
+Decision variables
+------------------
+* ``cut[i]`` (i = 0..Q, Q the most stages the shape allows): stage j holds
+  units ``[cut[j], cut[j+1])``; ``cut[0] = 0``, ``cut[Q] = N`` (units),
+  non-decreasing; stage j is used iff ``cut[j] < N``, so the used stages are
+  a prefix 0..S-1 and unused ones are empty at ``N``.
+* ``b[r][j][d]`` one-hot over the D hostable domains plus "none" (index D,
+  exactly the unused stages); ``dom[r][j] = sum_d d b[r][j][d]``.
+* ``is_s[S]``: one-hot over the admissible stage counts.
+
+Units and scaling (CP-SAT is integral)
+--------------------------------------
+Times are integers in units of ``unit_s`` seconds, a power of ten chosen so
+that the reference iteration time is >= 1e5 units *and* the rounding bound
+below is <= ``rounding`` (1e-4) of it (iteration times are then ~1e5-1e7
+units; more units when m is large, since (m - 1) tau amplifies the error of
+a per-micro-batch period).  Every rounded figure is round-to-nearest:
+
+* compute: prefix sums of f and c = f + g over units, rounded, read with
+  ``add_element`` at the cuts, so f_j, c_j are within 1 unit, g_j within 2,
+  and the telescoping sums sum_{i>=j} c_i, sum_{i<j} g_i within 1;
+* transfers: a WAN link used by n pipeline flows gives each
+  ``round(n A / bw / unit)`` (a table over n), intra-domain ``round(A / bw)``,
+  latencies ``round(lat)``: each within 1/2 unit;
+* Little's term ``ceil(Q_j / w_j)`` (tau is an integer): +1;
+* gradient synchronisation ``AR_j = ceil(Pq_j * phi_j / RS) + 2(K-1) lat_ring``
+  with ``Pq_j`` the stage's parameters in quanta of ``param_quantum`` (exact
+  when the parameters are whole numbers and fit, else within 1 quantum; the
+  smallest unit holds >= 1e4 quanta), ``phi_j`` the seconds per quantum
+  (intra ring + 2(K-1)/K x cross ring) times ``RS / unit``, within 2.5.
+
+Hence, with e_tau = 3 (gpipe) or 1 + max_k (2k - 1)/min(m, k) (1f1b,
+k = 1..Q), the CP-SAT value of a plan differs from its T_est by at most
+``err_abs + err_rel * value`` where (in units)
+``err_abs = (m - 1) e_tau + 2 + 3 (Q - 1) + 1 + 2.5 P/RS + (K_max - 1)``
+and ``err_rel = 1/(quanta of the smallest unit - 1)`` (0 when exact);
+:meth:`CpsatModel.error` states it in seconds (or currency for the cost
+objective).  The cost objective is
+``(T * sum_used round(t price PS) + round(CC) crossings + round(CR) sum_j (K_j - 1) Pq_j)``
+in units of ``1/obj_scale`` currency; its error is stated relatively.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from ..model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
+from ..network import GBPS, MS
+from ..space import PlanSpace, Shape
+
+INT_SAFE = 2 ** 60  # keep every product well inside CP-SAT's int64 domains
+
+
+def _pow10_floor(x: float) -> float:
+    return 10.0 ** math.floor(math.log10(x))
+
+
+@dataclass
+class CpsatModel:
+    """A built CP-SAT model of one shape and the handles to read it.
+
+    ``value(solver)`` is the objective in seconds (time) or currency (cost);
+    ``error(v)`` the rounding bound (same units) between the CP-SAT value
+    ``v`` of a plan and its T_est (cost with T_est) per the evaluator.
+    """
+
+    model: cp_model.CpModel
+    shape: Shape
+    objective: str
+    Q: int  # most stages
+    N: int  # units
+    m: int  # micro-batches per replica
+    domains: list[str]  # hostable domains; index D means "no stage"
+    unit_s: float  # seconds per time unit
+    obj_scale: float  # objective integers per second (time) or per currency (cost)
+    err_abs: float  # seconds or currency
+    err_rel: float
+    admissible: list[int]  # stage counts allowed
+    cut: list = field(default_factory=list)
+    used: list = field(default_factory=list)
+    is_s: dict = field(default_factory=dict)
+    b: list = field(default_factory=list)  # [r][j][d], d = 0..D (D: none)
+    dom: list = field(default_factory=list)  # [r][j]
+    T: cp_model.IntVar | None = None  # T_est in units
+    obj_expr: object = None
+    extra: dict = field(default_factory=dict)
+
+    # -- reading --------------------------------------------------------------
+    def value(self, solver: cp_model.CpSolver) -> float:
+        return solver.objective_value / self.obj_scale
+
+    def error(self, value: float) -> float:
+        """Rounding bound (s or currency) for a CP-SAT value ``value`` (same units)."""
+        return self.err_abs + self.err_rel * abs(value)
+
+    def true_lower(self, model_bound: float) -> float:
+        """A valid lower bound on T_est (cost) from a bound on the CP-SAT value."""
+        return max(0.0, (model_bound - self.err_abs) / (1 + self.err_rel))
+
+    def cutoff_int(self, value: float) -> int:
+        """The largest objective integer a plan whose T_est (cost) is <= ``value`` can have."""
+        return int(math.floor((value + self.error(value)) * (1 + self.err_rel) * self.obj_scale)) + 1
+
+    def extract(self, solver: cp_model.CpSolver):
+        """(cuts, placement) of the solver's solution, stages front to back."""
+        cuts_v = [solver.value(c) for c in self.cut]
+        S = sum(1 for j in range(self.Q) if cuts_v[j] < self.N)
+        cuts = [(cuts_v[j], cuts_v[j + 1]) for j in range(S)]
+        placement = [[self.domains[solver.value(self.dom[r][j])] for j in range(S)]
+                     for r in range(self.shape.replicas)]
+        return cuts, placement
+
+    def hint(self, plan) -> bool:
+        """Hint the decision variables with ``plan`` (same shape); False if it does not fit."""
+        S = plan.num_stages
+        if S > self.Q or S not in self.admissible or plan.replicas != self.shape.replicas:
+            return False
+        idx = {d: i for i, d in enumerate(self.domains)}
+        if any(d not in idx for row in plan.placement for d in row):
+            return False
+        rows = sorted(([idx[d] for d in row] for row in plan.placement))  # lexicographic, as constrained
+        M = self.model
+        ends = [s.end for s in plan.stages]
+        for i in range(1, self.Q):
+            M.add_hint(self.cut[i], ends[i - 1] if i <= S else self.N)
+        for j in range(self.Q):
+            M.add_hint(self.used[j], j < S)
+        for s, lit in self.is_s.items():
+            M.add_hint(lit, s == S)
+        D = len(self.domains)
+        for r, row in enumerate(rows):
+            for j in range(self.Q):
+                v = row[j] if j < S else D
+                M.add_hint(self.dom[r][j], v)
+                for d in range(D + 1):
+                    M.add_hint(self.b[r][j][d], d == v)
+        return True
+
+
+def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
+          space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
+          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4) -> CpsatModel:
+    """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
+
+    ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
+    default: the instance's); ``forbid`` domains host nothing, ``require``
+    domains host at least one stage; ``ref_s`` a reference iteration time
+    (s) that sets the time unit (default: the smallest stage bound);
+    ``cutoff`` (s or currency) keeps only plans whose T_est (cost) may be
+    <= it (rounding included); ``stage_bounds`` maps each admissible number
+    of stages to a lower bound on T_est in seconds (default:
+    :func:`planner.milp.stage_bounds`); ``rounding`` the largest rounding
+    error allowed relative to ``ref_s``.
+
+    Raises ValueError when the shape has no room (no stage slot, no
+    admissible stage count) and NotImplementedError for models whose units
+    send unequal boundary bytes.
+    """
+    from ..milp import stage_bounds as _stage_bounds
+
+    objective = objective or instance.options.objective
+    space = space or PlanSpace(instance)
+    wl = instance.workload
+    units = instance.units
+    N = len(units)
+    t, bsz, R, sched = shape.tp, shape.micro_batch, shape.replicas, shape.schedule
+    m = shape.micro_batches(wl.global_batch_size)
+    gpipe = sched == "gpipe"
+    forbid = set(forbid)
+    slots = {d: n for d, n in space.slots(t).items() if d not in forbid and n > 0}
+    domains = [d for d in instance.domain_names if d in slots]
+    D = len(domains)
+    NONE = D
+    Q = min(instance.max_stages, N, sum(slots.values()) // R) if D else 0
+    if shape.stages:
+        if Q < shape.stages:
+            raise ValueError(f"shape {shape} has room for only {Q} stages")
+        Q = shape.stages
+    if Q < 1:
+        raise ValueError(f"shape {shape} has no room: {sum(slots.values())} stage slots of tp={t} for {R} replicas")
+    sb = stage_bounds if stage_bounds is not None else _stage_bounds(space, shape)
+    admissible = sorted(S for S in sb if 1 <= S <= Q and (not shape.stages or S == shape.stages))
+    if not admissible:
+        raise ValueError(f"shape {shape} has no admissible number of stages within {Q}")
+    Q = max(admissible)  # more slots than the largest admissible S are never used
+    outs = {u.out_bytes_per_token for u in units[:-1]}
+    if len(outs) > 1:
+        raise NotImplementedError("the CP-SAT formulation assumes every unit sends the same bytes per token "
+                                  "across a boundary (true for architecture-defined models)")
+    tok = bsz * wl.seq_len
+    A = (units[0].out_bytes_per_token if units else 0.0) * tok  # bytes per micro-batch per boundary
+    rate = t * instance.gpu.flops_per_s
+    bwd = space.bwd
+    Kmax = min(R, D) if R > 1 else 1
+
+    # ---- parameter quanta and the rounding bound (in units) ------------------------
+    params = [float(u.params) for u in units]
+    pos = [p for p in params if p > 0]
+    exact_p = all(p.is_integer() for p in params)
+    quantum = 1.0
+    if pos:
+        quantum = _pow10_floor(min(pos) / 1e4) if min(pos) >= 1e4 or not exact_p else 1.0
+        if exact_p and quantum <= 1.0:
+            quantum = 1.0
+        else:
+            exact_p = False
+    prefix_p = [0.0]
+    for p in params:
+        prefix_p.append(prefix_p[-1] + p)
+    p_max = prefix_p[-1] / quantum
+    p_minq = (min(pos) / quantum) if pos else math.inf
+    RS = 10.0 ** math.ceil(math.log10(max(10.0 * p_max, 1.0)))  # p_max / RS <= 0.1
+    if R > 1:
+        e_ar = 1.0 + 2.5 * p_max / RS + (Kmax - 1)
+        rel_p = 0.0 if exact_p else 1.0 / max(p_minq - 1.0, 1e-300)
+    else:
+        e_ar, rel_p = 0.0, 0.0
+    if gpipe:
+        e_tau = 3.0
+    else:
+        e_tau = 1.0 + max((2 * k - 1) / min(m, k) for k in range(1, Q + 1))
+    E_abs = (m - 1) * e_tau + 2 + 3 * (Q - 1) + e_ar  # units
+
+    # ---- the time unit -------------------------------------------------------------
+    lb_min = min(sb[S] for S in admissible)
+    ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (lb_min if lb_min > 0 else 1.0)
+    unit = min(_pow10_floor(ref / 1e5), _pow10_floor(ref * rounding / E_abs))
+    q = lambda seconds: int(round(seconds / unit))
+
+    # compute prefix tables (units)
+    flops = [0.0]
+    for u in units:
+        flops.append(flops[-1] + u.fwd_flops_per_token)
+    FPt = [q(fl * tok / rate) for fl in flops]
+    CPt = [q((1 + bwd) * fl * tok / rate) for fl in flops]
+    PPt = [int(round(p / quantum)) for p in prefix_p]
+    ctot = CPt[N]
+
+    # memory: the last end a stage starting at a may have, per in-flight count w
+    limit = instance.memory_limit_bytes
+    def maxend_table(w):
+        tab = []
+        for a in range(N + 1):
+            e, P, st = a, 0.0, 0.0
+            while e < N:
+                P2 = P + units[e].params
+                st2 = st + units[e].stored_bytes_per_token
+                if (BYTES_PER_PARAM_STATE * P2 + (w * tok) * st2) / t > limit * (1 + 1e-12):
+                    break
+                e, P, st = e + 1, P2, st2
+            tab.append(e)
+        return tab
+
+    def w_of(S, j):
+        return m if gpipe else min(m, S - j)
+
+    w_values = sorted({w_of(S, j) for S in admissible for j in range(S)})
+    MAXEND = {w: maxend_table(w) for w in w_values}
+
+    # routes between hostable domains (index pairs); tables over pair index p = d*(D+1)+e
+    routes = {}
+    for i, d in enumerate(domains):
+        for k, e in enumerate(domains):
+            if i != k and (d, e) in instance.routes:
+                routes[(i, k)] = instance.routes[(d, e)]
+    link_bw = [l.bandwidth_gbps * GBPS for l in instance.links]  # bytes/s
+    intra_bw = [instance.domain(d).intra_bandwidth_gbps * GBPS for d in domains]
+    W = D + 1
+    allowed, XIN, LATP, CROSS = [], [0] * (W * W), [0] * (W * W), [0] * (W * W)
+    for d in range(W):
+        for e in range(W):
+            p = d * W + e
+            if d < D and e < D:
+                if d == e:
+                    XIN[p] = q(A / intra_bw[d])
+                    allowed.append(p)
+                elif (d, e) in routes:
+                    LATP[p] = q(routes[(d, e)].latency_ms * MS)
+                    CROSS[p] = 1
+                    allowed.append(p)
+            elif e == NONE:  # a last used stage, or two unused ones
+                allowed.append(p)
+    pipe_links = sorted({l for r in routes.values() for l in r.links})
+    Umax = R * (Q - 1)
+    ST = {l: [q(n * A / link_bw[l]) for n in range(Umax + 1)] for l in pipe_links}
+    x_max = max([0] + [max(XIN)] + [ST[l][-1] for l in pipe_links])
+    lat_max = max([0] + LATP)
+
+    # gradient synchronisation tables (phi: units x RS per parameter quantum)
+    G_q = BYTES_PER_PARAM_GRAD * quantum  # gradient bytes per quantum
+    HT, RT, ring_links, Umax_ring = [], {}, [], 0
+    if R > 1:
+        HT = [[int(round(2 * (n - 1) / n * (G_q / t) / intra_bw[d] / unit * RS)) if n > 1 else 0
+               for n in range(R + 1)] for d in range(D)]
+        ring_links = sorted({l for r in routes.values() for l in r.links})
+        Umax_ring = Q * Kmax if Kmax > 1 else 0
+        RT = {l: [int(round(U * G_q / link_bw[l] / unit * RS)) for U in range(Umax_ring + 1)] for l in ring_links}
+    phiI_max = max([0] + [max(h) for h in HT])
+    rho_max = max([0] + [RT[l][-1] for l in ring_links])
+    phi_max = phiI_max + (2 * (Kmax - 1) * rho_max + Kmax - 1) // max(Kmax, 1) + 1
+
+    # ---- an upper bound on T (units) --------------------------------------------
+    Q0_max = ctot + 2 * (Q - 1) * (x_max + lat_max)
+    tau_max = 2 * max(ctot, x_max) if gpipe else max(ctot, x_max, Q0_max)
+    AR_max = (int(math.ceil(p_max * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
+    T_ub = (m - 1) * tau_max + Q0_max + AR_max + 1
+
+    # ---- cost scaling ------------------------------------------------------------
+    kind_cost = objective == "cost"
+    prices = [instance.domain(d).price_per_gpu_hour for d in domains]
+    wp = instance.options.wan_price_per_gb
+    if kind_cost and cutoff is not None and cutoff < math.inf:
+        pmin = min(prices)
+        if pmin > 0:  # any better plan runs on >= R*t GPUs at >= the cheapest price
+            Tc = cutoff * 3600.0 / (pmin * t * R)
+            T_ub = min(T_ub, int(math.ceil((Tc / unit + E_abs) * (1 + rel_p))) + 2)
+    elif cutoff is not None and cutoff < math.inf:
+        T_ub = min(T_ub, int(math.ceil((cutoff / unit + E_abs) * (1 + rel_p))) + 2)
+    T_ub = max(T_ub, 1)
+    lb_units = {S: max(0, int(math.floor(sb[S] / unit / (1 + rel_p) - E_abs))) for S in admissible}
+
+    # cap phi tables: a stage with parameters and phi above this makes AR > T_ub anyway
+    if R > 1 and math.isfinite(p_minq):
+        cap = int(math.ceil((T_ub + 1) * RS / max(p_minq - 1.0, 0.5))) + 1
+        HT = [[min(v, cap) for v in h] for h in HT]
+        RT = {l: [min(v, cap) for v in RT[l]] for l in RT}
+        phiI_max = max([0] + [max(h) for h in HT])
+        rho_max = max([0] + [RT[l][-1] for l in ring_links])
+        phi_max = phiI_max + (2 * (Kmax - 1) * rho_max + Kmax - 1) // max(Kmax, 1) + 1
+        if p_max * phi_max > INT_SAFE:
+            raise ValueError(f"shape {shape}: gradient-synchronisation products overflow 64-bit integers")
+
+    AR_dom = (int(math.ceil((PPt[N] + 1) * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
+    M = cp_model.CpModel()
+
+    # ---- partition --------------------------------------------------------------
+    cut = [M.new_constant(0)] + [M.new_int_var(1, N, f"cut{i}") for i in range(1, Q)] + [M.new_constant(N)]
+    used = [M.new_bool_var(f"used{j}") for j in range(Q)]
+    M.add(used[0] == 1)
+    for j in range(Q):
+        M.add(cut[j + 1] >= cut[j] + 1).only_enforce_if(used[j])
+        M.add(cut[j] == N).only_enforce_if(~used[j])
+        M.add(cut[j] <= cut[j + 1])
+        if j + 1 < Q:
+            M.add_implication(used[j + 1], used[j])
+    is_s = {S: M.new_bool_var(f"S{S}") for S in admissible}
+    M.add_exactly_one(is_s.values())
+    M.add(sum(S * v for S, v in is_s.items()) == sum(used))
+    if shape.stages:
+        for j in range(Q):
+            M.add(used[j] == 1)
+    # compute at the cuts
+    ef = [M.new_int_var(0, FPt[N], f"ef{i}") for i in range(Q + 1)]
+    ec = [M.new_int_var(0, CPt[N], f"ec{i}") for i in range(Q + 1)]
+    for i in range(Q + 1):
+        M.add_element(cut[i], FPt, ef[i])
+        M.add_element(cut[i], CPt, ec[i])
+    f = [ef[j + 1] - ef[j] for j in range(Q)]
+    c = [ec[j + 1] - ec[j] for j in range(Q)]
+    g = [c[j] - f[j] for j in range(Q)]
+    # memory: cut[j+1] <= the last end a stage starting at cut[j] may have with w_j in flight
+    for j in range(Q):
+        me = {}
+        for w in sorted({w_of(S, j) for S in admissible if S > j}):
+            me[w] = M.new_int_var(0, N, f"maxend{j}_{w}")
+            M.add_element(cut[j], MAXEND[w], me[w])
+        for S in admissible:
+            if S > j:
+                M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if(is_s[S])
+
+    # ---- placement ------------------------------------------------------------------
+    b = [[[M.new_bool_var(f"b{r}_{j}_{d}") for d in range(W)] for j in range(Q)] for r in range(R)]
+    dom = [[M.new_int_var(0, D, f"dom{r}_{j}") for j in range(Q)] for r in range(R)]
+    for r in range(R):
+        for j in range(Q):
+            M.add_exactly_one(b[r][j])
+            M.add(b[r][j][NONE] + used[j] == 1)
+            M.add(dom[r][j] == sum(d * b[r][j][d] for d in range(W)))
+    cnt = [sum(b[r][j][d] for r in range(R) for j in range(Q)) for d in range(D)]
+    for d in range(D):
+        M.add(cnt[d] <= slots[domains[d]])
+    for name in require:
+        if name not in domains:
+            raise ValueError(f"shape {shape}: required domain {name} cannot host a stage of tp={t}")
+        M.add(cnt[domains.index(name)] >= 1)
+    # replicas are interchangeable: their domain vectors in lexicographic order
+    for r in range(R - 1):
+        eq_prev = None  # prefix 0..j-1 equal (None: the empty prefix)
+        for j in range(Q):
+            eq = M.new_bool_var(f"lex{r}_{j}")
+            a, bb = dom[r][j], dom[r + 1][j]
+            if eq_prev is None:
+                M.add(a <= bb)
+                M.add(a < bb).only_enforce_if(~eq)
+            else:
+                M.add_implication(eq, eq_prev)
+                M.add(a <= bb).only_enforce_if(eq_prev)
+                M.add(a < bb).only_enforce_if([eq_prev, ~eq])
+            M.add(a == bb).only_enforce_if(eq)
+            eq_prev = eq
+
+    # ---- pipeline transfers -----------------------------------------------------------
+    xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
+    crossing = []
+    uses = {}
+    use_tab = {l: [1 if (p // W, p % W) in routes and l in routes[(p // W, p % W)].links else 0
+                   for p in range(W * W)] for l in pipe_links}
+    for r in range(R):
+        for k in range(Q - 1):
+            pidx = M.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"pair{r}_{k}")
+            M.add(pidx == W * dom[r][k] + dom[r][k + 1])
+            xin = M.new_int_var(0, max(XIN), f"xin{r}_{k}")
+            M.add_element(pidx, XIN, xin)
+            lat = M.new_int_var(0, lat_max, f"lat{r}_{k}")
+            M.add_element(pidx, LATP, lat)
+            ls[r][k] = lat
+            if kind_cost and wp > 0:
+                cr = M.new_bool_var(f"cross{r}_{k}")
+                M.add_element(pidx, CROSS, cr)
+                crossing.append(cr)
+            for l in pipe_links:
+                u = M.new_bool_var(f"use{r}_{k}_{l}")
+                M.add_element(pidx, use_tab[l], u)
+                uses[r, k, l] = u
+            xs[r][k] = (xin, pidx)
+    share = {}
+    for l in pipe_links:
+        n_l = M.new_int_var(0, Umax, f"users{l}")
+        M.add(n_l == sum(uses[r, k, l] for r in range(R) for k in range(Q - 1)))
+        share[l] = M.new_int_var(0, ST[l][-1], f"share{l}")
+        M.add_element(n_l, ST[l], share[l])
+    for r in range(R):
+        for k in range(Q - 1):
+            xin, _ = xs[r][k]
+            terms = [xin]
+            for l in pipe_links:
+                z = M.new_int_var(0, ST[l][-1], f"xl{r}_{k}_{l}")
+                M.add(z == share[l]).only_enforce_if(uses[r, k, l])
+                M.add(z == 0).only_enforce_if(~uses[r, k, l])
+                terms.append(z)
+            x = M.new_int_var(0, x_max, f"x{r}_{k}")
+            M.add_max_equality(x, terms)
+            xs[r][k] = x
+
+    # ---- gradient synchronisation -------------------------------------------------------
+    AR = [0] * Q
+    ring_bytes = []
+    if R > 1:
+        order = list(range(D))  # hostable domains in instance order
+        hops = [(a, e) for a in range(D) for e in range(D) if a != e]
+
+        def between(a, e):
+            return [c for c in order[a + 1:e]] if a < e else order[a + 1:] + order[:e]
+
+        Pq = [M.new_int_var(0, PPt[N], f"Pq{j}") for j in range(Q)]
+        ep = [M.new_int_var(0, PPt[N], f"ep{i}") for i in range(Q + 1)]
+        for i in range(Q + 1):
+            M.add_element(cut[i], PPt, ep[i])
+        for j in range(Q):
+            M.add(Pq[j] == ep[j + 1] - ep[j])
+        h, o, Kis, K = {}, {}, {}, {}
+        for j in range(Q):
+            for d in range(D):
+                o[j, d] = M.new_bool_var(f"o{j}_{d}")
+                M.add_max_equality(o[j, d], [b[r][j][d] for r in range(R)])
+            K[j] = M.new_int_var(0, Kmax, f"K{j}")
+            M.add(K[j] == sum(o[j, d] for d in range(D)))
+            for k in range(Kmax + 1):
+                Kis[j, k] = M.new_bool_var(f"K{j}is{k}")
+            M.add_exactly_one(Kis[j, k] for k in range(Kmax + 1))
+            M.add(sum(k * Kis[j, k] for k in range(Kmax + 1)) == K[j])
+            for a, e in hops:
+                v = M.new_bool_var(f"hop{j}_{a}_{e}")
+                h[j, a, e] = v
+                btw = between(a, e)
+                M.add_implication(v, o[j, a])
+                M.add_implication(v, o[j, e])
+                for cc in btw:
+                    M.add_implication(v, ~o[j, cc])
+                M.add_bool_or([~o[j, a], ~o[j, e], v] + [o[j, cc] for cc in btw])
+                if (a, e) not in routes:
+                    M.add(v == 0)  # no route: such a ring cannot synchronise
+        ring_share = {}
+        for l in ring_links:
+            U = M.new_int_var(0, Umax_ring, f"ringusers{l}")
+            M.add(U == sum(h[j, a, e] for j in range(Q) for (a, e) in hops
+                           if (a, e) in routes and l in routes[(a, e)].links))
+            ring_share[l] = M.new_int_var(0, RT[l][-1], f"ringshare{l}")
+            M.add_element(U, RT[l], ring_share[l])
+        for j in range(Q):
+            # intra rings: the slowest domain holding n > 1 replicas of stage j
+            intra = []
+            for d in range(D):
+                n = M.new_int_var(0, R, f"n{j}_{d}")
+                M.add(n == sum(b[r][j][d] for r in range(R)))
+                v = M.new_int_var(0, max(HT[d]), f"phiI{j}_{d}")
+                M.add_element(n, HT[d], v)
+                intra.append(v)
+            phiI = M.new_int_var(0, phiI_max, f"phiI{j}")
+            M.add_max_equality(phiI, intra)
+            # cross ring: slowest share over the links its hops cross (1 / ring bandwidth)
+            terms = [0]
+            for l in ring_links:
+                pairs = [h[j, a, e] for (a, e) in hops if (a, e) in routes and l in routes[(a, e)].links]
+                if not pairs:
+                    continue
+                mu = M.new_bool_var(f"mu{j}_{l}")
+                M.add_max_equality(mu, pairs)
+                z = M.new_int_var(0, RT[l][-1], f"rho{j}_{l}")
+                M.add(z == ring_share[l]).only_enforce_if(mu)
+                M.add(z == 0).only_enforce_if(~mu)
+                terms.append(z)
+            rho = M.new_int_var(0, rho_max, f"rho{j}")
+            M.add_max_equality(rho, terms)
+            lat_terms = [0]
+            for (a, e) in hops:
+                if (a, e) in routes:
+                    lv = q(routes[(a, e)].latency_ms * MS)
+                    z = M.new_int_var(0, lv, f"hl{j}_{a}_{e}")
+                    M.add(z == lv).only_enforce_if(h[j, a, e])
+                    M.add(z == 0).only_enforce_if(~h[j, a, e])
+                    lat_terms.append(z)
+            rlat = M.new_int_var(0, lat_max, f"ringlat{j}")
+            M.add_max_equality(rlat, lat_terms)
+            # phi = phiI + ceil(2(K-1)/K rho), through the one-hot K
+            phi = M.new_int_var(0, phi_max, f"phi{j}")
+            ar = M.new_int_var(0, AR_dom, f"AR{j}")
+            prod = M.new_int_var(0, int(p_max + 2) * phi_max, f"Pphi{j}")
+            M.add_multiplication_equality(prod, [Pq[j], phi])
+            arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
+            M.add(int(RS) * arv >= prod)
+            M.add(int(RS) * arv <= prod + int(RS) - 1)
+            for k in range(Kmax + 1):
+                lit = Kis[j, k]
+                if k <= 1:
+                    M.add(phi == phiI).only_enforce_if(lit)
+                    M.add(ar == arv).only_enforce_if(lit)
+                else:
+                    M.add(k * phi >= k * phiI + 2 * (k - 1) * rho).only_enforce_if(lit)
+                    M.add(k * phi <= k * phiI + 2 * (k - 1) * rho + k - 1).only_enforce_if(lit)
+                    M.add(ar == arv + 2 * (k - 1) * rlat).only_enforce_if(lit)
+            AR[j] = ar
+            if kind_cost and wp > 0 and Kmax > 1:
+                rb = M.new_int_var(0, (Kmax - 1) * PPt[N], f"ringbytes{j}")
+                for k in range(Kmax + 1):
+                    M.add(rb == max(k - 1, 0) * Pq[j]).only_enforce_if(Kis[j, k])
+                ring_bytes.append(rb)
+
+    # ---- T_est ----------------------------------------------------------------------------
+    T = M.new_int_var(0, T_ub, "T")
+    terms = []
+    taus = []
+    for r in range(R):
+        xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
+        # round trip from stage j: compute of stages >= j, both ways over boundaries >= j
+        qrt = []
+        for j in range(Q):
+            v = M.new_int_var(0, Q0_max, f"Q{r}_{j}")
+            M.add(v == ctot - ec[j] + 2 * sum(xl[j:]))
+            qrt.append(v)
+        tau = M.new_int_var(-2, tau_max, f"tau{r}")  # a rounded g_j may be -2 for a compute-free stage
+        if gpipe:
+            a = M.new_int_var(0, max(FPt[N], x_max), f"alpha{r}")
+            be = M.new_int_var(-2, max(ctot, x_max), f"beta{r}")
+            M.add_max_equality(a, f + [xs[r][k] for k in range(Q - 1)])
+            M.add_max_equality(be, g + [xs[r][k] for k in range(Q - 1)])
+            M.add(tau == a + be)
+        else:
+            little = []
+            for j in range(Q):
+                v = M.new_int_var(0, Q0_max, f"little{r}_{j}")
+                M.add(v == 0).only_enforce_if(~used[j])
+                for S in admissible:
+                    if S > j:
+                        w = w_of(S, j)
+                        M.add(w * v >= qrt[j]).only_enforce_if(is_s[S])
+                        M.add(w * v <= qrt[j] + w - 1).only_enforce_if(is_s[S])
+                little.append(v)
+            M.add_max_equality(tau, c + [xs[r][k] for k in range(Q - 1)] + little)
+        taus.append(tau)
+        for j in range(Q):
+            drain = (ec[j] - ef[j]) + sum(xl[:j])
+            terms.append((m - 1) * tau + qrt[0] - drain + AR[j])
+    M.add_max_equality(T, terms)
+    for S, v in is_s.items():  # valid lower bounds per stage count (cuts)
+        if lb_units[S] > 0:
+            M.add(T >= lb_units[S]).only_enforce_if(v)
+
+    # ---- objective -------------------------------------------------------------------------
+    if kind_cost:
+        cap_total = {d: slots[domains[d]] for d in range(D)}
+        pmax = max(prices) if prices else 0.0
+        PS = _pow10_floor(1e5 / (t * pmax)) if pmax > 0 else 1.0
+        OS = lambda PS: 3600.0 * PS / unit  # objective integers per currency
+        CCf = lambda PS: 2 * A * m * wp / 1e9 * OS(PS)  # per crossing boundary (both ways, m micro-batches)
+        CRf = lambda PS: 2 * BYTES_PER_PARAM_GRAD * quantum * wp / 1e9 * OS(PS)  # per (K-1) x quantum
+        psum_max = lambda PS: sum(round(t * prices[d] * PS) * cap_total[d] for d in range(D))
+        while wp > 0 and min(CCf(PS), CRf(PS) if R > 1 else math.inf) < 1e4 and \
+                T_ub * psum_max(PS * 10) < INT_SAFE // 4:
+            PS *= 10
+        pint = [int(round(t * prices[d] * PS)) for d in range(D)]
+        pmx = max(1, psum_max(PS))
+        if T_ub * pmx > INT_SAFE:
+            raise ValueError(f"shape {shape}: cost products overflow 64-bit integers")
+        Psum = M.new_int_var(0, pmx, "price_sum")
+        M.add(Psum == sum(pint[d] * cnt[d] for d in range(D)))
+        TP = M.new_int_var(0, T_ub * pmx, "T_price")
+        M.add_multiplication_equality(TP, [T, Psum])
+        CC, CR = int(round(CCf(PS))), int(round(CRf(PS)))
+        obj = TP + (CC * sum(crossing) if crossing else 0) + (CR * sum(ring_bytes) if ring_bytes else 0)
+        obj_scale = OS(PS)
+        # relative rounding: T (E_abs units over T >= the smallest stage bound), prices, WAN coefficients
+        T_lb = max(1e-300, lb_min / unit)
+        rel = E_abs / T_lb + rel_p
+        pos_p = [p for p in pint if p > 0]
+        rel += 0.5 / min(pos_p) if pos_p else 0.0
+        for exact, rounded in ((CCf(PS), CC), (CRf(PS), CR) if ring_bytes else (0.0, 0)):
+            if exact > 0:
+                rel += abs(rounded - exact) / exact
+        if ring_bytes:
+            rel += rel_p
+        err_abs, err_rel = 0.0, 1.01 * rel
+    else:
+        obj = T
+        obj_scale = 1.0 / unit
+        err_abs, err_rel = E_abs * unit, rel_p
+    cm = CpsatModel(model=M, shape=shape, objective=objective, Q=Q, N=N, m=m, domains=domains, unit_s=unit,
+                    obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel, admissible=admissible, cut=cut,
+                    used=used, is_s=is_s, b=b, dom=dom, T=T, obj_expr=obj,
+                    extra=dict(tau=taus, x=xs, l=ls, AR=AR, param_quantum=quantum, RS=RS, E_abs_units=E_abs,
+                               T_ub=T_ub))
+    if cutoff is not None and math.isfinite(cutoff):
+        M.add(obj <= cm.cutoff_int(cutoff))
+    M.minimize(obj)
+    return cm
