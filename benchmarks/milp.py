@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
+from _results import save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
 from planner.io import available
 
@@ -42,10 +42,7 @@ def main(argv=None):
                f"{mp.bound_ratio:.2f} | {info.model_extra.get('build_s', 0):.1f} | {total:.1f} |")
         lines.append(row)
         print(row, flush=True)
-    out = Path(__file__).resolve().parent / "results" / "milp.md"
-    out.parent.mkdir(exist_ok=True)
-    cmd = "python benchmarks/milp.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    out.write_text(f"Command: `{cmd.strip()}`\n\n" + "\n".join(lines) + "\n")
+    save("milp", lines, argv)
     return 0
 
 

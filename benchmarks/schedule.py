@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
+from _results import save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import Evaluator, Plan, load_instance, plan as make_plan
 from planner.figures import PlanFigures
 from planner.schedule_opt import optimize_schedule
@@ -62,10 +62,7 @@ def main(argv=None):
         row = f"| {name} | {p.num_stages} x {p.num_micro_batches} | {base:.4g} | " + " | ".join(cells) + " |"
         lines.append(row)
         print(row, flush=True)
-    out = Path(__file__).resolve().parent / "results" / "schedule.md"
-    out.parent.mkdir(exist_ok=True)
-    cmd = "python benchmarks/schedule.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    out.write_text(f"Command: `{cmd.strip()}`\n\n" + "\n".join(lines) + "\n")
+    save("schedule", lines, argv)
     return 0
 
 

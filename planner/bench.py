@@ -229,82 +229,70 @@ def _fmt(v, nd=4):
     return str(v)
 
 
+STATIC_COLUMNS = ["instance", "method", "iteration_s", "x_bound", "estimate_s", "plan_s", "status", "gap", "train_s"]
+DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "iterations_per_hour", "reconfig_s", "stalled_s", "switches",
+                   "solver_s", "iterations", "completed"]
+
+
+def _table(rows, cols, base: Path, command: str) -> dict[str, Path]:
+    """``base``.csv and ``base``.md (headed by the command) of ``rows``."""
+    csv_path, md_path = base.with_suffix(".csv"), base.with_suffix(".md")
+    with open(csv_path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, cols)
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c) for c in cols})
+    md = [f"Command: `{command}`", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    md_path.write_text("\n".join(md) + "\n")
+    return {csv_path.name: csv_path, md_path.name: md_path}
+
+
 def write(static, dyn, out_dir, command: str) -> dict[str, Path]:
     """Markdown + CSV tables and PNG plots under ``out_dir``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    cols = ["instance", "method", "iteration_s", "x_bound", "estimate_s", "plan_s", "status", "gap", "train_s"]
-    files["static.csv"] = out_dir / "static.csv"
-    with open(files["static.csv"], "w", newline="") as fh:
-        w = csv.DictWriter(fh, cols)
-        w.writeheader()
-        for r in static:
-            w.writerow({c: r.get(c) for c in cols})
-    md = [f"Command: `{command}`", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    md += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in static]
-    files["static.md"] = out_dir / "static.md"
-    files["static.md"].write_text("\n".join(md) + "\n")
+    files = _table(static, STATIC_COLUMNS, out_dir / "static", command)
     if dyn:
-        dcols = ["instance", "policy", "total_s", "iterations_per_hour", "reconfig_s", "stalled_s", "switches",
-                 "solver_s", "iterations", "completed"]
-        files["dynamic.csv"] = out_dir / "dynamic.csv"
-        with open(files["dynamic.csv"], "w", newline="") as fh:
-            w = csv.DictWriter(fh, dcols)
-            w.writeheader()
-            for r in dyn:
-                w.writerow({c: r.get(c) for c in dcols})
-        md = [f"Command: `{command}`", "", "| " + " | ".join(dcols) + " |", "|" + "---|" * len(dcols)]
-        md += ["| " + " | ".join(_fmt(r.get(c)) for c in dcols) + " |" for r in dyn]
-        files["dynamic.md"] = out_dir / "dynamic.md"
-        files["dynamic.md"].write_text("\n".join(md) + "\n")
+        files.update(_table(dyn, DYNAMIC_COLUMNS, out_dir / "dynamic", command))
     files.update(_plots(static, dyn, out_dir))
     return files
 
 
-def _plots(static, dyn, out_dir: Path) -> dict[str, Path]:
+def _grouped_bars(rows, group_key, series_key, series, value_key, ylabel, title, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    files = {}
-    inst = sorted({r["instance"] for r in static})
-    meths = [m for m in STATIC_METHODS if any(r["method"] == m for r in static)]
-    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(inst) * len(meths) / 3), 4))
-    wdt = 0.8 / max(1, len(meths))
-    for k, m in enumerate(meths):
-        ys = []
-        for i in inst:
-            v = next((r["x_bound"] for r in static if r["instance"] == i and r["method"] == m), None)
-            ys.append(v if v is not None else np.nan)
-        ax.bar(np.arange(len(inst)) + k * wdt, ys, wdt, label=m)
-    ax.set_xticks(np.arange(len(inst)) + 0.4 - wdt / 2)
-    ax.set_xticklabels(inst, rotation=30, ha="right")
-    ax.set_ylabel("iteration time / lower bound")
-    ax.axhline(1.0, color="k", lw=0.8, ls="--")
-    ax.set_title("static: simulated iteration time relative to the instance's lower bound (lower is better)")
+    groups = sorted({r[group_key] for r in rows})
+    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(groups) * len(series) / 3), 4))
+    wdt = 0.8 / max(1, len(series))
+    for k, name in enumerate(series):
+        ys = [next((r[value_key] for r in rows if r[group_key] == g and r[series_key] == name
+                    and r[value_key] is not None), np.nan) for g in groups]
+        ax.bar(np.arange(len(groups)) + k * wdt, ys, wdt, label=name)
+    ax.set_xticks(np.arange(len(groups)) + 0.4 - wdt / 2)
+    ax.set_xticklabels(groups, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
     ax.legend(ncol=3, fontsize=8)
     fig.tight_layout()
-    files["static.png"] = out_dir / "static.png"
-    fig.savefig(files["static.png"], dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path
+
+
+def _plots(static, dyn, out_dir: Path) -> dict[str, Path]:
+    meths = [m for m in STATIC_METHODS if any(r["method"] == m for r in static)]
+    files = {"static.png": _grouped_bars(
+        static, "instance", "method", meths, "x_bound", "iteration time / lower bound",
+        "static: simulated iteration time relative to the instance's lower bound (lower is better)",
+        out_dir / "static.png")}
     if dyn:
-        inst_d = sorted({r["instance"] for r in dyn})
         pols = list(dict.fromkeys(r["policy"] for r in dyn))
-        fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(inst_d) * len(pols) / 3), 4))
-        wdt = 0.8 / max(1, len(pols))
-        for k, pol in enumerate(pols):
-            ys = [next((r["iterations_per_hour"] for r in dyn if r["instance"] == i and r["policy"] == pol), np.nan)
-                  for i in inst_d]
-            ax.bar(np.arange(len(inst_d)) + k * wdt, ys, wdt, label=pol)
-        ax.set_xticks(np.arange(len(inst_d)) + 0.4 - wdt / 2)
-        ax.set_xticklabels(inst_d, rotation=30, ha="right")
-        ax.set_ylabel("iterations per hour")
-        ax.set_title("dynamic: training through a generated day of WAN drift (higher is better)")
-        ax.legend(ncol=2, fontsize=8)
-        fig.tight_layout()
-        files["dynamic.png"] = out_dir / "dynamic.png"
-        fig.savefig(files["dynamic.png"], dpi=110)
-        plt.close(fig)
+        files["dynamic.png"] = _grouped_bars(
+            dyn, "instance", "policy", pols, "iterations_per_hour", "iterations per hour",
+            "dynamic: training through a generated trace of WAN drift (higher is better)",
+            out_dir / "dynamic.png")
     return files

@@ -1,0 +1,17 @@
+"""Where benchmark tables go: benchmarks/results/NAME.md, headed by the command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def save(name: str, lines: list[str], argv=None) -> Path:
+    script = Path(sys.argv[0]).name if argv is None else f"{name}.py"
+    args = " ".join(sys.argv[1:] if argv is None else argv)
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"{name}.md"
+    out.write_text(f"Command: `python benchmarks/{script} {args}`".rstrip() + "\n\n" + "\n".join(lines) + "\n")
+    return out
