@@ -56,7 +56,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     """
     from ortools.sat.python import cp_model
 
-    from .formulations.cpsat import build
+    from .formulations.cpsat import build, configure
 
     t0 = time.perf_counter()
     budget = time_limit if time_limit is not None else math.inf
@@ -97,20 +97,19 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
         raise InfeasibleError(f"instance {instance.name} has no feasible plan"
                               + (" with the pinned choices" if any(pins.values()) or forbid or require else ""),
                               infeasibility_reasons(space))
-    bounds: list[float] = []
+    # 3. best-first over shapes; shapes cut off by the time limit are revisited with the
+    #    time left (and the better incumbent) in further rounds
+    bound_of: dict[int, float] = {}
+    final: set[int] = set()
+    shape_best: dict[int, Plan] = {}
     timed_out = False
     build_total = 0.0
-    for i, node in enumerate(nodes):
-        if node.bound >= best * (1 - gap):
-            bounds.append(node.bound)
-            continue
-        rest = left()
-        if rest <= 0.05:
-            timed_out = True
-            bounds.append(node.bound)
-            continue
-        open_nodes = sum(1 for n in nodes[i:] if n.bound < best * (1 - gap))
-        share = rest if math.isinf(rest) else max(rest / open_nodes, min(rest, 1.0))
+    state = dict(best=best, best_plan=best_plan)
+
+    def solve_node(i: int, share: float) -> None:
+        nonlocal timed_out, build_total, spent_det
+        node = nodes[i]
+        best, best_plan = state["best"], state["best_plan"]
         tb = time.perf_counter()
         try:
             cm = build(instance, node.shape, objective=kind, forbid=forbid, require=require, space=space,
@@ -120,62 +119,85 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
             raise InfeasibleError(str(err)) from None
         except ValueError as err:  # no room for this shape
             log.info("cpsat: shape %s skipped: %s", node.shape, err)
-            bounds.append(math.inf)
-            continue
-        hinted = warm_start and best_plan is not None and _same_shape(best_plan, node.shape) and cm.hint(best_plan)
+            bound_of[i] = math.inf
+            final.add(i)
+            return
+        hinted = False
+        if warm_start:
+            for cand in (shape_best.get(i), best_plan):
+                if cand is not None and _same_shape(cand, node.shape) and cm.hint(cand):
+                    hinted = True
+                    break
         build_s = time.perf_counter() - tb
         build_total += build_s
         if not deterministic:
             share = min(share, end - time.perf_counter())
             if share <= 0.05:
                 timed_out = True
-                bounds.append(node.bound)
-                continue
-        solver = cp_model.CpSolver()
-        p = solver.parameters
-        if deterministic:
-            p.max_deterministic_time = share
-            if workers > 1:
-                p.interleave_search = True
-        else:
-            p.max_time_in_seconds = share
-        p.num_workers = int(workers)
-        p.random_seed = int(seed)
-        p.relative_gap_limit = max(0.0, gap - 2 * rounding)  # leave room for the rounding bound
-        p.absolute_gap_limit = 0.0
+                return
+        solver = configure(cp_model.CpSolver(), time_limit=share, workers=workers, seed=seed,
+                           gap=max(0.0, gap - 2 * rounding),  # leave room for the rounding bound
+                           deterministic=deterministic)
         if log_progress:
-            p.log_search_progress = True
+            solver.parameters.log_search_progress = True
             solver.log_callback = lambda line: log.info("cpsat: %s", line)
         status = solver.solve(cm.model)
         spent_det += solver.response_proto.deterministic_time
         solve_s = time.perf_counter() - tb - build_s
-        cutoff_on = best < math.inf
         if status == cp_model.INFEASIBLE:
             # nothing in this shape beats the incumbent (or the shape is infeasible)
-            shape_bound = best if cutoff_on else math.inf
+            shape_bound = best
+            final.add(i)
         elif status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             shape_bound = max(node.bound, cm.true_lower(solver.best_objective_bound / cm.obj_scale))
-            if status == cp_model.FEASIBLE:
+            if status == cp_model.OPTIMAL:
+                final.add(i)
+            else:
                 timed_out = True
-        else:  # UNKNOWN: out of time before anything was proven
-            shape_bound = node.bound
-            timed_out = True
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             cuts, placement = cm.extract(solver)
             cand = Plan.build(cuts, placement, tp=node.shape.tp, micro_batch_size=node.shape.micro_batch,
                               instance=instance, schedule=node.shape.schedule)
             problems = check_plan(instance, cand)
-            score = math.inf if problems else _score(instance, cand)
             if problems:  # never expected: the model encodes every rule of SPEC 4-5
                 log.warning("cpsat: shape %s gave an infeasible plan: %s", node.shape,
                             "; ".join(v.message for v in problems))
-            if score < best * (1 - 1e-9):
-                best_plan, best = cand, score
-        bounds.append(min(shape_bound, best))
+            else:
+                shape_best[i] = cand
+                score = _score(instance, cand)
+                if score < best * (1 - 1e-9):
+                    state["best"], state["best_plan"] = score, cand
+        else:  # UNKNOWN: out of time before anything was proven
+            shape_bound = node.bound
+            timed_out = True
+        bound_of[i] = max(bound_of.get(i, node.bound), min(shape_bound, state["best"]))
         log.info("cpsat: shape tp=%d b=%d %s R=%d: %s in %.2fs (build %.2fs%s, unit %.0e s), shape bound %.6g; "
                  "incumbent %.6g", node.shape.tp, node.shape.micro_batch, node.shape.schedule,
                  node.shape.replicas, solver.status_name(status), solve_s, build_s,
-                 ", hinted" if hinted else "", cm.unit_s, shape_bound, best)
+                 ", hinted" if hinted else "", cm.unit_s, bound_of[i], state["best"])
+
+    for rnd in range(20):
+        todo = [i for i in range(len(nodes)) if i not in final
+                and bound_of.get(i, nodes[i].bound) < state["best"] * (1 - gap)]
+        if not todo:
+            break
+        for k, i in enumerate(todo):
+            if bound_of.get(i, nodes[i].bound) >= state["best"] * (1 - gap):
+                continue  # the incumbent improved meanwhile
+            rest = left()
+            if rest <= 0.05:
+                timed_out = True
+                break
+            open_nodes = sum(1 for j in todo[k:] if bound_of.get(j, nodes[j].bound) < state["best"] * (1 - gap))
+            share = rest if math.isinf(rest) else max(rest / open_nodes, min(rest, 1.0))
+            solve_node(i, share)
+        if left() <= 0.05:
+            break
+        if todo:
+            log.info("cpsat: round %d done, %d shapes open", rnd + 1,
+                     sum(1 for i in range(len(nodes)) if i not in final
+                         and bound_of.get(i, nodes[i].bound) < state["best"] * (1 - gap)))
+    best, best_plan = state["best"], state["best_plan"]
+    bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     if best_plan is None:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan"
                               + (" with the pinned choices" if any(pins.values()) or forbid or require else ""),

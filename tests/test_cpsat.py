@@ -6,45 +6,44 @@ import math
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from ortools.sat.python import cp_model
 
 from test_milp import brute, objective_of, tiny_instances
 from planner import load_instance, plan as make_plan
 from planner.evaluator import check_plan
-from planner.formulations.cpsat import build
+from planner.formulations.cpsat import build, configure
 from planner.plan import Plan
 from planner.space import Shape
 
 
 def solve(cm, time_limit=20.0):
-    s = cp_model.CpSolver()
-    s.parameters.num_workers = 1
-    s.parameters.random_seed = 0
-    s.parameters.relative_gap_limit = 0.0
-    s.parameters.absolute_gap_limit = 0.0
-    s.parameters.max_time_in_seconds = time_limit
+    s = configure(cp_model.CpSolver(), time_limit=time_limit, workers=2, seed=0, gap=0.0)
     status = s.solve(cm.model)
     return s, status
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("CPSAT_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_instances(), data=st.data())
 def test_formulation_is_exact_for_a_shape(inst, data):
     shape = Shape(data.draw(st.sampled_from([1, 2])), data.draw(st.sampled_from([1, 2])),
                   data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2, 4])))
     if 4 % (shape.replicas * shape.micro_batch):
+        event("m not whole")
         return
     want = brute(inst, shape)
     try:
         cm = build(inst, shape)
     except ValueError:  # no slot or no memory-feasible stage count for this shape
+        event("no room")
         assert want is None
         return
     s, status = solve(cm)
     if want is None:
+        event("infeasible")
         assert status == cp_model.INFEASIBLE
         return
+    event(f"solved {inst.options.objective}, R={shape.replicas}")
     assert status == cp_model.OPTIMAL
     got = cm.value(s)
     cuts, placement = cm.extract(s)
@@ -61,7 +60,7 @@ def test_formulation_is_exact_for_a_shape(inst, data):
     assert cm.true_lower(s.best_objective_bound / cm.obj_scale) <= want * (1 + 1e-12)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("CPSAT_JOINT_EXAMPLES", 12)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_instances())
 def test_cpsat_and_milp_agree_with_brute_force(inst):
     want = brute(inst)

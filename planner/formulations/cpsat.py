@@ -67,6 +67,40 @@ from ..space import PlanSpace, Shape
 INT_SAFE = 2 ** 60  # keep every product well inside CP-SAT's int64 domains
 
 
+def configure(solver: cp_model.CpSolver, time_limit: float | None = None, workers: int = 2, seed: int = 0,
+              gap: float = 0.0, deterministic: bool = False) -> cp_model.CpSolver:
+    """Set the CP-SAT parameters these models are solved with and return ``solver``.
+
+    ``time_limit`` seconds (wall clock, or deterministic time with
+    ``deterministic``, several workers then interleaving deterministically);
+    ``gap`` CP-SAT's relative gap limit.  Presolve *probing* is switched off
+    (``cp_model_probing_level = 0``): with OR-Tools 9.15.6755 (the latest on
+    PyPI) probing made CP-SAT declare feasible models of this formulation
+    INFEASIBLE and report a non-optimal value as OPTIMAL (tiny brute-forced
+    instances; cf. google/or-tools#5274, fixed after 9.15); both disappear
+    without probing, which ``tests/test_cpsat.py`` checks on random instances.
+    """
+    p = solver.parameters
+    if time_limit is not None and math.isfinite(time_limit):
+        if deterministic:
+            p.max_deterministic_time = time_limit
+        else:
+            p.max_time_in_seconds = time_limit
+    if deterministic and workers > 1:
+        p.interleave_search = True
+    p.num_workers = int(workers)
+    p.random_seed = int(seed)
+    p.relative_gap_limit = gap
+    p.absolute_gap_limit = 0.0
+    import os
+    mode = os.environ.get("CPSAT_PRESOLVE", "noprobe")
+    if mode == "off":
+        p.cp_model_presolve = False
+    elif mode == "noprobe":
+        p.cp_model_probing_level = 0
+    return solver
+
+
 def _pow10_floor(x: float) -> float:
     return 10.0 ** math.floor(math.log10(x))
 
@@ -220,15 +254,13 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             quantum = 1.0
         else:
             exact_p = False
-    prefix_p = [0.0]
-    for p in params:
-        prefix_p.append(prefix_p[-1] + p)
-    p_max = prefix_p[-1] / quantum
+    pq_u = [int(round(p / quantum)) for p in params]  # parameters per unit in quanta
+    p_max = sum(params) / quantum
     p_minq = (min(pos) / quantum) if pos else math.inf
     RS = 10.0 ** math.ceil(math.log10(max(10.0 * p_max, 1.0)))  # p_max / RS <= 0.1
     if R > 1:
         e_ar = 1.0 + 2.5 * p_max / RS + (Kmax - 1)
-        rel_p = 0.0 if exact_p else 1.0 / max(p_minq - 1.0, 1e-300)
+        rel_p = 0.0 if exact_p else 0.5 / p_minq  # each unit's quanta within 1/2
     else:
         e_ar, rel_p = 0.0, 0.0
     if gpipe:
@@ -249,7 +281,6 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         flops.append(flops[-1] + u.fwd_flops_per_token)
     FPt = [q(fl * tok / rate) for fl in flops]
     CPt = [q((1 + bwd) * fl * tok / rate) for fl in flops]
-    PPt = [int(round(p / quantum)) for p in prefix_p]
     ctot = CPt[N]
 
     # memory: the last end a stage starting at a may have, per in-flight count w
@@ -337,16 +368,16 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
 
     # cap phi tables: a stage with parameters and phi above this makes AR > T_ub anyway
     if R > 1 and math.isfinite(p_minq):
-        cap = int(math.ceil((T_ub + 1) * RS / max(p_minq - 1.0, 0.5))) + 1
+        cap = int(math.ceil((T_ub + 1) * RS / max(min(q_ for q_ in pq_u if q_ > 0), 1))) + 1
         HT = [[min(v, cap) for v in h] for h in HT]
         RT = {l: [min(v, cap) for v in RT[l]] for l in RT}
         phiI_max = max([0] + [max(h) for h in HT])
         rho_max = max([0] + [RT[l][-1] for l in ring_links])
         phi_max = phiI_max + (2 * (Kmax - 1) * rho_max + Kmax - 1) // max(Kmax, 1) + 1
-        if p_max * phi_max > INT_SAFE:
+        if sum(pq_u) * phi_max > INT_SAFE:
             raise ValueError(f"shape {shape}: gradient-synchronisation products overflow 64-bit integers")
 
-    AR_dom = (int(math.ceil((PPt[N] + 1) * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
+    AR_dom = (int(math.ceil(sum(pq_u) * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
     M = cp_model.CpModel()
 
     # ---- partition --------------------------------------------------------------
@@ -468,12 +499,16 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         def between(a, e):
             return [c for c in order[a + 1:e]] if a < e else order[a + 1:] + order[:e]
 
-        Pq = [M.new_int_var(0, PPt[N], f"Pq{j}") for j in range(Q)]
-        ep = [M.new_int_var(0, PPt[N], f"ep{i}") for i in range(Q + 1)]
-        for i in range(Q + 1):
-            M.add_element(cut[i], PPt, ep[i])
+        # unit u on stage j (exactly one j with cut[j] <= u < cut[j+1]); Pq_j its parameters in quanta
+        y = [[M.new_bool_var(f"y{u}_{j}") for j in range(Q)] for u in range(N)]
+        for u in range(N):
+            M.add_exactly_one(y[u])
+            for j in range(Q):
+                M.add(cut[j] <= u).only_enforce_if(y[u][j])
+                M.add(cut[j + 1] >= u + 1).only_enforce_if(y[u][j])
+        Pq = [M.new_int_var(0, sum(pq_u), f"Pq{j}") for j in range(Q)]
         for j in range(Q):
-            M.add(Pq[j] == ep[j + 1] - ep[j])
+            M.add(Pq[j] == sum(pq_u[u] * y[u][j] for u in range(N) if pq_u[u]))
         h, o, Kis, K = {}, {}, {}, {}
         for j in range(Q):
             for d in range(D):
@@ -541,8 +576,17 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             # phi = phiI + ceil(2(K-1)/K rho), through the one-hot K
             phi = M.new_int_var(0, phi_max, f"phi{j}")
             ar = M.new_int_var(0, AR_dom, f"AR{j}")
-            prod = M.new_int_var(0, int(p_max + 2) * phi_max, f"Pphi{j}")
-            M.add_multiplication_equality(prod, [Pq[j], phi])
+            # Pq_j * phi_j as a linear sum over the stage's units of pq_u * (phi_j if u on j else 0);
+            # (add_multiplication_equality here made CP-SAT 9.15's presolve declare feasible
+            # models infeasible, see the docs)
+            prod = []
+            for u in range(N):
+                if pq_u[u]:
+                    z = M.new_int_var(0, phi_max, f"phiu{u}_{j}")
+                    M.add(z == phi).only_enforce_if(y[u][j])
+                    M.add(z == 0).only_enforce_if(~y[u][j])
+                    prod.append(pq_u[u] * z)
+            prod = sum(prod)
             arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
             M.add(int(RS) * arv >= prod)
             M.add(int(RS) * arv <= prod + int(RS) - 1)
@@ -557,7 +601,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                     M.add(ar == arv + 2 * (k - 1) * rlat).only_enforce_if(lit)
             AR[j] = ar
             if kind_cost and wp > 0 and Kmax > 1:
-                rb = M.new_int_var(0, (Kmax - 1) * PPt[N], f"ringbytes{j}")
+                rb = M.new_int_var(0, (Kmax - 1) * sum(pq_u), f"ringbytes{j}")
                 for k in range(Kmax + 1):
                     M.add(rb == max(k - 1, 0) * Pq[j]).only_enforce_if(Kis[j, k])
                 ring_bytes.append(rb)
@@ -578,8 +622,10 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         if gpipe:
             a = M.new_int_var(0, max(FPt[N], x_max), f"alpha{r}")
             be = M.new_int_var(-2, max(ctot, x_max), f"beta{r}")
-            M.add_max_equality(a, f + [xs[r][k] for k in range(Q - 1)])
-            M.add_max_equality(be, g + [xs[r][k] for k in range(Q - 1)])
+            for e in f + [xs[r][k] for k in range(Q - 1)]:
+                M.add(a >= e)
+            for e in g + [xs[r][k] for k in range(Q - 1)]:
+                M.add(be >= e)
             M.add(tau == a + be)
         else:
             little = []
@@ -592,12 +638,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                         M.add(w * v >= qrt[j]).only_enforce_if(is_s[S])
                         M.add(w * v <= qrt[j] + w - 1).only_enforce_if(is_s[S])
                 little.append(v)
-            M.add_max_equality(tau, c + [xs[r][k] for k in range(Q - 1)] + little)
+            for e in c + [xs[r][k] for k in range(Q - 1)] + little:
+                M.add(tau >= e)
         taus.append(tau)
         for j in range(Q):
             drain = (ec[j] - ef[j]) + sum(xl[:j])
             terms.append((m - 1) * tau + qrt[0] - drain + AR[j])
-    M.add_max_equality(T, terms)
+    for e in terms:  # T >= every (replica, stage) term: T = their max at any optimum
+        M.add(T >= e)
     for S, v in is_s.items():  # valid lower bounds per stage count (cuts)
         if lb_units[S] > 0:
             M.add(T >= lb_units[S]).only_enforce_if(v)
@@ -618,10 +666,18 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         pmx = max(1, psum_max(PS))
         if T_ub * pmx > INT_SAFE:
             raise ValueError(f"shape {shape}: cost products overflow 64-bit integers")
-        Psum = M.new_int_var(0, pmx, "price_sum")
-        M.add(Psum == sum(pint[d] * cnt[d] for d in range(D)))
-        TP = M.new_int_var(0, T_ub * pmx, "T_price")
-        M.add_multiplication_equality(TP, [T, Psum])
+        # T x (price of the used GPUs) = sum over (replica, stage, domain) of price_d * (T if placed there)
+        TP = []
+        for d in range(D):
+            if pint[d] == 0:
+                continue
+            for r in range(R):
+                for j in range(Q):
+                    z = M.new_int_var(0, T_ub, f"Tz{r}_{j}_{d}")
+                    M.add(z == T).only_enforce_if(b[r][j][d])
+                    M.add(z == 0).only_enforce_if(~b[r][j][d])
+                    TP.append(pint[d] * z)
+        TP = sum(TP)
         CC, CR = int(round(CCf(PS))), int(round(CRf(PS)))
         obj = TP + (CC * sum(crossing) if crossing else 0) + (CR * sum(ring_bytes) if ring_bytes else 0)
         obj_scale = OS(PS)
