@@ -64,7 +64,8 @@ from ..model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
 from ..network import GBPS, MS
 from ..space import PlanSpace, Shape
 
-INT_SAFE = 2 ** 60  # keep every product well inside CP-SAT's int64 domains
+INT_SAFE = 2 ** 60  # no linear activity may come near CP-SAT's int64 limit
+MAGNITUDE = 1e13  # scales are chosen to keep activities below this where the precision allows
 
 
 def configure(solver: cp_model.CpSolver, time_limit: float | None = None, workers: int = 2, seed: int = 0,
@@ -99,6 +100,48 @@ def configure(solver: cp_model.CpSolver, time_limit: float | None = None, worker
     elif mode == "noprobe":
         p.cp_model_probing_level = 0
     return solver
+
+
+def _heuristic_plan(instance, space, shape, admissible, domains, slots, require, m):
+    """A feasible plan of ``shape`` or None: the balanced partition of the smallest
+    admissible stage count that places, replicas laid out stage by stage over the
+    domains with the most free slots (a replica stays in its domain while it can).
+    Its T_est bounds T from above without losing the optimum."""
+    from ..evaluator import check_plan
+    from ..plan import Plan
+
+    for S in admissible[:3]:
+        cuts = space.partition(shape.tp, shape.micro_batch, shape.schedule, S, m)
+        if cuts is None:
+            continue
+        free = {d: slots[d] for d in domains}
+        placement = []
+        for _ in range(shape.replicas):
+            row = []
+            for j in range(S):
+                prev = row[-1] if row else None
+                if prev is not None and free[prev] > 0:
+                    d = prev
+                else:
+                    cands = [d for d in domains if free[d] > 0 and
+                             (prev is None or (prev, d) in instance.routes)]
+                    if not cands:
+                        break
+                    d = max(cands, key=lambda d: (free[d], -domains.index(d)))
+                row.append(d)
+                free[d] -= 1
+            if len(row) < S:
+                break
+            placement.append(row)
+        if len(placement) < shape.replicas:
+            continue
+        if require and not set(require) <= {d for row in placement for d in row}:
+            continue
+        plan = Plan.build(cuts, sorted(placement), tp=shape.tp, micro_batch_size=shape.micro_batch,
+                          instance=instance, schedule=shape.schedule)
+        if not check_plan(instance, plan):
+            return plan
+    return None
 
 
 def _pow10_floor(x: float) -> float:
@@ -243,35 +286,48 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     bwd = space.bwd
     Kmax = min(R, D) if R > 1 else 1
 
-    # ---- parameter quanta and the rounding bound (in units) ------------------------
+    # ---- parameter quanta and the rounding budget (in units) ------------------------
     params = [float(u.params) for u in units]
     pos = [p for p in params if p > 0]
-    exact_p = all(p.is_integer() for p in params)
+    exact_p = bool(pos) and all(p.is_integer() for p in params)
     quantum = 1.0
-    if pos:
-        quantum = _pow10_floor(min(pos) / 1e4) if min(pos) >= 1e4 or not exact_p else 1.0
-        if exact_p and quantum <= 1.0:
-            quantum = 1.0
-        else:
-            exact_p = False
+    if exact_p:  # the gcd of the units' parameters: exact small integers (identical blocks)
+        g = 0
+        for p in params:
+            g = math.gcd(g, int(p))
+        quantum = float(g)
+        exact_p = sum(params) / g <= 1e7
+    if not exact_p and pos:  # round: the smallest unit holds >= 1e4 quanta
+        quantum = _pow10_floor(min(pos) / 1e4)
     pq_u = [int(round(p / quantum)) for p in params]  # parameters per unit in quanta
-    p_max = sum(params) / quantum
-    p_minq = (min(pos) / quantum) if pos else math.inf
-    RS = 10.0 ** math.ceil(math.log10(max(10.0 * p_max, 1.0)))  # p_max / RS <= 0.1
-    if R > 1:
-        e_ar = 1.0 + 2.5 * p_max / RS + (Kmax - 1)
-        rel_p = 0.0 if exact_p else 0.5 / p_minq  # each unit's quanta within 1/2
-    else:
-        e_ar, rel_p = 0.0, 0.0
+    p_max = sum(pq_u)
+    pq_min = min([v for v in pq_u if v > 0] or [1])
     if gpipe:
         e_tau = 3.0
     else:
         e_tau = 1.0 + max((2 * k - 1) / min(m, k) for k in range(1, Q + 1))
-    E_abs = (m - 1) * e_tau + 2 + 3 * (Q - 1) + e_ar  # units
+    E_abs = (m - 1) * e_tau + 2 + 3 * (Q - 1)  # units: compute, transfers, latencies, tau
+    if R > 1:
+        E_abs += 1 + (Kmax - 1)  # ceil of AR, ring latencies
+        # phi (units x RS per quantum) is within 2.5 of its value: 2.5 p_max / RS units of AR,
+        # a quarter of the rest of the budget; a smaller RS keeps CP-SAT's numbers small
+        RS = max(1, int(math.ceil(10 * p_max / E_abs)))
+        E_abs += 2.5 * p_max / RS
+        rel_p = 0.0 if exact_p else 0.5 / (min(pos) / quantum)  # each unit's quanta within 1/2
+    else:
+        RS, rel_p = 1, 0.0
 
     # ---- the time unit -------------------------------------------------------------
     lb_min = min(sb[S] for S in admissible)
-    ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (lb_min if lb_min > 0 else 1.0)
+    known = _heuristic_plan(instance, space, shape, admissible, domains, slots, set(require), m)
+    known_te = None
+    if known is not None:
+        from ..evaluator import Evaluator
+
+        ev = Evaluator(instance, known)
+        known_te = float(ev.estimate_times()[0])
+        known_cost = float(ev.cost(known_te))
+    ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (known_te or (lb_min if lb_min > 0 else 1.0))
     unit = min(_pow10_floor(ref / 1e5), _pow10_floor(ref * rounding / E_abs))
     q = lambda seconds: int(round(seconds / unit))
 
@@ -342,42 +398,52 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         ring_links = sorted({l for r in routes.values() for l in r.links})
         Umax_ring = Q * Kmax if Kmax > 1 else 0
         RT = {l: [int(round(U * G_q / link_bw[l] / unit * RS)) for U in range(Umax_ring + 1)] for l in ring_links}
-    phiI_max = max([0] + [max(h) for h in HT])
-    rho_max = max([0] + [RT[l][-1] for l in ring_links])
-    phi_max = phiI_max + (2 * (Kmax - 1) * rho_max + Kmax - 1) // max(Kmax, 1) + 1
 
-    # ---- an upper bound on T (units) --------------------------------------------
+    def phi_bound():
+        hi = max([0] + [max(h) for h in HT])
+        ro = max([0] + [RT[l][-1] for l in ring_links])
+        return hi, ro, hi + (2 * (Kmax - 1) * ro + Kmax - 1) // max(Kmax, 1) + 1
+
+    # ---- an upper bound on T (units) --------------------------------------------------
+    # structural, then the cutoff, then a plan of the shape that is known (no better plan
+    # is lost: any plan slower than a known one is not optimal)
+    _, _, phi_max = phi_bound()
     Q0_max = ctot + 2 * (Q - 1) * (x_max + lat_max)
     tau_max = 2 * max(ctot, x_max) if gpipe else max(ctot, x_max, Q0_max)
     AR_max = (int(math.ceil(p_max * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
     T_ub = (m - 1) * tau_max + Q0_max + AR_max + 1
-
-    # ---- cost scaling ------------------------------------------------------------
     kind_cost = objective == "cost"
     prices = [instance.domain(d).price_per_gpu_hour for d in domains]
     wp = instance.options.wan_price_per_gb
-    if kind_cost and cutoff is not None and cutoff < math.inf:
-        pmin = min(prices)
-        if pmin > 0:  # any better plan runs on >= R*t GPUs at >= the cheapest price
-            Tc = cutoff * 3600.0 / (pmin * t * R)
-            T_ub = min(T_ub, int(math.ceil((Tc / unit + E_abs) * (1 + rel_p))) + 2)
-    elif cutoff is not None and cutoff < math.inf:
-        T_ub = min(T_ub, int(math.ceil((cutoff / unit + E_abs) * (1 + rel_p))) + 2)
+    to_units = lambda seconds: int(math.ceil((seconds / unit + E_abs) * (1 + rel_p))) + 2
+    pmin = min(prices)
+    if kind_cost:
+        for c_ in (cutoff, known_cost if known is not None else None):
+            if c_ is not None and math.isfinite(c_) and pmin > 0:  # >= R t GPUs at >= the cheapest price
+                T_ub = min(T_ub, to_units(c_ * 3600.0 / (pmin * t * R)))
+    else:
+        for c_ in (cutoff, known_te):
+            if c_ is not None and math.isfinite(c_):
+                T_ub = min(T_ub, to_units(c_))
     T_ub = max(T_ub, 1)
     lb_units = {S: max(0, int(math.floor(sb[S] / unit / (1 + rel_p) - E_abs))) for S in admissible}
 
-    # cap phi tables: a stage with parameters and phi above this makes AR > T_ub anyway
-    if R > 1 and math.isfinite(p_minq):
-        cap = int(math.ceil((T_ub + 1) * RS / max(min(q_ for q_ in pq_u if q_ > 0), 1))) + 1
-        HT = [[min(v, cap) for v in h] for h in HT]
-        RT = {l: [min(v, cap) for v in RT[l]] for l in RT}
-        phiI_max = max([0] + [max(h) for h in HT])
-        rho_max = max([0] + [RT[l][-1] for l in ring_links])
-        phi_max = phiI_max + (2 * (Kmax - 1) * rho_max + Kmax - 1) // max(Kmax, 1) + 1
-        if sum(pq_u) * phi_max > INT_SAFE:
-            raise ValueError(f"shape {shape}: gradient-synchronisation products overflow 64-bit integers")
+    # clamp the tables at T_ub + 1: a larger figure makes T > T_ub whatever it is exactly
+    big = T_ub + 1
+    XIN = [min(v, big) for v in XIN]
+    LATP = [min(v, big) for v in LATP]
+    ST = {l: [min(v, big) for v in ST[l]] for l in ST}
+    x_max, lat_max = min(x_max, big), min(lat_max, big)
+    Q0_max = min(Q0_max, big + ctot + 2 * (Q - 1) * (x_max + lat_max))
+    tau_max = min(tau_max, 2 * big)
+    phi_cap = int(math.ceil(big * RS / pq_min)) + 1  # a stage with parameters and more phi: AR > T_ub
+    HT = [[min(v, phi_cap) for v in h] for h in HT]
+    RT = {l: [min(v, phi_cap) for v in RT[l]] for l in RT}
+    phiI_max, rho_max, phi_max = phi_bound()
+    AR_dom = min(big, int(math.ceil(p_max * phi_max / RS))) + 2 * (Kmax - 1) * lat_max if R > 1 else 0
+    if R > 1 and sum(pq_u[u] * min(phi_max, big * RS / pq_u[u] + 1) for u in range(N) if pq_u[u]) > INT_SAFE:
+        raise ValueError(f"shape {shape}: gradient-synchronisation figures overflow 64-bit integers")
 
-    AR_dom = (int(math.ceil(sum(pq_u) * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
     M = cp_model.CpModel()
 
     # ---- partition --------------------------------------------------------------
@@ -582,7 +648,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             prod = []
             for u in range(N):
                 if pq_u[u]:
-                    z = M.new_int_var(0, phi_max, f"phiu{u}_{j}")
+                    z = M.new_int_var(0, min(phi_max, int(math.ceil(big * RS / pq_u[u])) + 1), f"phiu{u}_{j}")
                     M.add(z == phi).only_enforce_if(y[u][j])
                     M.add(z == 0).only_enforce_if(~y[u][j])
                     prod.append(pq_u[u] * z)
@@ -654,18 +720,18 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     if kind_cost:
         cap_total = {d: slots[domains[d]] for d in range(D)}
         pmax = max(prices) if prices else 0.0
-        PS = _pow10_floor(1e5 / (t * pmax)) if pmax > 0 else 1.0
+        PS = _pow10_floor(1e5 / (t * pmax)) if pmax > 0 else 1.0  # a stage's price ~1e4-1e5
         OS = lambda PS: 3600.0 * PS / unit  # objective integers per currency
         CCf = lambda PS: 2 * A * m * wp / 1e9 * OS(PS)  # per crossing boundary (both ways, m micro-batches)
         CRf = lambda PS: 2 * BYTES_PER_PARAM_GRAD * quantum * wp / 1e9 * OS(PS)  # per (K-1) x quantum
         psum_max = lambda PS: sum(round(t * prices[d] * PS) * cap_total[d] for d in range(D))
         while wp > 0 and min(CCf(PS), CRf(PS) if R > 1 else math.inf) < 1e4 and \
-                T_ub * psum_max(PS * 10) < INT_SAFE // 4:
+                T_ub * psum_max(PS * 10) < MAGNITUDE:
             PS *= 10
         pint = [int(round(t * prices[d] * PS)) for d in range(D)]
         pmx = max(1, psum_max(PS))
         if T_ub * pmx > INT_SAFE:
-            raise ValueError(f"shape {shape}: cost products overflow 64-bit integers")
+            raise ValueError(f"shape {shape}: cost figures overflow 64-bit integers")
         # T x (price of the used GPUs) = sum over (replica, stage, domain) of price_d * (T if placed there)
         TP = []
         for d in range(D):
