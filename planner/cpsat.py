@@ -41,7 +41,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
           stages: int | None = None, replicas: int | None = None, tp: int | None = None,
           micro_batch_size: int | None = None, schedule: str | None = None,
           forbid=(), require=(), deterministic: bool = False, warm_start: bool = True,
-          rounding: float = 1e-4, log_progress: bool = False, **_) -> Plan:
+          rounding: float = 1e-4, presolve: str = "noprobe", log_progress: bool = False, **_) -> Plan:
     """Plan with CP-SAT; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
@@ -137,7 +137,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
                 return
         solver = configure(cp_model.CpSolver(), time_limit=share, workers=workers, seed=seed,
                            gap=max(0.0, gap - 2 * rounding),  # leave room for the rounding bound
-                           deterministic=deterministic)
+                           deterministic=deterministic, presolve=presolve)
         if log_progress:
             solver.parameters.log_search_progress = True
             solver.log_callback = lambda line: log.info("cpsat: %s", line)
