@@ -7,50 +7,69 @@ the number of stages S, the contiguous partition and the domain of every
 (replica, stage).  :mod:`planner.cpsat` enumerates shapes best-first.  The
 formulation is written up in ``docs/formulations.md`` ("The CP-SAT joint
 formulation").  It is written independently of the MILP
-(:mod:`planner.formulations.milp`): every auxiliary quantity is *defined*
-(``add_max_equality``, ``add_element``, ceilings of divisions,
-``add_multiplication_equality``), not bounded from one side.
+(:mod:`planner.formulations.milp`): stages are counted from the front, the
+partition is a vector of cut positions read through ``add_element`` tables,
+memory is a table of the last unit a stage may end at, link shares are
+element tables over integer user counts, the (K-1)/K and 2(n-1)/n factors
+come from one-hot counts, and every communication quantity is *defined*
+(``add_max_equality``, ceilings of exact integer divisions); only the
+period ``tau_r`` and T itself are bounded from below (they only lengthen
+T_est, so they sit at their maximum in an optimal solution; as
+``add_max_equality`` of long expressions they made CP-SAT 9.15's presolve
+take tens of seconds).
 
 Decision variables
 ------------------
 * ``cut[i]`` (i = 0..Q, Q the most stages the shape allows): stage j holds
   units ``[cut[j], cut[j+1])``; ``cut[0] = 0``, ``cut[Q] = N`` (units),
   non-decreasing; stage j is used iff ``cut[j] < N``, so the used stages are
-  a prefix 0..S-1 and unused ones are empty at ``N``.
+  a prefix 0..S-1 and unused ones are empty at ``N``;
 * ``b[r][j][d]`` one-hot over the D hostable domains plus "none" (index D,
-  exactly the unused stages); ``dom[r][j] = sum_d d b[r][j][d]``.
-* ``is_s[S]``: one-hot over the admissible stage counts.
+  exactly the unused stages); ``dom[r][j] = sum_d d b[r][j][d]``;
+* ``is_s[S]``: one-hot over the admissible stage counts (S enters the
+  1f1b in-flight limit w_j = min(m, S - j) through enforced constraints).
 
 Units and scaling (CP-SAT is integral)
 --------------------------------------
 Times are integers in units of ``unit_s`` seconds, a power of ten chosen so
-that the reference iteration time is >= 1e5 units *and* the rounding bound
-below is <= ``rounding`` (1e-4) of it (iteration times are then ~1e5-1e7
-units; more units when m is large, since (m - 1) tau amplifies the error of
-a per-micro-batch period).  Every rounded figure is round-to-nearest:
+that the shape's lower bound is >= 1e5 units *and* the rounding bound below
+is <= ``rounding`` (1e-4) of it, hence of every plan's T_est (iteration
+times are then ~1e5-1e8 units; more when m is large, since (m - 1) tau
+amplifies the error of a per-micro-batch period).  Every rounded figure is
+round-to-nearest:
 
-* compute: prefix sums of f and c = f + g over units, rounded, read with
-  ``add_element`` at the cuts, so f_j, c_j are within 1 unit, g_j within 2,
-  and the telescoping sums sum_{i>=j} c_i, sum_{i<j} g_i within 1;
+* compute: prefix sums of f and c = f + g over units, rounded, read at the
+  cuts, so f_j, c_j are within 1 unit, g_j within 2, and the telescoping
+  sums sum_{i>=j} c_i, sum_{i<j} g_i within 1;
 * transfers: a WAN link used by n pipeline flows gives each
   ``round(n A / bw / unit)`` (a table over n), intra-domain ``round(A / bw)``,
   latencies ``round(lat)``: each within 1/2 unit;
 * Little's term ``ceil(Q_j / w_j)`` (tau is an integer): +1;
-* gradient synchronisation ``AR_j = ceil(Pq_j * phi_j / RS) + 2(K-1) lat_ring``
-  with ``Pq_j`` the stage's parameters in quanta of ``param_quantum`` (exact
-  when the parameters are whole numbers and fit, else within 1 quantum; the
-  smallest unit holds >= 1e4 quanta), ``phi_j`` the seconds per quantum
-  (intra ring + 2(K-1)/K x cross ring) times ``RS / unit``, within 2.5.
+* gradient synchronisation ``AR_j = ceil(sum_{u in j} pq_u phi_j / RS) + 2(K-1) lat_ring``:
+  ``pq_u`` a unit's parameters in quanta of ``param_quantum`` (the gcd of
+  the units' parameters, exact, when that gives <= 1e6 quanta in all; else
+  a power of ten giving the smallest unit >= 1e4 quanta or the model ~1e6
+  quanta, each unit within 1/2),
+  ``phi_j`` the time per quantum (intra ring + 2(K-1)/K x cross ring) in
+  units of ``unit / RS``, within 2.5; ``RS`` is chosen so that this costs at
+  most a quarter of the other rounding.
 
 Hence, with e_tau = 3 (gpipe) or 1 + max_k (2k - 1)/min(m, k) (1f1b,
 k = 1..Q), the CP-SAT value of a plan differs from its T_est by at most
 ``err_abs + err_rel * value`` where (in units)
-``err_abs = (m - 1) e_tau + 2 + 3 (Q - 1) + 1 + 2.5 P/RS + (K_max - 1)``
-and ``err_rel = 1/(quanta of the smallest unit - 1)`` (0 when exact);
-:meth:`CpsatModel.error` states it in seconds (or currency for the cost
-objective).  The cost objective is
-``(T * sum_used round(t price PS) + round(CC) crossings + round(CR) sum_j (K_j - 1) Pq_j)``
+``err_abs = (m - 1) e_tau + 2 + 3 (Q - 1) [+ K_max + 2.5 P / RS when R > 1]``
+(P the model's parameters in quanta) and ``err_rel = 1 / (2 x quanta of the
+smallest unit)`` (0 when the quanta are exact); :meth:`CpsatModel.error`
+states it in seconds.  The cost objective is
+``T x sum_{(r,j) on d} round(t price_d PS) + round(CC) crossings + round(CR) sum_j (K_j - 1) Pq_j``
 in units of ``1/obj_scale`` currency; its error is stated relatively.
+
+Magnitudes: T is bounded above by the cutoff, or by the T_est of a plan of
+the shape built greedily (no better plan is lost), and every table is
+clamped there, which keeps linear activities near or below 1e10.  With
+activities of 1e14-1e17 (an earlier version), CP-SAT 9.15.6755's presolve
+returned INFEASIBLE for feasible models and non-optimal values as OPTIMAL;
+see :func:`configure`.
 """
 
 from __future__ import annotations
@@ -241,13 +260,16 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
 
     ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
     default: the instance's); ``forbid`` domains host nothing, ``require``
-    domains host at least one stage; ``ref_s`` a reference iteration time
-    (s) that sets the time unit (default: the smallest stage bound);
-    ``cutoff`` (s or currency) keeps only plans whose T_est (cost) may be
-    <= it (rounding included); ``stage_bounds`` maps each admissible number
-    of stages to a lower bound on T_est in seconds (default:
-    :func:`planner.milp.stage_bounds`); ``rounding`` the largest rounding
-    error allowed relative to ``ref_s``.
+    domains host at least one stage; ``ref_s`` overrides the reference
+    iteration time (s) that sets the time unit (default: the shape's
+    smallest stage bound, so the rounding bound holds relative to every
+    plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
+    may be <= it (rounding included); ``stage_bounds`` maps each admissible
+    number of stages to a lower bound on T_est in seconds (default:
+    :func:`planner.milp.stage_bounds`; other stage counts are excluded);
+    ``rounding`` the largest rounding error allowed relative to the
+    reference.  Plans slower than a greedily built plan of the shape are
+    excluded (T <= its T_est, which never cuts off the optimum).
 
     Raises ValueError when the shape has no room (no stage slot, no
     admissible stage count) and NotImplementedError for models whose units
@@ -300,9 +322,9 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         for p in params:
             g = math.gcd(g, int(p))
         quantum = float(g)
-        exact_p = sum(params) / g <= 1e7
-    if not exact_p and pos:  # round: the smallest unit holds >= 1e4 quanta
-        quantum = _pow10_floor(min(pos) / 1e4)
+        exact_p = sum(params) / g <= 1e6
+    if not exact_p and pos:  # round: the smallest unit >= 1e4 quanta, or all units ~1e6 quanta
+        quantum = max(_pow10_floor(min(pos) / 1e4), _pow10_floor(sum(params) / 1e6))
     pq_u = [int(round(p / quantum)) for p in params]  # parameters per unit in quanta
     p_max = sum(pq_u)
     pq_min = min([v for v in pq_u if v > 0] or [1])
@@ -331,7 +353,8 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         ev = Evaluator(instance, known)
         known_te = float(ev.estimate_times()[0])
         known_cost = float(ev.cost(known_te))
-    ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (known_te or (lb_min if lb_min > 0 else 1.0))
+    # the reference is the shape's lower bound, so the rounding bound is <= `rounding` x T_est of every plan
+    ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (lb_min if lb_min > 0 else (known_te or 1.0))
     unit = min(_pow10_floor(ref / 1e5), _pow10_floor(ref * rounding / E_abs))
     q = lambda seconds: int(round(seconds / unit))
 
@@ -423,8 +446,8 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     pmin = min(prices)
     if kind_cost:
         for c_ in (cutoff, known_cost if known is not None else None):
-            if c_ is not None and math.isfinite(c_) and pmin > 0:  # >= R t GPUs at >= the cheapest price
-                T_ub = min(T_ub, to_units(c_ * 3600.0 / (pmin * t * R)))
+            if c_ is not None and math.isfinite(c_) and pmin > 0:  # >= R S t GPUs at >= the cheapest price
+                T_ub = min(T_ub, to_units(c_ * 3600.0 / (pmin * t * R * admissible[0])))
     else:
         for c_ in (cutoff, known_te):
             if c_ is not None and math.isfinite(c_):
@@ -724,14 +747,20 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     if kind_cost:
         cap_total = {d: slots[domains[d]] for d in range(D)}
         pmax = max(prices) if prices else 0.0
-        PS = _pow10_floor(1e5 / (t * pmax)) if pmax > 0 else 1.0  # a stage's price ~1e4-1e5
+        # prices per stage (t GPUs) as integers: exact with the smallest power of ten that makes
+        # them whole (<= 1e4), else rounded with the dearest stage at ~1e4-1e5
+        PS = None
+        for k in range(5):
+            if all(abs(t * pr * 10 ** k - round(t * pr * 10 ** k)) <= 1e-9 * max(1.0, t * pr * 10 ** k)
+                   for pr in prices):
+                PS = float(10 ** k)
+                break
+        if PS is None:
+            PS = _pow10_floor(1e5 / (t * pmax)) if pmax > 0 else 1.0
         OS = lambda PS: 3600.0 * PS / unit  # objective integers per currency
         CCf = lambda PS: 2 * A * m * wp / 1e9 * OS(PS)  # per crossing boundary (both ways, m micro-batches)
         CRf = lambda PS: 2 * BYTES_PER_PARAM_GRAD * quantum * wp / 1e9 * OS(PS)  # per (K-1) x quantum
         psum_max = lambda PS: sum(round(t * prices[d] * PS) * cap_total[d] for d in range(D))
-        while wp > 0 and min(CCf(PS), CRf(PS) if R > 1 else math.inf) < 1e4 and \
-                T_ub * psum_max(PS * 10) < MAGNITUDE:
-            PS *= 10
         pint = [int(round(t * prices[d] * PS)) for d in range(D)]
         pmx = max(1, psum_max(PS))
         if T_ub * pmx > INT_SAFE:
@@ -754,8 +783,8 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         # relative rounding: T (E_abs units over T >= the smallest stage bound), prices, WAN coefficients
         T_lb = max(1e-300, lb_min / unit)
         rel = E_abs / T_lb + rel_p
-        pos_p = [p for p in pint if p > 0]
-        rel += 0.5 / min(pos_p) if pos_p else 0.0
+        pos_p = [d for d in range(D) if pint[d] > 0]
+        rel += max([abs(pint[d] - t * prices[d] * PS) / (t * prices[d] * PS) for d in pos_p] or [0.0])
         for exact, rounded in ((CCf(PS), CC), (CRf(PS), CR) if ring_bytes else (0.0, 0)):
             if exact > 0:
                 rel += abs(rounded - exact) / exact
