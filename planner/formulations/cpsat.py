@@ -266,7 +266,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
     may be <= it (rounding included); ``stage_bounds`` maps each admissible
     number of stages to a lower bound on T_est in seconds (default:
-    :func:`planner.milp.stage_bounds`; other stage counts are excluded);
+    :func:`planner.shapesearch.stage_bounds`; other stage counts are excluded);
     ``rounding`` the largest rounding error allowed relative to the
     reference.  Plans slower than a greedily built plan of the shape are
     excluded (T <= its T_est, which never cuts off the optimum).
@@ -275,7 +275,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     admissible stage count) and NotImplementedError for models whose units
     send unequal boundary bytes.
     """
-    from ..milp import stage_bounds as _stage_bounds
+    from ..shapesearch import stage_bounds as _stage_bounds
 
     objective = objective or instance.options.objective
     space = space or PlanSpace(instance)
