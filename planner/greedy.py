@@ -4,7 +4,7 @@
    replicas) best-first by a compute-only estimate, cutting the layers into
    balanced stages by bisection + packing (``planner.partition``) under the
    memory rule; keep the most promising shapes, plus the best ones that fit
-   inside a single domain (no WAN at all).
+   inside the largest one, two or three domains (little or no WAN).
 2. For each, place stages on domains: order the domains as a chain that
    starts at a large (or, for ``objective = "cost"``, cheap) domain and
    always moves on along the highest-bandwidth, lowest-latency route, then
@@ -156,9 +156,11 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     deadline = t0 + (time_limit if time_limit else 3600.0)
     space = PlanSpace(instance)
     shapes = _best_shapes(space, KEEP, None, deadline)
-    biggest = max(d.gpus for d in instance.domains)
-    if len(instance.domains) > 1:
-        shapes += _best_shapes(space, KEEP_LOCAL, biggest, deadline)
+    # few-domain shapes: the best ones that fit in the k largest domains (k = 1..3),
+    # which the compute-only order ranks behind WAN-spanning shapes with more GPUs
+    sizes = sorted((d.gpus for d in instance.domains), reverse=True)
+    for k in range(1, min(3, len(sizes) - 1) + 1):
+        shapes += _best_shapes(space, KEEP_LOCAL, sum(sizes[:k]), deadline)
     if instance.options.objective == "cost":
         # cheap capacity first: the best shapes that fit the cheapest domains
         total = 0
