@@ -235,7 +235,8 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @main.command("simulate")
 @click.argument("instance")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), required=True)
-@click.option("--policy", "policies", multiple=True, type=click.Choice(["static", "greedy", "resolve", "oracle"]),
+@click.option("--policy", "policies", multiple=True,
+              type=click.Choice(["static", "greedy", "resolve", "rl", "oracle"]),
               default=("static", "greedy", "oracle"), show_default=True, help="repeatable")
 @click.option("--iterations", type=int, default=1000, show_default=True)
 @click.option("--solver", default="greedy", show_default=True, help="solver of the resolve policy")
@@ -244,10 +245,12 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.option("--solver-time", default="measured", show_default=True,
               help="'measured' or seconds charged per re-plan (reproducible)")
 @click.option("--time-limit", type=float, default=10.0, show_default=True, help="resolve: solver time limit")
+@click.option("--rl-policy", "rl_policy", type=click.Path(dir_okay=False, exists=True),
+              help="rl: the trained policy (planner rl train ... --out POLICY)")
 @click.option("--json", "as_json", is_flag=True)
 @_guard
 def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, threshold, solver_time,
-                 time_limit, as_json):
+                 time_limit, rl_policy, as_json):
     """Run a training job through a trace under re-planning policies (SPEC 8)."""
     from rich.table import Table
 
@@ -257,22 +260,25 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
     inst = pio.load_instance(instance)
     tr = traces.load(trace_path, inst)
     st = solver_time if solver_time == "measured" else float(solver_time)
+    if "rl" in policies and not rl_policy:
+        raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
     results, seen = [], []
     for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
         r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
-                    solver_time=st, time_limit=time_limit, candidates=seen)
+                    solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
         seen += r.plans
         results.append(r)
     if as_json:
         click.echo(json.dumps([r.summary() for r in results], indent=2))
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
-    for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s"):
+    for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
+                "s per decision"):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for r in results:
         t.add_row(r.policy + ("" if r.completed else " (incomplete)"), f"{r.total_s / 3600:.3f}",
                   f"{r.iterations_per_hour:.1f}", f"{r.reconfig_s:.1f}", f"{r.stalled_s:.1f}", str(r.switches),
-                  f"{r.solver_s:.1f}")
+                  f"{r.solver_s:.1f}", "-" if r.decision_s is None else f"{r.decision_s:.3g}")
     out.print(t)
 
 
@@ -313,7 +319,8 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @click.option("--rl-steps", type=int, default=20_000, show_default=True, help="RL training budget per instance")
 @click.option("--dynamic/--no-dynamic", default=True, show_default=True, help="also run rollouts over traces")
 @click.option("--hours", type=float, default=24.0, show_default=True, help="trace length")
-@click.option("--iterations", type=int, default=2000, show_default=True, help="rollout length")
+@click.option("--iterations", default="2000", show_default=True,
+              help="rollout length, or 'auto': what greedy's base plan runs in --hours")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray)")
@@ -333,6 +340,11 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
     bad = [m for m in meths if m not in bench.STATIC_METHODS]
     if bad:
         raise click.BadParameter(f"unknown method(s) {', '.join(bad)}", param_hint="--methods")
+    if iterations != "auto":
+        try:
+            iterations = int(iterations)
+        except ValueError:
+            raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
     static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
                             hours=hours, iterations=iterations, executor=executor, workers=workers,
                             address=address)

@@ -207,33 +207,67 @@ def _plot_curve(curve: _Curve, path, name: str, steps: int) -> None:
 
 
 def load_policy(path):
+    """(model, meta) from a saved policy: a path (with its ``.json`` metadata) or the
+    zip's bytes (meta None: the template is then greedy's plan on the base network)."""
     _require()
+    import io
+
     from sb3_contrib import MaskablePPO
 
+    if isinstance(path, (bytes, bytearray)):
+        return MaskablePPO.load(io.BytesIO(bytes(path)), device="cpu"), None
     path = Path(path)
     meta = json.loads(Path(str(path) + ".json").read_text())
     return MaskablePPO.load(path, device="cpu"), meta
 
 
-def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0, **_) -> Plan:
-    """Plan with a trained policy (``policy``: a path or a loaded model) for the
-    base network or one given state; deterministic actions, a few milliseconds."""
-    _require()
-    from .errors import InputError
+def policy_bytes(model) -> bytes:
+    """A trained model as the bytes of its zip (to ship between processes)."""
+    import io
 
-    if policy is None:
-        raise InputError("the rl solver needs a trained policy: planner rl train ... --out POLICY; "
-                         "then --policy POLICY", "policy")
-    model, meta = load_policy(policy) if isinstance(policy, (str, Path)) else (policy, None)
-    template = Plan.from_dict(meta["template"]) if meta else None
-    env = PlacementEnv(instance, template=template, hours=1.0, seed=seed)
-    st = states or NetworkStates.base(instance)
-    t0 = time.perf_counter()
-    obs, _ = env.reset(seed=seed, options={"state": (st.bandwidth_gbps[0], st.latency_ms[0])})
-    done = False
-    while not done:
-        action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
-        obs, _, done, _, _ = env.step(int(action))
-    plan = env.plan()
-    return plan.model_copy(update={"solver": SolverInfo(name="rl", status="heuristic",
-                                                        time_s=time.perf_counter() - t0)})
+    buf = io.BytesIO()
+    model.save(buf)
+    return buf.getvalue()
+
+
+class Replanner:
+    """A trained policy ready to place the template's stages for any network
+    state: the environment is built once, each call is one episode of
+    deterministic actions (a few milliseconds).  ``policy``: a path, the zip's
+    bytes, or a loaded model."""
+
+    def __init__(self, instance, policy, seed: int = 0):
+        _require()
+        from .errors import InputError
+
+        if policy is None:
+            raise InputError("the rl solver needs a trained policy: planner rl train ... --out POLICY; "
+                             "then --policy POLICY", "policy")
+        if isinstance(policy, (str, Path, bytes, bytearray)):
+            self.model, meta = load_policy(policy)
+        else:
+            self.model, meta = policy, None
+        template = Plan.from_dict(meta["template"]) if meta else None
+        self.env = PlacementEnv(instance, template=template, hours=1.0, seed=seed)
+        self.seed = seed
+
+    def __call__(self, states: NetworkStates | None = None) -> Plan:
+        """The policy's plan for the first state of ``states`` (default: the base network)."""
+        env = self.env
+        st = states or NetworkStates.base(env.instance)
+        t0 = time.perf_counter()
+        obs, _ = env.reset(seed=self.seed, options={"state": (st.bandwidth_gbps[0], st.latency_ms[0])})
+        done = False
+        while not done:
+            action, _ = self.model.predict(obs, deterministic=True, action_masks=env.action_masks())
+            obs, _, done, _, _ = env.step(int(action))
+        plan = env.plan()
+        return plan.model_copy(update={"solver": SolverInfo(name="rl", status="heuristic",
+                                                            time_s=time.perf_counter() - t0)})
+
+
+def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0, **_) -> Plan:
+    """Plan with a trained policy (``policy``: a path, the zip's bytes or a loaded
+    model) for the base network or one given state; deterministic actions, a few
+    milliseconds."""
+    return Replanner(instance, policy, seed=seed)(states)

@@ -17,7 +17,10 @@ Policies:
 
 * ``static``: plan once on the base network, never switch;
 * ``greedy``: re-plan with greedy at every epoch change (5 minutes);
-  (both re-planning policies switch only when the time the new plan saves
+* ``rl``: re-plan with a trained placement policy (``rl_policy``; see
+  :mod:`planner.rl`) at every epoch change, starting from the policy's plan
+  for the base network;
+  (the re-planning policies switch only when the time the new plan saves
   over the next ``every_min`` minutes exceeds the switch time);
 * ``resolve``: re-plan with ``solver`` every ``every_min`` minutes, or as
   soon as the current plan runs more than ``threshold`` slower than when it
@@ -53,7 +56,7 @@ from .evaluator import Evaluator
 from .network import GBPS, MS, NetworkStates, flow_bandwidth
 from .plan import Plan
 
-POLICIES = ("static", "greedy", "resolve", "oracle")
+POLICIES = ("static", "greedy", "resolve", "rl", "oracle")
 
 
 @dataclass
@@ -75,9 +78,15 @@ class RolloutResult:
     stalled_s: float
     switches: int
     solver_s: float  # solver wall time (overlapped with training, not in total)
+    decisions: int = 0  # re-planning calls during the rollout (the first plan not counted)
     plans: list = field(default_factory=list)
     series: list = field(default_factory=list)  # per epoch with work done
     completed: bool = True
+
+    @property
+    def decision_s(self) -> float | None:
+        """Mean solver wall time of one re-planning decision (None without decisions)."""
+        return self.solver_s / self.decisions if self.decisions else None
 
     @property
     def iterations_per_hour(self) -> float:
@@ -87,7 +96,9 @@ class RolloutResult:
         return {"policy": self.policy, "iterations": int(self.iterations), "total_s": float(self.total_s),
                 "iterations_per_hour": float(self.iterations_per_hour), "compute_s": float(self.compute_s),
                 "reconfig_s": float(self.reconfig_s), "stalled_s": float(self.stalled_s),
-                "switches": int(self.switches), "solver_s": float(self.solver_s), "completed": self.completed}
+                "switches": int(self.switches), "solver_s": float(self.solver_s), "decisions": int(self.decisions),
+                "decision_s": None if self.decision_s is None else float(self.decision_s),
+                "completed": self.completed}
 
 
 def instance_at(instance, states: NetworkStates, k: int):
@@ -147,8 +158,10 @@ class _Times:
 
 def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = None, solver: str = "greedy",
             every_min: float = 30.0, threshold: float = 0.10, solver_time="measured", time_limit: float = 10.0,
-            candidates=(), seed: int = 0) -> RolloutResult:
-    """Run ``iterations`` training iterations through ``trace`` under ``policy``."""
+            candidates=(), seed: int = 0, rl_policy=None) -> RolloutResult:
+    """Run ``iterations`` training iterations through ``trace`` under ``policy``
+    (``rl_policy``: for the ``rl`` policy, a saved policy's path, its bytes, a
+    loaded model or a :class:`planner.rl.Replanner`)."""
     from .solvers import plan as make_plan
 
     if policy not in POLICIES:
@@ -157,11 +170,21 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
     if policy == "oracle":
         return oracle_rollout(instance, trace, iterations, list(candidates) + ([plan] if plan else []),
                               times=times)
-    start = plan or make_plan(instance, solver=solver if policy == "resolve" else "greedy", seed=seed,
-                              time_limit=time_limit if policy == "resolve" else None)
+    replan = None
+    if policy == "rl":
+        from .rl import Replanner
+
+        replan = rl_policy if isinstance(rl_policy, Replanner) else Replanner(instance, rl_policy, seed=seed)
+    if plan is not None:
+        start = plan
+    elif replan is not None:
+        start = replan()
+    else:
+        start = make_plan(instance, solver=solver if policy == "resolve" else "greedy", seed=seed,
+                          time_limit=time_limit if policy == "resolve" else None)
     cur = times.add(start)
     t = compute = reconfig = stalled = solver_s = 0.0
-    switches, done = 0, 0
+    switches, done, decisions = 0, 0, 0
     chosen_T = times.T[cur][trace.epoch_at(0.0)]
     next_check = every_min * 60.0
     pending = None  # (ready time, plan index)
@@ -190,18 +213,25 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
                         e = trace.epoch_at(t)
             want = False
             if pending is None:
-                if policy == "greedy":
+                if policy in ("greedy", "rl"):
                     want = e != last_epoch
                 else:
                     slow = times.T[cur][e] > chosen_T * (1 + threshold)
                     want = t >= next_check or slow
             if want:
-                t0 = time.perf_counter()
-                new = make_plan(instance_at(instance, trace.states, e),
-                                solver="greedy" if policy == "greedy" else solver, seed=seed,
-                                time_limit=None if policy == "greedy" else time_limit)
+                if replan is not None:
+                    st = trace.states
+                    now = NetworkStates(st.bandwidth_gbps[e:e + 1], st.latency_ms[e:e + 1])
+                    t0 = time.perf_counter()
+                    new = replan(now)
+                else:
+                    t0 = time.perf_counter()
+                    new = make_plan(instance_at(instance, trace.states, e),
+                                    solver="greedy" if policy == "greedy" else solver, seed=seed,
+                                    time_limit=None if policy == "greedy" else time_limit)
                 took = time.perf_counter() - t0 if solver_time == "measured" else float(solver_time)
                 solver_s += took
+                decisions += 1
                 pending = (t + took, times.add(new.model_copy(update={"instance": instance.name})))
                 next_check = t + every_min * 60.0
                 if np.isfinite(times.T[cur][e]):
@@ -213,7 +243,7 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
         if not np.isfinite(T):  # the plan cannot run: wait for the next epoch
             if e + 1 >= trace.epochs:
                 return _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series,
-                               completed=False)
+                               completed=False, decisions=decisions)
             wait = trace.times[e + 1] - t
             t += wait
             stalled += wait
@@ -224,14 +254,16 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
         series.setdefault(e, [0, 0.0, cur])
         series[e][0] += 1
         series[e][1] += T
-    return _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series)
+    return _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series,
+                   decisions=decisions)
 
 
-def _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series, completed=True):
+def _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series, completed=True,
+            decisions=0):
     trace = times.trace
     rows = [Epoch(e, float(trace.times[e]), n, tot / n, p) for e, (n, tot, p) in sorted(series.items())]
-    return RolloutResult(policy, done, t, compute, reconfig, stalled, switches, solver_s, times.plans, rows,
-                         completed)
+    return RolloutResult(policy, done, t, compute, reconfig, stalled, switches, solver_s, decisions, times.plans,
+                         rows, completed)
 
 
 def oracle_rollout(instance, trace, iterations: int, candidates, times: _Times | None = None) -> RolloutResult:

@@ -54,3 +54,19 @@ def test_ray_executor_matches_local():
     finally:
         ray.shutdown()
     assert stable(local) == stable(remote)
+
+
+def test_dynamic_rows_held_out_trace_and_rl_policy():
+    pytest.importorskip("sb3_contrib")
+    inst = load_instance("tiny-3dc")
+    static, dyn = bench.run(["tiny-3dc"], ["greedy", "rl"], rl_steps=256, dynamic=True, hours=0.5,
+                            iterations="auto", executor="serial", show_progress=False)
+    assert all("_policy" not in r for r in static)  # the trained policy travels apart from the table
+    assert [r["policy"] for r in dyn] == ["static", "greedy", "rl", "oracle"]  # no milp: no resolve
+    n = bench.auto_iterations(inst, 0.5)
+    for r in dyn:
+        assert r["iterations"] == n and r["trace_seed"] == bench.TEST_TRACE_SEED  # not RL's training seed 0
+        assert r["total_s"] >= dyn[-1]["total_s"] * (1 - 1e-12)
+    rl_row = dyn[2]
+    assert rl_row["decisions"] >= 1 and rl_row["decision_s"] == pytest.approx(
+        rl_row["solver_s"] / rl_row["decisions"])

@@ -55,6 +55,13 @@ def test_rollout_accounting_is_exact(inst, policy):
     r = rollout(inst, tr, policy, iterations=400, solver_time=2.0)
     assert r.iterations == 400 and r.completed
     assert r.total_s == pytest.approx(r.compute_s + r.reconfig_s + r.stalled_s, rel=1e-12)
+    # re-planning decisions are counted; with a charged solver time each costs exactly that
+    if policy == "static":
+        assert r.decisions == 0 and r.decision_s is None
+    else:
+        assert r.decisions >= 1 and r.solver_s == pytest.approx(2.0 * r.decisions, rel=1e-12)
+        assert r.decision_s == pytest.approx(2.0, rel=1e-12)
+        assert r.summary()["decision_s"] == r.decision_s
     # every iteration ran under the state in force at its start: recompute the static one by hand
     if policy == "static":
         T = r.plans and __import__("planner").Evaluator(inst, r.plans[0]).iteration_times(tr.states)

@@ -82,3 +82,38 @@ def test_rl_solver_through_plan(inst, trained):
     p = make_plan(inst, solver="rl", policy=str(path))
     assert p.solver.name == "rl" and not check_plan(inst, p)
     assert p.predicted.iteration_time_s > 0
+
+
+def test_rl_rollout_policy(inst, trained, tmp_path):
+    from planner import traces
+    from planner.rl import Replanner, policy_bytes
+    from planner.rollout import rollout
+
+    model, _, path = trained
+    # the same policy from a path, from its bytes and as a loaded model gives the same plans
+    a, b, c = Replanner(inst, str(path))(), Replanner(inst, policy_bytes(model))(), Replanner(inst, model)()
+    assert a.placement == b.placement == c.placement and not check_plan(inst, a)
+    tr = traces.generate(inst, hours=1, seed=1005)  # not the training week (seed 0)
+    r = rollout(inst, tr, "rl", iterations=3000, rl_policy=model)
+    assert r.iterations == 3000 and r.completed
+    assert r.total_s == pytest.approx(r.compute_s + r.reconfig_s + r.stalled_s, rel=1e-12)
+    epochs = {e.epoch for e in r.series}
+    assert r.decisions >= len(epochs) >= 1 and 0 < r.decision_s < 5.0  # one inference per epoch change
+    oracle = rollout(inst, tr, "oracle", iterations=3000, candidates=r.plans)
+    assert oracle.total_s <= r.total_s * (1 + 1e-12)
+    # through the CLI
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    tpath = tmp_path / "t.csv"
+    traces.save(tr, tpath)
+    res = CliRunner().invoke(main, ["simulate", "tiny-3dc", "--trace", str(tpath), "--iterations", "300",
+                                    "--policy", "rl", "--rl-policy", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    row = json.loads(res.stdout)[0]
+    assert row["policy"] == "rl" and row["decisions"] >= 1
+    res = CliRunner().invoke(main, ["simulate", "tiny-3dc", "--trace", str(tpath), "--policy", "rl"])
+    assert res.exit_code == 2 and "--rl-policy" in res.output
