@@ -181,10 +181,12 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="seconds (deterministic time)")
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--equal-memory", is_flag=True, help="no stage holds more micro-batches than PLAN's schedule does")
+@click.option("--memory", type=click.Choice(["gpu", "peak", "stage"]), default="gpu", show_default=True,
+              help="budget: each stage's GPU memory; PLAN's peak memory per GPU; PLAN's in-flight count per stage")
+@click.option("--equal-memory", is_flag=True, help="same as --memory stage")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, equal_memory, quiet):
+def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memory, equal_memory, quiet):
     """Optimise PLAN's micro-batch schedule with CP-SAT (placement and partition unchanged)."""
     from .solvers import refine
 
@@ -192,7 +194,8 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, equal
     p = pio.load_plan(plan_file, inst)
     _progress(quiet)
     before = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
-    new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers, equal_memory=equal_memory)
+    new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
+                 memory="stage" if equal_memory else memory)
     pio.save_plan(new, out_path)
     s = new.solver.model_extra
     out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "

@@ -43,6 +43,7 @@ import numpy as np
 
 from .errors import InfeasibleError
 from .evaluator import Evaluator, check_plan
+from .model import BYTES_PER_PARAM_STATE
 from .plan import ExplicitSchedule, Plan, SolverInfo
 from .oplists import B, F, format_op, op_lists
 
@@ -54,7 +55,7 @@ def memory_caps(instance, plan) -> list[int]:
     ev = Evaluator(instance, plan)
     fig = ev.fig
     tok = plan.micro_batch_size * instance.workload.seq_len
-    room = instance.memory_limit_bytes * plan.tp - 16 * fig.P
+    room = instance.memory_limit_bytes * plan.tp - BYTES_PER_PARAM_STATE * fig.P
     caps = []
     for j in range(plan.num_stages):
         per = tok * fig.stored[j]
@@ -65,6 +66,72 @@ def memory_caps(instance, plan) -> list[int]:
         caps.append(plan.num_micro_batches if per <= 0 else int(min(plan.num_micro_batches,
                                                                       math.floor(room[j] / per + 1e-9))))
     return caps
+
+
+MEMORY_BUDGETS = ("gpu", "peak", "stage")
+
+
+def budget_caps(instance, plan, memory: str = "gpu") -> list[int]:
+    """In-flight micro-batches allowed per stage under a memory budget.
+
+    * ``"gpu"``: whatever fits each stage's GPU memory (:func:`memory_caps`);
+    * ``"peak"``: the same *peak* memory per GPU as ``plan``'s own schedule
+      (e.g. 1f1b): every stage may use up to the largest per-GPU footprint
+      any stage has under that schedule (the convention of "same memory as
+      1F1B" in the pipeline-schedule literature, e.g. zero-bubble ZB-H1);
+    * ``"stage"``: no stage holds more micro-batches than under ``plan``'s
+      own schedule (the strictest reading of "equal memory").
+    """
+    from .figures import PlanFigures
+
+    if memory not in MEMORY_BUDGETS:
+        raise ValueError(f"memory budget is one of {', '.join(MEMORY_BUDGETS)}, not {memory!r}")
+    caps = memory_caps(instance, plan)
+    fig = PlanFigures(instance, plan)
+    if memory == "stage":
+        return [max(1, min(c, int(w))) for c, w in zip(caps, fig.inflight)]
+    if memory == "peak":
+        peak = float(np.max(fig.memory))  # bytes per GPU
+        tok = plan.micro_batch_size * instance.workload.seq_len
+        out = []
+        for j, c in enumerate(caps):
+            per = tok * fig.stored[j]
+            room = peak * plan.tp - BYTES_PER_PARAM_STATE * fig.P[j]
+            out.append(c if per <= 0 else max(1, min(c, int(math.floor(room / per + 1e-9)))))
+        return out
+    return caps
+
+
+def inflight_bound(instance, plan, caps: list[int]) -> float:
+    """Lower bound (s) on the iteration time of *every* schedule of ``plan``
+    (same placement, partition, micro-batches) whose stage j never holds more
+    than ``caps[j]`` micro-batches in flight (Little's law).
+
+    Micro-batch i is resident on stage j from the start of F(i) to the end
+    of B(i): at least its round trip ``Q_{j,r}`` (SPEC 7).  At most
+    ``caps[j]`` are resident at once, and stage j starts no earlier than its
+    forward prefix ``P_{j,r} = sum_{i<j} (f_i + x_{i,r} + l_{i,r})``, so
+    ``E_j >= P_{j,r} + m Q_{j,r} / caps[j]`` and
+    ``T >= max_{j,r} (P_{j,r} + m Q_{j,r} / caps[j] + AR_j)``; the stage's
+    own work gives ``E_j >= P_{j,r} + m c_j``, and the bound takes the larger.
+
+    >>> inflight_bound(inst, plan, [4, 3, 2, 1])              # doctest: +SKIP
+    46.0
+    """
+    ev = Evaluator(instance, plan)
+    fig = ev.fig
+    comm = fig.comm(ev._states(None))
+    x, l, ar = comm.x[0], comm.l[0], comm.ar[0]
+    S, m = plan.num_stages, plan.num_micro_batches
+    f, g = np.asarray(fig.f, float), np.asarray(fig.g, float)
+    c = f + g
+    best = 0.0
+    for r in range(plan.replicas):
+        for j in range(S):
+            Q = c[j:].sum() + 2.0 * (x[r, j:].sum() + l[r, j:].sum())
+            P = f[:j].sum() + x[r, :j].sum() + l[r, :j].sum()
+            best = max(best, P + max(m * Q / caps[j], m * c[j]) + ar[j])
+    return float(best)
 
 
 def _unit(seconds: float) -> float:
@@ -197,26 +264,34 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     if log_progress:
         solver.log_callback = lambda line: log.info("cpsat: %s", line)
     status = solver.solve(M)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if status == cp_model.INFEASIBLE or status == cp_model.MODEL_INVALID:
         raise InfeasibleError(f"CP-SAT found no schedule ({solver.status_name(status)})")
-    lists = []
-    for j in range(S):
-        ops, i, k = [], 0, 0
-        while i < m or k < m:
-            if i < m and (k >= m or _val(solver, before[j, i, k])):
-                ops.append(format_op((F, i)))
-                i += 1
-            else:
-                ops.append(format_op((B, k)))
-                k += 1
-        lists.append(ops)
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    bound = solver.best_objective_bound * unit
+    if found:
+        lists = []
+        for j in range(S):
+            ops, i, k = [], 0, 0
+            while i < m or k < m:
+                if i < m and (k >= m or _val(solver, before[j, i, k])):
+                    ops.append(format_op((F, i)))
+                    i += 1
+                else:
+                    ops.append(format_op((B, k)))
+                    k += 1
+            lists.append(ops)
+        obj = solver.objective_value * unit
+    if not found or (status != cp_model.OPTIMAL and obj > ref[1]):
+        # nothing better than the reference schedule within the time: return it (explicitly)
+        lists, obj = [[format_op(o) for o in ops] for ops in ref[0]], ref[1]
+        log.info("cpsat: no schedule better than %s within the time limit", ref[2])
     new = plan.model_copy(update={"schedule": ExplicitSchedule(ops=lists), "predicted": None, "solver": None})
     new = Plan.model_validate(new.model_dump())
     violations = check_plan(instance, new)
     if violations:
         raise RuntimeError("schedule optimiser produced an invalid plan: " + "; ".join(v.message for v in violations))
-    obj, bound = solver.objective_value * unit, solver.best_objective_bound * unit
     status_name = "optimal" if status == cp_model.OPTIMAL else "time_limit"
+    bound = min(max(bound, inflight_bound(instance, plan, caps)), obj)
     simulated = float(Evaluator(instance, new).iteration_times()[0])
     info = SolverInfo(name="cpsat-schedule", status=status_name, objective=obj, bound=bound,
                       gap=max(0.0, (obj - bound) / obj) if obj > 0 else 0.0, time_s=time.perf_counter() - t0,

@@ -88,15 +88,17 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
 
 
 def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
-           equal_memory: bool = False) -> Plan:
+           memory: str = "gpu", equal_memory: bool = False) -> Plan:
     """``p`` with its schedule replaced by the CP-SAT optimum (same placement and
-    partition), scored by the evaluator.  ``equal_memory`` keeps every stage's
-    in-flight micro-batches at most what ``p``'s own schedule holds."""
-    from .figures import PlanFigures
-    from .schedule_opt import optimize_schedule
+    partition), scored by the evaluator.  ``memory`` is the budget
+    (:func:`planner.schedule_opt.budget_caps`): ``"gpu"`` each stage's GPU
+    memory, ``"peak"`` the same peak memory per GPU as ``p``'s own schedule,
+    ``"stage"`` (or ``equal_memory=True``) no stage holding more
+    micro-batches than under ``p``'s own schedule."""
+    from .schedule_opt import budget_caps, optimize_schedule
 
     t0 = time.perf_counter()
-    cap = [int(v) for v in PlanFigures(instance, p).inflight] if equal_memory else None
+    cap = budget_caps(instance, p, "stage" if equal_memory else memory)
     new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap)
     base = p.solver.name if p.solver else "plan"
     info = new.solver

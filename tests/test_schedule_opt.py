@@ -3,6 +3,8 @@ interleaving on tiny pipelines, memory, and agreement with the evaluator."""
 
 import itertools
 
+import numpy as np
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -11,6 +13,8 @@ from planner import Evaluator, Plan, check_plan, load_instance, plan as make_pla
 from planner.model import ModelSpec
 from planner.oplists import max_inflight
 from planner.plan import ExplicitSchedule
+from planner.figures import PlanFigures
+from planner.schedule_opt import budget_caps, inflight_bound, memory_caps
 
 
 def line_plan(l_ms, S=4, m=8, f_s=1.0, bwd=2.0):
@@ -35,6 +39,10 @@ def test_known_optima(l_ms, cap, want, one_f_one_b):
     assert q.solver.status == "optimal"
     assert q.solver.objective == pytest.approx(want, abs=1e-9)
     assert q.solver.model_extra["simulated_s"] == pytest.approx(want, abs=1e-9)
+    # Little's-law bound: valid, and with no memory cap the compute bound; l = 0: 33 is tight
+    lb = inflight_bound(inst, p, [cap or 8] * 4)
+    assert lb <= want + 1e-9
+    assert q.solver.bound <= want + 1e-9
     lists = q.schedule.ops
     if cap is not None:
         from planner.oplists import op_lists
@@ -75,6 +83,7 @@ def test_matches_brute_force_over_all_schedules(S, m, lat, f, cap, bw):
             continue  # deadlock
         T = float(Evaluator(inst, cand).iteration_times()[0])
         best = T if best is None else min(best, T)
+    assert inflight_bound(inst, p, [cap] * S) <= best * (1 + 1e-9)  # a valid bound over every schedule
     q = schedule(inst, p, time_limit=20, inflight_cap=cap)
     unit = q.solver.model_extra["unit_s"]
     sim = q.solver.model_extra["simulated_s"]
@@ -94,3 +103,25 @@ def test_memory_respected_and_never_worse_than_1f1b():
     q = schedule(inst, p, time_limit=20)
     assert not check_plan(inst, q)
     assert q.solver.model_extra["simulated_s"] <= float(Evaluator(inst, p).iteration_times()[0]) * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("name", ["tiny-3dc", "tiny-line", "two-dc", "azure-multiregion"])
+def test_memory_budgets(name):
+    """stage <= peak <= gpu caps; 'stage' is the schedule's own in-flight count; under the
+    'peak' caps no stage's memory per GPU exceeds the plan's own peak."""
+    inst = load_instance(name)
+    g = make_plan(inst)
+    p = Plan.build(g.bounds(), g.placement, tp=g.tp, micro_batch_size=g.micro_batch_size, instance=inst,
+                   schedule="1f1b")
+    if check_plan(inst, p):
+        pytest.skip("1f1b does not fit")
+    fig = PlanFigures(inst, p)
+    stage, peak, gpu = (budget_caps(inst, p, b) for b in ("stage", "peak", "gpu"))
+    assert stage == [int(v) for v in fig.inflight]
+    assert all(a <= b <= c for a, b, c in zip(stage, peak, gpu))
+    assert gpu == memory_caps(inst, p)
+    tok = p.micro_batch_size * inst.workload.seq_len
+    mem = (16 * fig.P + np.array([w * tok * s for w, s in zip(peak, fig.stored)])) / p.tp
+    assert max(mem) <= max(fig.memory) * (1 + 1e-9)
+    with pytest.raises(ValueError):
+        budget_caps(inst, p, "lots")
