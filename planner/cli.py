@@ -69,7 +69,8 @@ def main():
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
 @click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
-@click.option("--refine-schedule", is_flag=True, help="then optimise the micro-batch schedule with CP-SAT")
+@click.option("--refine-schedule/--no-refine-schedule", default=None,
+              help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=int, default=0, help="greedy: score plans over K sampled network states")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
@@ -104,11 +105,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         if solver != "greedy":
             raise click.BadParameter("--robust applies to --solver greedy", param_hint="--robust")
         options.update(robust=robust, robust_stat=robust_stat)
-    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, **options)
-    if refine_schedule:
-        from .solvers import refine
-
-        p = refine(inst, p, time_limit=time_limit or 60.0, seed=seed)
+    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule, **options)
     if out_path:
         pio.save_plan(p, out_path)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)

@@ -41,6 +41,11 @@ def plan_summary(instance, plan, ev) -> Group:
         gap = "" if info.gap is None else f", gap {info.gap:.1%}"
         bound = "" if info.bound is None else f", bound {info.bound:.4g}"
         head.add_row("solver", f"{info.name}: {info.status}{bound}{gap}, {info.time_s:.2f} s")
+        extra = info.model_extra or {}
+        if "schedule_status" in extra:
+            head.add_row("schedule", f"CP-SAT {extra['schedule_status']}, makespan "
+                         f"{_fmt_s(extra['schedule_makespan_s'])} (bound {_fmt_s(extra['schedule_bound_s'])}, "
+                         f"gap {extra['schedule_gap']:.1%}), {extra['schedule_time_s']:.2f} s")
     head.add_row("shape", f"{plan.replicas} replica(s) x {plan.num_stages} stage(s) x tp {plan.tp} = "
                  f"{plan.gpus_used} GPUs; micro-batch {plan.micro_batch_size} x "
                  f"{plan.num_micro_batches} per replica; schedule {plan.schedule_kind}")

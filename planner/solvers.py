@@ -90,23 +90,36 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
 def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
            memory: str = "gpu", equal_memory: bool = False) -> Plan:
     """``p`` with its schedule replaced by the CP-SAT optimum (same placement and
-    partition), scored by the evaluator.  ``memory`` is the budget
+    partition), scored by the evaluator; ``p`` itself when no schedule within
+    the budget simulates faster.  ``memory`` is the budget
     (:func:`planner.schedule_opt.budget_caps`): ``"gpu"`` each stage's GPU
     memory, ``"peak"`` the same peak memory per GPU as ``p``'s own schedule,
     ``"stage"`` (or ``equal_memory=True``) no stage holding more
-    micro-batches than under ``p``'s own schedule."""
+    micro-batches than under ``p``'s own schedule.
+
+    The result keeps ``p``'s solver figures (objective, bound and gap of the
+    plan search) and adds ``schedule_status``, ``schedule_makespan_s``,
+    ``schedule_bound_s``, ``schedule_gap`` and ``schedule_time_s``; its
+    ``predicted`` figures are the evaluator's for the new schedule.
+    """
     from .schedule_opt import budget_caps, optimize_schedule
 
     t0 = time.perf_counter()
+    if p.predicted is None or p.solver is None:
+        p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
     cap = budget_caps(instance, p, "stage" if equal_memory else memory)
     new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap)
-    base = p.solver.name if p.solver else "plan"
-    info = new.solver
-    done = finish(instance, new.model_copy(update={"solver": None}), f"{base}+schedule",
-                  (p.solver.time_s if p.solver else 0.0) + time.perf_counter() - t0)
-    extra = {"schedule_status": info.status, "schedule_makespan_s": info.objective,
-             "schedule_bound_s": info.bound, "schedule_gap": info.gap}
-    return done.model_copy(update={"solver": done.solver.model_copy(update=extra)})
+    sched = new.solver
+    elapsed = time.perf_counter() - t0
+    extra = {"schedule_status": sched.status, "schedule_makespan_s": sched.objective,
+             "schedule_bound_s": sched.bound, "schedule_gap": sched.gap, "schedule_time_s": elapsed}
+    base = p.solver
+    info = base.model_copy(update={"time_s": (base.time_s or 0.0) + elapsed, **extra})
+    if sched.model_extra["simulated_s"] >= p.predicted.iteration_time_s * (1 - 1e-12):
+        return p.model_copy(update={"solver": info})  # the original schedule is as good
+    done = finish(instance, new.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
+    info = info.model_copy(update={"name": f"{base.name}+schedule"})
+    return done.model_copy(update={"solver": info})
 
 
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
@@ -114,13 +127,23 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     """Plan ``instance`` with ``solver``; see the module docstring.
 
     ``time_limit`` in seconds (None: the solver's default); ``seed`` makes
-    randomised solvers reproducible.  Raises ``InfeasibleError`` (with the
+    randomised solvers reproducible.  ``refine_schedule=True`` (the default
+    for ``cpsat``) then optimises the micro-batch schedule with CP-SAT
+    (:func:`refine`) within the last quarter of the time limit (15 s without
+    one).  Raises ``InfeasibleError`` (with the
     reason) when the instance has no feasible plan.
     """
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
     t0 = time.perf_counter()
-    if time_limit is not None:
-        options["time_limit"] = time_limit  # else the solver's own default (milp: 60 s)
+    refine_schedule = options.pop("refine_schedule", None)
+    if refine_schedule is None:
+        refine_schedule = solver == "cpsat"
+    if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
+        options["time_limit"] = 0.75 * time_limit if refine_schedule else time_limit
     result = SOLVERS[solver](instance, seed=seed, **options)
-    return finish(instance, result, solver, time.perf_counter() - t0)
+    done = finish(instance, result, solver, time.perf_counter() - t0)
+    if refine_schedule:
+        left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
+        done = refine(instance, done, time_limit=max(1.0, left), seed=seed)
+    return done

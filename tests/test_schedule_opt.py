@@ -125,3 +125,25 @@ def test_memory_budgets(name):
     assert max(mem) <= max(fig.memory) * (1 + 1e-9)
     with pytest.raises(ValueError):
         budget_caps(inst, p, "lots")
+
+
+def test_refine_through_plan_and_cli(tmp_path):
+    """plan(..., refine_schedule=True) never simulates slower than the plan it refines, keeps the
+    search's bound and reports the schedule search; cpsat refines by default; the CLI shows it."""
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    inst = load_instance("tiny-line")
+    base = make_plan(inst, solver="milp", time_limit=8, refine_schedule=False)
+    ref = make_plan(inst, solver="milp", time_limit=8, refine_schedule=True)
+    assert (ref.placement, ref.bounds()) == (base.placement, base.bounds())
+    assert ref.predicted.iteration_time_s <= base.predicted.iteration_time_s * (1 + 1e-12)
+    assert ref.solver.bound == pytest.approx(base.solver.bound)
+    assert ref.solver.model_extra["schedule_status"] in ("optimal", "time_limit")
+    assert not check_plan(inst, ref)
+    c = make_plan(inst, solver="cpsat", time_limit=10)
+    assert "schedule_status" in c.solver.model_extra
+    r = CliRunner().invoke(main, ["plan", "tiny-line", "--solver", "cpsat", "--time-limit", "10", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "schedule" in r.output and "CP-SAT" in r.output
