@@ -71,7 +71,7 @@ def main():
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
-@click.option("--robust", type=int, default=0, help="greedy: score plans over K sampled network states")
+@click.option("--robust", type=int, default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
@@ -102,8 +102,8 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
         options["policy"] = policy_path
     if robust:
-        if solver != "greedy":
-            raise click.BadParameter("--robust applies to --solver greedy", param_hint="--robust")
+        if solver == "rl":
+            raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
         options.update(robust=robust, robust_stat=robust_stat)
     p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule, **options)
     if out_path:

@@ -130,7 +130,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     randomised solvers reproducible.  ``refine_schedule=True`` (the default
     for ``cpsat``) then optimises the micro-batch schedule with CP-SAT
     (:func:`refine`) within the last quarter of the time limit (15 s without
-    one).  Raises ``InfeasibleError`` (with the
+    one).  ``robust=K`` (with ``robust_stat="mean"`` or ``"p95"``) plans
+    against K sampled network states (:mod:`planner.robust`).  Raises ``InfeasibleError`` (with the
     reason) when the instance has no feasible plan.
     """
     if solver not in SOLVERS:
@@ -141,7 +142,15 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
         refine_schedule = solver == "cpsat"
     if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
         options["time_limit"] = 0.75 * time_limit if refine_schedule else time_limit
-    result = SOLVERS[solver](instance, seed=seed, **options)
+    robust, robust_stat = options.pop("robust", 0), options.pop("robust_stat", "mean")
+    if robust and solver != "greedy":
+        from .robust import robust_plan
+
+        result = robust_plan(instance, solver, robust, robust_stat, seed=seed, **options)
+    else:
+        if robust:
+            options.update(robust=robust, robust_stat=robust_stat)
+        result = SOLVERS[solver](instance, seed=seed, **options)
     done = finish(instance, result, solver, time.perf_counter() - t0)
     if refine_schedule:
         left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
