@@ -92,7 +92,7 @@ def main(argv=None):
                                   inflight_cap=budget_caps(inst, p, memory))
             dt = time.perf_counter() - t0
             sim = q.solver.model_extra["simulated_s"]
-            most = 1 - q.solver.bound / base  # no schedule within the budget gains more (bound: CP-SAT or Little's law)
+            most = max(0.0, 1 - q.solver.bound / base)  # no schedule within the budget gains more (bound: CP-SAT or Little's law)
             cells += [f"{sim:.4g}", f"{1 - sim / base:+.1%} (<= {most:+.1%})",
                       f"{q.solver.status}, {q.solver.gap:.1%}, {dt:.0f} s"]
         row = (f"| {name} | {p.num_stages} x {p.num_micro_batches} | {latency_share(inst, p):.1%} | {base:.4g} | "
