@@ -198,7 +198,7 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
               f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "
-              f"{new.predicted.iteration_time_s:.6g} s (explicit), "
+              f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
               f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")
     out.print(f"plan written to {out_path}")
 
