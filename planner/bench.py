@@ -261,11 +261,26 @@ def _fmt(v, nd=4):
 
 
 STATIC_COLUMNS = ["instance", "method", "iteration_s", "x_bound", "estimate_s", "plan_s", "status", "gap", "train_s"]
-DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "iterations_per_hour", "reconfig_s", "stalled_s", "switches",
-                   "decisions", "decision_s", "solver_s", "iterations", "completed", "trace_seed"]
+DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "iterations_per_hour", "compute_s", "reconfig_s", "stalled_s",
+                   "switches", "decisions", "decision_s", "solver_s", "iterations", "completed", "trace_seed"]
 
 
-def _table(rows, cols, base: Path, command: str) -> dict[str, Path]:
+def code_version() -> str | None:
+    """``git describe --always --dirty`` of the planner's source tree, or None."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def _table(rows, cols, base: Path, command: str, code: str | None = None) -> dict[str, Path]:
     """``base``.csv and ``base``.md (headed by the command) of ``rows``."""
     csv_path, md_path = base.with_suffix(".csv"), base.with_suffix(".md")
     with open(csv_path, "w", newline="") as fh:
@@ -273,19 +288,21 @@ def _table(rows, cols, base: Path, command: str) -> dict[str, Path]:
         w.writeheader()
         for r in rows:
             w.writerow({c: r.get(c) for c in cols})
-    md = [f"Command: `{command}`", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md = [f"Command: `{command}`", ""] + ([f"Code: `{code}` (git describe)", ""] if code else [])
+    md += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
     md_path.write_text("\n".join(md) + "\n")
     return {csv_path.name: csv_path, md_path.name: md_path}
 
 
-def write(static, dyn, out_dir, command: str) -> dict[str, Path]:
-    """Markdown + CSV tables and PNG plots under ``out_dir``."""
+def write(static, dyn, out_dir, command: str, code: str | None = None) -> dict[str, Path]:
+    """Markdown + CSV tables and PNG plots under ``out_dir`` (the Markdown headed by
+    ``command`` and, when given, the ``code`` version)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = _table(static, STATIC_COLUMNS, out_dir / "static", command)
+    files = _table(static, STATIC_COLUMNS, out_dir / "static", command, code)
     if dyn:
-        files.update(_table(dyn, DYNAMIC_COLUMNS, out_dir / "dynamic", command))
+        files.update(_table(dyn, DYNAMIC_COLUMNS, out_dir / "dynamic", command, code))
     files.update(_plots(static, dyn, out_dir))
     return files
 

@@ -349,7 +349,7 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
                             hours=hours, iterations=iterations, executor=executor, workers=workers,
                             address=address)
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
-    files = bench.write(static, dyn, out_dir, command)
+    files = bench.write(static, dyn, out_dir, command, code=bench.code_version())
     out.print(files["static.md"].read_text())
     if "dynamic.md" in files:
         out.print(files["dynamic.md"].read_text())

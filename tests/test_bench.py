@@ -42,6 +42,10 @@ def test_executors_agree_and_files_written(tmp_path):
     files = bench.write(serial, dyn, tmp_path, "test")
     assert files["static.png"].stat().st_size > 5000 and "greedy" in files["static.md"].read_text()
     assert files["dynamic.csv"].read_text().count("\n") == 1 + len(dyn)
+    for r in dyn:  # the accounting the table shows is exact
+        assert r["total_s"] == pytest.approx(r["compute_s"] + r["reconfig_s"] + r["stalled_s"], rel=1e-12)
+    assert "compute_s" in files["dynamic.md"].read_text()
+    assert "Code: `abc`" in bench.write(serial, dyn, tmp_path, "test", code="abc")["static.md"].read_text()
 
 
 def test_ray_executor_matches_local():
