@@ -134,14 +134,22 @@ def test_refine_through_plan_and_cli(tmp_path):
 
     from planner.cli import main
 
+    from planner.solvers import refine
+
     inst = load_instance("tiny-line")
-    base = make_plan(inst, solver="milp", time_limit=8, refine_schedule=False)
-    ref = make_plan(inst, solver="milp", time_limit=8, refine_schedule=True)
-    assert (ref.placement, ref.bounds()) == (base.placement, base.bounds())
-    assert ref.predicted.iteration_time_s <= base.predicted.iteration_time_s * (1 + 1e-12)
-    assert ref.solver.bound == pytest.approx(base.solver.bound)
-    assert ref.solver.model_extra["schedule_status"] in ("optimal", "time_limit")
-    assert not check_plan(inst, ref)
+    base = make_plan(inst, solver="greedy")
+    for ref in (refine(inst, base, time_limit=10), make_plan(inst, solver="greedy", refine_schedule=True,
+                                                              time_limit=10)):
+        assert (ref.placement, ref.bounds()) == (base.placement, base.bounds())
+        assert ref.predicted.iteration_time_s <= base.predicted.iteration_time_s * (1 + 1e-12)
+        assert ref.solver.bound == pytest.approx(base.solver.bound)
+        assert ref.solver.model_extra["schedule_status"] in ("optimal", "time_limit")
+        assert not check_plan(inst, ref)
+    # a plan whose schedule can improve: 1f1b over latency (49 s; with 4 in flight 46 s is optimal, and the
+    # GPU budget here allows all 8), so the refined plan carries an explicit schedule
+    li, lp = line_plan(1000)
+    better = refine(li, lp, time_limit=10)
+    assert better.schedule_kind == "explicit" and better.predicted.iteration_time_s <= 46.0 + 1e-9
     c = make_plan(inst, solver="cpsat", time_limit=10)
     assert "schedule_status" in c.solver.model_extra
     r = CliRunner().invoke(main, ["plan", "tiny-line", "--solver", "cpsat", "--time-limit", "10", "-q"])
