@@ -148,3 +148,110 @@ def test_time_limit_respected():
     assert p.solver.status in ("time_limit", "optimal", "feasible")
     assert elapsed <= 4 * 1.1 + p.solver.model_extra.get("build_s", 0.0) + 2.0
     assert math.isfinite(p.solver.gap)
+
+
+# ---- the valid inequalities and the stage-count bounds of the formulation ------------------
+
+@st.composite
+def small_instances(draw):
+    """Instances with room for row/column trade-offs: up to 4 stage slots per domain and
+    up to 3 replicas (every plan of a shape is still enumerable)."""
+    n_dom = draw(st.integers(2, 3))
+    names = ["a", "b", "c"][:n_dom]
+    domains = [(d, draw(st.integers(1, 4)), draw(st.floats(0.5, 3))) for d in names]
+    links = [("a", "b", draw(st.floats(0.2, 50)), draw(st.floats(0, 30)))]
+    if n_dom == 3:
+        links.append(("b", "c", draw(st.floats(0.2, 50)), draw(st.floats(0, 30))))
+        if draw(st.booleans()):
+            links.append(("a", "c", draw(st.floats(0.2, 50)), draw(st.floats(0, 60))))
+    model = tiny_model(layers=draw(st.integers(1, 3)), hidden=draw(st.sampled_from([256, 512, 1024])),
+                       vocab=draw(st.sampled_from([1000, 8000])))
+    gpu = {"name": "G", "peak_tflops": draw(st.floats(1, 50)), "memory_gb": draw(st.floats(0.05, 1)), "mfu": 0.5}
+    objective = draw(st.sampled_from(["time", "time", "cost"]))
+    return make_instance(domains, links, model=model, gpu=gpu, global_batch_size=12, seq_len=256,
+                         micro_batch_sizes=[1], tensor_parallel=[1],
+                         options={"objective": objective, "max_stages": 3,
+                                  "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05]))})
+
+
+def brute_by_stages(inst, shape, max_cells=6):
+    """S -> the best objective over every plan of ``shape`` with S stages (R * S <= max_cells)."""
+    import itertools
+
+    from helpers import compositions
+
+    names = inst.domain_names
+    n = inst.num_units
+    cap = {d.name: d.gpus // shape.tp for d in inst.domains}
+    out = {}
+    for S in range(1, min(n, inst.max_stages) + 1):
+        if shape.replicas * S > max_cells:
+            break
+        for cuts in compositions(n, S):
+            for flat in itertools.product(names, repeat=shape.replicas * S):
+                if any(flat.count(d) > cap[d] for d in set(flat)):
+                    continue
+                placement = [list(flat[r * S:(r + 1) * S]) for r in range(shape.replicas)]
+                p = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
+                               instance=inst, schedule=shape.schedule)
+                if check_plan(inst, p):
+                    continue
+                v = objective_of(inst, p)
+                out[S] = min(out.get(S, math.inf), v)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(inst=small_instances(), data=st.data())
+def test_stage_count_bounds_never_exceed_the_optimum(inst, data):
+    """The combinatorial bound of every stage count (path, gradient rings, row/column
+    trade-off, WAN volume) is at most the best T_est of the plans with that many stages."""
+    from planner.formulations.milp_bounds import cost_stage_bounds, stage_count_bounds
+
+    shape = Shape(1, 1, data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2, 3])))
+    want = brute_by_stages(inst.with_options(objective="time"), shape)
+    got = stage_count_bounds(inst, shape)
+    for S, v in want.items():
+        assert S in got, f"S={S} has a plan but no bound"
+        assert got[S] <= v * (1 + 1e-9), f"S={S}: bound {got[S]} > optimum {v}"
+    # the cost counterpart (GPU prices and WAN bytes)
+    want = brute_by_stages(inst.with_options(objective="cost"), shape)
+    got = cost_stage_bounds(inst.with_options(objective="cost"), shape)
+    for S, v in want.items():
+        assert got.get(S, 0.0) <= v * (1 + 1e-9), f"S={S}: cost bound {got[S]} > optimum {v}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(inst=small_instances(), data=st.data())
+def test_valid_inequalities_and_cutoff_keep_the_optimum(inst, data):
+    """With and without the valid inequalities the MILP finds the brute-force optimum of
+    the shape; with a cutoff just above it, it still does; just below, nothing is left."""
+    shape = Shape(1, 1, data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2, 3])))
+    per_s = brute_by_stages(inst, shape)
+    top = max((S for S in range(1, 4) if shape.replicas * S <= 6), default=0)
+    shape = Shape(shape.tp, shape.micro_batch, shape.schedule, 0, shape.replicas)
+    if not per_s:
+        return
+    want = min(per_s.values())
+    kind = inst.options.objective
+    ts = time_scale(want) if kind == "time" else 10.0
+
+    def limit(M):  # the brute force stops at R * S <= 6 stage cells; so does the model
+        if hasattr(M, "sigma") and any(S > top for S in M.Sset):
+            M.limit = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset if S > top) == 0)
+
+    for kw in ({"cuts": False}, {"cuts": True}, {"cuts": True, "cost_cutoff": want * (1 + 1e-6)},
+               {"cuts": True, "symmetry": "none"}):
+        M = build(inst, shape, ts=ts, **kw)
+        limit(M)
+        res = solve(M)
+        assert res is not None, kw
+        scale = ts if kind == "time" else M.cost_scale
+        got = pyo.value(M.obj) / scale
+        rel = 1e-6 if kind == "time" else 2e-5
+        assert got == pytest.approx(want, rel=rel), kw
+    M = build(inst, shape, ts=ts, cost_cutoff=want * (1 - 1e-4))
+    limit(M)
+    scale = ts if kind == "time" else M.cost_scale
+    M.cutoff = pyo.Constraint(expr=M.obj.expr <= want * (1 - 1e-4) * scale)
+    assert solve(M) is None

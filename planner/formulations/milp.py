@@ -24,7 +24,7 @@ Example
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
 
@@ -34,29 +34,32 @@ from ..space import PlanSpace, Shape
 
 @dataclass
 class Data:
-    """Numbers of one (instance, shape) pair, in seconds and bytes."""
+    """Numbers of one (instance, shape) pair, in model units (GB, 1/ts s)."""
 
     shape: Shape
     m: int
     Q: int  # slots
     units: list[int]
     domains: list[str]  # domains that can host a stage of tp t
-    f: list[float]  # forward seconds per micro-batch, per unit
+    f: list[float]  # forward time per micro-batch, per unit
     g: list[float]
-    p: list[float]  # parameters per unit
-    mem: list[float]  # 16 * params per unit (bytes)
-    act: list[float]  # stored bytes per micro-batch per unit (b*s*stored)
-    A: float  # boundary bytes per micro-batch
+    p: list[float]  # parameters per unit (billions)
+    mem: list[float]  # 16 * params per unit (GB)
+    act: list[float]  # stored GB per micro-batch per unit (b*s*stored)
+    A: float  # boundary GB per micro-batch
     w: list[int]  # in-flight limit per slot
-    mem_cap: float  # bytes per stage (t GPUs)
+    mem_cap: float  # GB per stage (t GPUs)
     cap: dict[str, int]  # stage slots per domain (gpus // t)
-    routes: dict  # (d, e) -> (links, latency seconds)
-    link_bw: list[float]  # bytes/s
-    intra_bw: dict[str, float]  # bytes/s
+    routes: dict  # (d, e) -> (links, latency in model time)
+    link_bw: list[float]  # GB per model time unit
+    intra_bw: dict[str, float]  # GB per model time unit
     price: dict[str, float]
     order: list[str]  # all domains in instance order
     wan_price: float
     ts: float  # model time units per second
+    stage_lb: dict[int, float] = field(default_factory=dict)  # admissible S -> bound on T (model units)
+    cost_lb: dict[int, float] = field(default_factory=dict)  # S -> bound on the cost (currency)
+    pruned: bool = False  # no stage count can beat the cutoff
 
 
 # Scaling (HiGHS tolerances are absolute, ~1e-7): bytes are counted in GB,
@@ -68,8 +71,6 @@ GB = 1e9
 
 def time_scale(seconds: float) -> float:
     """A power of ten that brings ``seconds`` to [1, 10)."""
-    import math
-
     if not seconds or not math.isfinite(seconds) or seconds <= 0:
         return 1.0
     return 10.0 ** (-math.floor(math.log10(seconds)))
@@ -103,7 +104,7 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
     routes = {}
     for d in doms:
         for e in doms:
-            if d != e:
+            if d != e and (d, e) in instance.routes:
                 r = instance.routes[(d, e)]
                 routes[(d, e)] = (r.links, r.latency_ms * MS * ts)
     return Data(shape=shape, m=m, Q=Q, units=list(range(len(units))), domains=doms, f=f,
@@ -118,17 +119,82 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
                 order=list(instance.domain_names), wan_price=instance.options.wan_price_per_gb, ts=ts)
 
 
+def _admissible(instance, shape, D: Data, space, forbid, objective, stage_bounds, cutoff, cuts):
+    """Admissible stage counts with their bounds on T (model units), after the cutoff.
+
+    The bound of S is the largest of the caller's (``stage_bounds``) and
+    :func:`planner.formulations.milp_bounds.stage_count_bounds`; a stage count
+    whose bound (on T, or on the cost with the cheapest GPUs) exceeds the
+    cutoff cannot hold a better plan and is dropped.  Returns (bounds, smallest
+    objective bound of a dropped S or None)."""
+    from .milp_bounds import cost_stage_bounds, stage_count_bounds
+
+    ts = D.ts
+    lb: dict[int, float] = {}
+    D.cost_lb = {}
+    if cuts and objective == "cost":
+        D.cost_lb = cost_stage_bounds(instance, shape, space, forbid, D.Q)
+    if cuts:
+        lb = {S: v * ts for S, v in stage_count_bounds(instance, shape, space, forbid, D.Q).items()}
+        if stage_bounds is not None:
+            lb = {S: max(v, stage_bounds[S]) for S, v in lb.items() if S in stage_bounds}
+    elif stage_bounds is not None:
+        lb = {S: v for S, v in stage_bounds.items() if S <= D.Q}
+    else:
+        lb = {S: 0.0 for S in range(1, D.Q + 1)}
+    if shape.stages:
+        lb = {S: v for S, v in lb.items() if S == shape.stages}
+    lb = {S: v for S, v in lb.items() if S <= D.Q}
+    if cutoff is None or not lb:
+        return lb, None
+    t, R = shape.tp, shape.replicas
+    pmin = min(D.price[d] for d in D.domains)
+
+    def obj_lb(S, v):  # objective bound in the objective's own unit (s or currency)
+        if objective == "cost":
+            return max(v / ts * pmin * t * R * S / 3600.0, D.cost_lb.get(S, 0.0))
+        return v / ts
+
+    keep = {S: v for S, v in lb.items() if obj_lb(S, v) <= cutoff * (1 + 1e-9)}
+    dropped = min((obj_lb(S, v) for S, v in lb.items() if S not in keep), default=None)
+    return keep, dropped
+
+
+def _pruned_model(M, D, objective, lb_obj, cost_scale):
+    """A model with no plan better than the cutoff: T (or the cost) is bounded
+    below by ``lb_obj`` > cutoff, which the caller's cutoff row contradicts."""
+    D.pruned = True
+    D.Q = 0
+    M.T = pyo.Var(domain=pyo.NonNegativeReals)
+    if objective == "cost":
+        M.cost_scale = cost_scale if cost_scale is not None else time_scale(lb_obj)
+        M.obj = pyo.Objective(expr=M.cost_scale * M.T, sense=pyo.minimize)
+        M.pruned = pyo.Constraint(expr=M.T >= lb_obj)
+    else:
+        M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
+        M.pruned = pyo.Constraint(expr=M.T >= lb_obj * D.ts)
+    return M
+
+
 def build(instance, shape: Shape | None = None, objective: str | None = None,
           forbid=(), require=(), space: PlanSpace | None = None, ts: float | None = None,
           cost_scale: float | None = None, cost_cutoff: float | None = None,
-          stage_bounds: dict[int, float] | None = None) -> pyo.ConcreteModel:
+          stage_bounds: dict[int, float] | None = None, cuts: bool = True,
+          symmetry: str = "order") -> pyo.ConcreteModel:
     """The MILP of ``instance`` for ``shape`` (default: the greedy plan's shape).
 
     ``objective`` is ``"time"`` (T_est) or ``"cost"`` (default: the
     instance's); ``forbid`` lists domains that may host nothing, ``require``
     domains that must host at least one stage; ``stage_bounds`` maps a
     number of stages S to a valid lower bound on T (model units) for plans
-    with S stages (only the listed S are allowed).
+    with S stages (only the listed S are allowed).  ``cost_cutoff`` is the
+    incumbent's objective (T_est in seconds for the time objective, the cost
+    for the cost objective): stage counts whose bound exceeds it are left
+    out, and when none is left the model is a stub whose objective is bounded
+    below by more than the cutoff.  ``cuts=False`` leaves out the valid
+    inequalities (bounds per stage count, crossing counts, ring bounds), for
+    testing that they cut off no optimum.  ``symmetry``: ``"order"`` orders
+    interchangeable replicas, ``"none"`` leaves the symmetry to the solver.
     """
     if shape is None or ts is None:
         from ..evaluator import Evaluator
@@ -138,179 +204,262 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         shape = shape or Shape(p.tp, p.micro_batch_size, p.schedule_kind, 0, p.replicas)
         ts = ts or time_scale(float(Evaluator(instance, p).estimate_times()[0]))
     objective = objective or instance.options.objective
+    space = space or PlanSpace(instance)
     D = shape_data(instance, shape, space, frozenset(forbid), ts)
     M = pyo.ConcreteModel(name=f"{instance.name}-t{shape.tp}-b{shape.micro_batch}-{shape.schedule}-R{shape.replicas}")
     M.data = D
-    R, Q, m = shape.replicas, D.Q, D.m
-    t = shape.tp
+    lbs, dropped = _admissible(instance, shape, D, space, frozenset(forbid), objective, stage_bounds,
+                               cost_cutoff, cuts)
+    if not lbs:
+        if dropped is None:
+            raise ValueError(f"shape {shape} has no admissible number of stages within {D.Q} slots")
+        return _pruned_model(M, D, objective, dropped, cost_scale)
+    D.stage_lb = lbs
+    Q = max(lbs)
+    S_min = min(lbs)
+    D.Q, D.w = Q, D.w[:Q]
+    R, m, t = shape.replicas, D.m, shape.tp
     N = len(D.units)
     L = len(D.link_bw)
+    doms = D.domains
+    # T never exceeds this in a plan worth finding (big-M values derive from it)
+    T_cap = t_upper_bound(D, R, Q)
+    if cost_cutoff is not None and objective == "time":
+        T_cap = min(T_cap, cost_cutoff * ts * (1 + 1e-9))
+    pmin = min(D.price[d] for d in doms)
+    if cost_cutoff is not None and objective == "cost" and pmin > 0:
+        T_cap = min(T_cap, cost_cutoff * 3600.0 * ts / (pmin * t * R * S_min) * (1 + 1e-9))
 
     # ---- sets ---------------------------------------------------------------
     M.U = pyo.RangeSet(0, N - 1)  # units
     M.Qs = pyo.RangeSet(0, Q - 1)  # slots, 0 = last stage
     M.B = pyo.RangeSet(0, Q - 2) if Q > 1 else pyo.Set(initialize=[])  # boundary q: slot q+1 -> q
     M.Rr = pyo.RangeSet(0, R - 1)  # replicas
-    M.Dm = pyo.Set(initialize=D.domains, ordered=True)  # domains able to host a stage
+    M.Dm = pyo.Set(initialize=doms, ordered=True)  # domains able to host a stage
     M.Pairs = pyo.Set(initialize=list(D.routes), dimen=2)  # ordered pairs of distinct domains
     M.Lk = pyo.RangeSet(0, L - 1) if L else pyo.Set(initialize=[])
 
-    # ---- partition: unit u on slot q ------------------------------------------
-    M.y = pyo.Var(M.U, M.Qs, domain=pyo.Binary)
-    M.used = pyo.Var(M.Qs, bounds=(0, 1))  # slot q is a stage (0/1 through the constraints)
-    M.one_slot = pyo.Constraint(M.U, rule=lambda M, u: sum(M.y[u, q] for q in M.Qs) == 1)
-    sigma = {u: sum(q * M.y[u, q] for q in M.Qs) for u in M.U}  # slot index of unit u
-    M.last_unit_last_slot = pyo.Constraint(expr=M.y[N - 1, 0] == 1)
-    # units run front to back over consecutive slots: sigma_u - sigma_{u+1} in {0, 1}
-    M.order = pyo.Constraint(pyo.RangeSet(0, N - 2) if N > 1 else [], rule=lambda M, u:
-                             pyo.inequality(0, sigma[u] - sigma[u + 1], 1))
-    M.used_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.used[q] <= sum(M.y[u, q] for u in M.U))
-    M.used_lb = pyo.Constraint(M.U, M.Qs, rule=lambda M, u, q: M.used[q] >= M.y[u, q])
-    M.used_mono = pyo.Constraint(pyo.RangeSet(0, Q - 2) if Q > 1 else [],
-                                 rule=lambda M, q: M.used[q] >= M.used[q + 1])
-    if shape.stages:  # exactly S stages: every slot is used
-        if Q < shape.stages:
-            raise ValueError(f"shape {shape} has room for only {Q} stages")
-        for q in range(Q):
-            M.used[q].fix(1.0)
-    F = {q: sum(D.f[u] * M.y[u, q] for u in M.U) for q in M.Qs}
-    G = {q: sum(D.g[u] * M.y[u, q] for u in M.U) for q in M.Qs}
-    C = {q: F[q] + G[q] for q in M.Qs}
-    P = {q: sum(D.p[u] * M.y[u, q] for u in M.U) for q in M.Qs}
+    # ---- stage count and partition (staircase) -----------------------------------
+    # sigma[S] = 1 for the chosen number of stages; slot q is used iff S > q
+    admissible = sorted(lbs)
+    M.Sset = pyo.Set(initialize=admissible)
+    M.sigma = pyo.Var(M.Sset, domain=pyo.Binary)
+    M.sigma_one = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset) == 1)
+    used = {q: (1.0 if q < S_min else sum(M.sigma[S] for S in admissible if S > q)) for q in range(Q)}
+    # a[u,q] = 1 when unit u sits on slot >= q (q >= 1; a[u,0] = 1): a monotone staircase
+    M.Qa = pyo.RangeSet(1, Q - 1) if Q > 1 else pyo.Set(initialize=[])
+    M.a = pyo.Var(M.U, M.Qa, domain=pyo.Binary)
+    A_ = lambda u, q: 1.0 if q <= 0 else (0.0 if q >= Q else M.a[u, q])
+    M.stair = pyo.ConstraintList()
+    for q in range(1, Q):
+        M.stair.add(M.a[0, q] == used[q])  # the front unit is on the front slot S - 1
+        M.a[N - 1, q].setub(0)  # the last unit is on slot 0 (bounds, not fixes: callers fix and unfix)
+        for u in range(N - 1):
+            M.stair.add(M.a[u, q] >= M.a[u + 1, q])  # earlier units on later-or-equal slots
+            if q + 1 < Q:
+                M.stair.add(M.a[u, q + 1] <= M.a[u + 1, q])  # consecutive slots
+        if q + 1 < Q:
+            for u in range(N):
+                M.stair.add(M.a[u, q] >= M.a[u, q + 1])
+    # y[u,q] = unit u on slot q (continuous, defined by the staircase)
+    M.y = pyo.Var(M.U, M.Qs, bounds=(0, 1))
+    M.y_def = pyo.Constraint(M.U, M.Qs, rule=lambda M, u, q: M.y[u, q] == A_(u, q) - A_(u, q + 1))
+    # stage figures as variables, so that the many rows using them stay sparse:
+    # Cs[q] = compute of slots <= q (the last q + 1 stages), Ff[q] = forward compute of
+    # the slots before q, both read off the staircase; P[q] = parameters of slot q
+    c_u = [D.f[u] + D.g[u] for u in range(N)]
+    f_tot, c_tot = sum(D.f), sum(c_u)
+    M.Cs = pyo.Var(M.Qs, bounds=(0, c_tot))
+    M.Ff = pyo.Var(M.Qs, bounds=(0, f_tot))
+    M.Pv = pyo.Var(M.Qs, bounds=(0, sum(D.p)))
+    M.Cs_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Cs[q] == sum(c_u[u] * (1 - A_(u, q + 1)) for u in M.U))
+    M.Ff_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Ff[q] == sum(D.f[u] * A_(u, q + 1) for u in M.U))
+    M.Pv_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Pv[q] == sum(D.p[u] * M.y[u, q] for u in M.U))
+    C = {q: M.Cs[q] - (M.Cs[q - 1] if q else 0.0) for q in M.Qs}
+    F = {q: (M.Ff[q - 1] if q else f_tot) - M.Ff[q] for q in M.Qs}
+    G = {q: C[q] - F[q] for q in M.Qs}
+    P = {q: M.Pv[q] for q in M.Qs}
     # memory per stage: 16 P + w_q * b s stored <= usable memory * t
     M.memory = pyo.Constraint(M.Qs, rule=lambda M, q: sum((D.mem[u] + D.w[q] * D.act[u]) * M.y[u, q]
                                                           for u in M.U) <= D.mem_cap)
 
     # ---- placement: replica r's slot q in domain d --------------------------------
     M.z = pyo.Var(M.Rr, M.Qs, M.Dm, domain=pyo.Binary)
-    M.place = pyo.Constraint(M.Rr, M.Qs, rule=lambda M, r, q: sum(M.z[r, q, d] for d in M.Dm) == M.used[q])
+    M.place = pyo.Constraint(M.Rr, M.Qs, rule=lambda M, r, q: sum(M.z[r, q, d] for d in M.Dm) == used[q])
     M.capacity = pyo.Constraint(M.Dm, rule=lambda M, d: sum(M.z[r, q, d] for r in M.Rr for q in M.Qs)
                                 <= D.cap[d])
-    # replicas are interchangeable: order them by the domain of their first stage, then
-    # (ties) by their last stage's, so symmetric copies are not explored twice
-    idx = {d: i for i, d in enumerate(D.domains)}
-    code = {r: sum(idx[d] * M.z[r, Q - 1, d] for d in M.Dm) * len(D.domains) * (Q + 1)
-            + sum(sum(idx[d] * M.z[r, q, d] for d in M.Dm) for q in M.Qs) for r in M.Rr}
-    M.symmetry = pyo.Constraint(pyo.RangeSet(0, R - 2) if R > 1 else [],
-                                rule=lambda M, r: code[r] <= code[r + 1])
+    idx = {d: i for i, d in enumerate(doms)}
+    if symmetry == "order" and R > 1:
+        # replicas are interchangeable: order them by the domain of their first stage, then
+        # (ties) by the sum of their other stages' domains, so symmetric copies are not
+        # explored twice
+        code = {r: sum(idx[d] * M.z[r, Q - 1, d] for d in M.Dm) * len(doms) * (Q + 1)
+                + sum(sum(idx[d] * M.z[r, q, d] for d in M.Dm) for q in M.Qs) for r in M.Rr}
+        M.symmetry = pyo.Constraint(pyo.RangeSet(0, R - 2), rule=lambda M, r: code[r] <= code[r + 1])
     for d in require:
         if d in idx:
             setattr(M, f"require_{idx[d]}", pyo.Constraint(
                 expr=sum(M.z[r, q, d] for r in M.Rr for q in M.Qs) >= 1))
 
-    # ---- pipeline transfers -------------------------------------------------------
-    # v[r,q,l] = 1 when replica r's boundary q crosses WAN link l (lower bounds suffice:
-    # crossing only costs, so the optimum sets v to the indicator of the chosen route)
-    M.v = pyo.Var(M.Rr, M.B, M.Lk, bounds=(0, 1))
-    M.X = pyo.Var(M.Rr, M.B, domain=pyo.NonNegativeReals)  # transfer time, s
-    M.Lat = pyo.Var(M.Rr, M.B, domain=pyo.NonNegativeReals)  # route latency, s
-    cons = pyo.ConstraintList()
-    M.crossing = cons
-    for r in range(R):
-        for q in range(Q - 1):
-            for (d, e), (links, lat) in D.routes.items():
-                both = M.z[r, q + 1, d] + M.z[r, q, e] - 1
-                for l in links:
-                    cons.add(M.v[r, q, l] >= both)
-                if lat > 0:
-                    cons.add(M.Lat[r, q] >= lat * both)
-            for d in D.domains:
-                cons.add(M.X[r, q] >= D.A / D.intra_bw[d] * (M.z[r, q + 1, d] + M.z[r, q, d] - 1))
+    # ---- pipeline transfers: arcs ---------------------------------------------------
+    # arc[r,q,d,e] = replica r's boundary q goes from d (slot q+1) to e (slot q); a
+    # transportation polytope between the two slots' placements, so every cost below is
+    # an exact linear function of the arcs when z is integral
+    arcs = [(d, d) for d in doms] + list(D.routes)
+    M.Arcs = pyo.Set(initialize=arcs, dimen=2)
+    M.arc = pyo.Var(M.Rr, M.B, M.Arcs, bounds=(0, 1))
+    out_of = {d: [(d2, e) for (d2, e) in arcs if d2 == d] for d in doms}
+    into = {e: [(d, e2) for (d, e2) in arcs if e2 == e] for e in doms}
+    M.arc_out = pyo.Constraint(M.Rr, M.B, M.Dm, rule=lambda M, r, q, d:
+                               sum(M.arc[r, q, a, b] for a, b in out_of[d]) == M.z[r, q + 1, d])
+    M.arc_in = pyo.Constraint(M.Rr, M.B, M.Dm, rule=lambda M, r, q, e:
+                              sum(M.arc[r, q, a, b] for a, b in into[e]) <= M.z[r, q, e])
+    M.X = pyo.Var(M.Rr, M.B, domain=pyo.NonNegativeReals)  # transfer time
+    M.Lat = pyo.Var(M.Rr, M.B, domain=pyo.NonNegativeReals)  # route latency
+    lat = {de: v[1] for de, v in D.routes.items()}
+    M.lat_def = pyo.Constraint(M.Rr, M.B, rule=lambda M, r, q:
+                               M.Lat[r, q] >= sum(lat[de] * M.arc[r, q, de[0], de[1]] for de in D.routes)
+                               if D.routes else pyo.Constraint.Skip)
+    # a boundary's transfer is at least its intra-domain time or its route's narrowest link alone
+    solo = {(d, d): D.A / D.intra_bw[d] for d in doms}
+    for (d, e), (links, _) in D.routes.items():
+        solo[(d, e)] = max((D.A / D.link_bw[l] for l in links), default=0.0)
+    M.x_solo = pyo.Constraint(M.Rr, M.B, rule=lambda M, r, q:
+                              M.X[r, q] >= sum(solo[de] * M.arc[r, q, de[0], de[1]] for de in arcs))
     # link sharing: users of link l; a crossing flow's time is A * users / bandwidth
-    users = {l: sum(M.v[r, q, l] for r in M.Rr for q in M.B) for l in M.Lk}
-    max_users = R * max(Q - 1, 0)
+    pairs_of_link: dict[int, list] = {}
+    for de, (links, _) in D.routes.items():
+        for l in links:
+            pairs_of_link.setdefault(l, []).append(de)
+    X_cap = T_cap / (m + 1)  # T >= (m-1) tau + Q_0 >= (m+1) X
+    users_max = {}
+    for l in pairs_of_link:
+        users_max[l] = min(R * max(Q - 1, 0), math.floor(X_cap * D.link_bw[l] / D.A * (1 + 1e-9))
+                           if D.A > 0 else R * Q)
+    M.Lu = pyo.Set(initialize=sorted(pairs_of_link))
+    M.v = pyo.Var(M.Rr, M.B, M.Lu, bounds=(0, 1))  # replica r's boundary q crosses link l
+    M.v_def = pyo.Constraint(M.Rr, M.B, M.Lu, rule=lambda M, r, q, l:
+                             M.v[r, q, l] == sum(M.arc[r, q, d, e] for d, e in pairs_of_link[l]))
+    M.users = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
+    M.users_def = pyo.Constraint(M.Lu, rule=lambda M, l: M.users[l] == sum(M.v[r, q, l] for r in M.Rr for q in M.B))
     M.share = pyo.ConstraintList()
-    for r in range(R):
-        for q in range(Q - 1):
-            for l in range(L):
-                big = D.A * max_users / D.link_bw[l]
-                M.share.add(M.X[r, q] >= D.A / D.link_bw[l] * users[l] - big * (1 - M.v[r, q, l]))
+    for l in sorted(pairs_of_link):
+        if users_max[l] < 1:  # a single flow on l is already too slow to beat the cutoff
+            for r in range(R):
+                for q in range(Q - 1):
+                    M.v[r, q, l].setub(0)
+            continue
+        M.users[l].setub(users_max[l])
+        if users_max[l] == 1:
+            continue  # x_solo covers a lone flow
+        k = D.A / D.link_bw[l]
+        for r in range(R):
+            for q in range(Q - 1):
+                M.share.add(M.X[r, q] >= k * M.users[l] - k * users_max[l] * (1 - M.v[r, q, l]))
+
+    if cuts and Q > 1:
+        # each replica crosses at least (domains it uses - 1) boundaries
+        M.o_r = pyo.Var(M.Rr, M.Dm, bounds=(0, 1))
+        M.o_r_lb = pyo.Constraint(M.Rr, M.Qs, M.Dm, rule=lambda M, r, q, d: M.o_r[r, d] >= M.z[r, q, d])
+        M.o_r_cap = pyo.Constraint(M.Rr, M.Dm, rule=lambda M, r, d: sum(M.z[r, q, d] for q in M.Qs)
+                                   <= min(D.cap[d], Q) * M.o_r[r, d])
+        M.crossings = pyo.Constraint(M.Rr, rule=lambda M, r: sum(
+            M.arc[r, q, d, e] for q in M.B for (d, e) in D.routes) >= sum(M.o_r[r, d] for d in M.Dm) - 1)
 
     # ---- gradient synchronisation per slot ------------------------------------------
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
-        _gradient_sync(M, D, R, Q, P, t)
+        _gradient_sync(M, D, R, Q, P, t, cuts)
     else:
         for q in range(Q):
-            M.AR[q].fix(0.0)
+            M.AR[q].setub(0.0)
 
     # ---- T_est per replica (SPEC 7) ---------------------------------------------------
     M.tau = pyo.Var(M.Rr, domain=pyo.NonNegativeReals)
     M.T = pyo.Var(domain=pyo.NonNegativeReals)
     M.est = pyo.ConstraintList()
-    Xq = lambda r, q: M.X[r, q] if q < Q - 1 else 0.0
-    Lq = lambda r, q: M.Lat[r, q] if q < Q - 1 else 0.0
+    # Kc[r,q] = sum over boundaries i < q of (X + Lat): replica r's one-way communication
+    # from slot q to the end (Kc[r,0] = 0)
+    M.Kc = pyo.Var(M.Rr, M.Qs, domain=pyo.NonNegativeReals)
+    for r in range(R):
+        M.Kc[r, 0].setub(0.0)
+        for q in range(Q - 1):
+            M.est.add(M.Kc[r, q + 1] == M.Kc[r, q] + M.X[r, q] + M.Lat[r, q])
+    if shape.schedule == "gpipe":
+        M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
+        M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
+        for q in range(Q):
+            M.est.add(M.Fmax >= F[q])
+            M.est.add(M.Gmax >= G[q])
+    else:
+        M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
+        for q in range(Q):
+            M.est.add(M.Cmax >= C[q])
     for r in range(R):
         # round trip from slot q: compute of slots <= q, both ways over boundaries < q
-        Qrt = {q: sum(C[i] for i in range(q + 1)) + sum(2 * (Xq(r, i) + Lq(r, i)) for i in range(q))
-               for q in range(Q)}
+        Qrt = {q: M.Cs[q] + 2 * M.Kc[r, q] for q in range(Q)}
         if shape.schedule == "gpipe":
             alpha = pyo.Var(domain=pyo.NonNegativeReals)
             beta = pyo.Var(domain=pyo.NonNegativeReals)
             M.add_component(f"alpha_{r}", alpha)
             M.add_component(f"beta_{r}", beta)
-            for q in range(Q):
-                M.est.add(alpha >= F[q])
-                M.est.add(beta >= G[q])
+            M.est.add(alpha >= M.Fmax)
+            M.est.add(beta >= M.Gmax)
             for q in range(Q - 1):
                 M.est.add(alpha >= M.X[r, q])
                 M.est.add(beta >= M.X[r, q])
             M.est.add(M.tau[r] == alpha + beta)
         else:
+            M.est.add(M.tau[r] >= M.Cmax)
             for q in range(Q):
-                M.est.add(M.tau[r] >= C[q])
                 M.est.add(M.tau[r] * D.w[q] >= Qrt[q])  # Little's law
             for q in range(Q - 1):
                 M.est.add(M.tau[r] >= M.X[r, q])
-        # T >= T_r - D_j + AR_j, written with positive terms only:
-        # (m-1) tau + sum_{later slots' earlier stages} (f + x + l) + round trip from q + AR_q
+        # T >= T_r - D_j + AR_j, written with positive terms only: (m-1) tau + forward
+        # compute before slot q + communication from q on (one way) + round trip from q + AR_q
         for q in range(Q):
-            front = sum(F[i] for i in range(q + 1, Q)) + sum(Xq(r, i) + Lq(r, i) for i in range(q, Q - 1))
-            M.est.add(M.T >= (m - 1) * M.tau[r] + front + Qrt[q] + M.AR[q])
+            M.est.add(M.T >= (m - 1) * M.tau[r] + M.Ff[q] + (M.Kc[r, Q - 1] - M.Kc[r, q]) + Qrt[q] + M.AR[q])
 
     # ---- valid lower bounds per number of stages (cuts) ---------------------------------
-    if stage_bounds:
-        # sigma[S] = 1 for the chosen number of stages; T >= LB(S)
-        admissible = sorted(S for S in stage_bounds if S <= Q)
-        if not admissible:
-            raise ValueError(f"shape {shape} has no admissible number of stages within {Q} slots")
-        M.Sset = pyo.Set(initialize=admissible)
-        M.sigma = pyo.Var(M.Sset, domain=pyo.Binary)
-        M.sigma_one = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset) == 1)
-        M.sigma_count = pyo.Constraint(expr=sum(S * M.sigma[S] for S in M.Sset) == sum(M.used[q] for q in M.Qs))
-        M.stage_cut = pyo.Constraint(expr=M.T >= sum(stage_bounds[S] * M.sigma[S] for S in M.Sset))
+    if any(v > 0 for v in lbs.values()):
+        M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
 
     # ---- objective ---------------------------------------------------------------------
     if objective == "cost":
-        _cost_objective(M, D, R, Q, P, t, cost_scale, cost_cutoff)
+        _cost_objective(M, D, R, Q, P, t, cost_scale, cost_cutoff, used)
     else:
         M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
     return M
 
 
-def _gradient_sync(M, D, R, Q, P, t):
+def _gradient_sync(M, D, R, Q, P, t, cuts=True):
     """AR_q = intra ring + cross-domain ring (SPEC 5), exactly, via one-hot counts."""
+    from .milp_bounds import ring_lower_figures
+
     doms = D.domains
     order = D.order
+    p_max = min(sum(D.p), D.mem_cap / 16.0)  # parameters of one stage fit its memory
     # o[q,d]: slot q has a replica in d (exact: between the max and the sum of z)
     M.o = pyo.Var(M.Qs, M.Dm, bounds=(0, 1))
     M.o_lb = pyo.Constraint(M.Rr, M.Qs, M.Dm, rule=lambda M, r, q, d: M.o[q, d] >= M.z[r, q, d])
     M.o_ub = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: M.o[q, d] <= sum(M.z[r, q, d] for r in M.Rr))
+    M.o_cnt = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(M.z[r, q, d] for r in M.Rr)
+                             <= min(R, D.cap[d]) * M.o[q, d])
     # nu[q,d,n]: exactly n replicas of slot q in d (one-hot)
-    M.Nn = pyo.RangeSet(0, R)
-    M.nu = pyo.Var(M.Qs, M.Dm, M.Nn, domain=pyo.Binary)
-    M.nu_one = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(M.nu[q, d, n] for n in M.Nn) == 1)
-    M.nu_count = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(n * M.nu[q, d, n] for n in M.Nn)
+    nmax = {d: min(R, D.cap[d]) for d in doms}
+    M.NuIdx = pyo.Set(initialize=[(q, d, n) for q in range(Q) for d in doms for n in range(nmax[d] + 1)],
+                      dimen=3)
+    M.nu = pyo.Var(M.NuIdx, domain=pyo.Binary)
+    M.nu_one = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(M.nu[q, d, n] for n in range(nmax[d] + 1)) == 1)
+    M.nu_count = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(n * M.nu[q, d, n] for n in range(nmax[d] + 1))
                                 == sum(M.z[r, q, d] for r in M.Rr))
-    Gmax = 2 * sum(D.p)
     M.intra = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     M.intra_c = pyo.ConstraintList()
     for q in range(Q):
         for d in doms:
-            big = 2 * Gmax / t / D.intra_bw[d]
-            for n in range(2, R + 1):
-                M.intra_c.add(M.intra[q] >= 2 * (n - 1) / n * (2 * P[q] / t) / D.intra_bw[d]
-                              - big * (1 - M.nu[q, d, n]))
+            for n in range(2, nmax[d] + 1):
+                k = 2 * (n - 1) / n * 2 / t / D.intra_bw[d]
+                M.intra_c.add(M.intra[q] >= k * P[q] - k * p_max * (1 - M.nu[q, d, n]))
     # kappa[q,k]: the replicas of slot q sit in exactly k domains (one-hot)
     Kmax = min(R, len(doms))
     M.Kk = pyo.RangeSet(0, Kmax)
@@ -334,21 +483,31 @@ def _gradient_sync(M, D, R, Q, P, t):
         M.h_lb = pyo.Constraint(M.Qs, M.Pairs, rule=lambda M, q, a, b: M.h[q, a, b] >= M.o[q, a] + M.o[q, b]
                                 - sum(M.o[q, c] for c in between(a, b)) - 1)
         L = len(D.link_bw)
-        ring_users = {l: sum(M.h[q, a, b] for q in range(Q) for (a, b), (links, _) in D.routes.items()
-                             if l in links) for l in range(L)}
-        M.mu = pyo.Var(M.Qs, M.Lk, bounds=(0, 1))  # slot q's ring crosses link l
-        M.psi = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)  # 1 / ring bandwidth, s per byte
-        M.lam = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)  # ring latency, s
+        pairs_of_link: dict[int, list] = {}
+        for ab, (links, _) in D.routes.items():
+            for l in links:
+                pairs_of_link.setdefault(l, []).append(ab)
+        M.Lr = pyo.Set(initialize=sorted(pairs_of_link))
+        M.ring_users = pyo.Var(M.Lr, domain=pyo.NonNegativeReals)
+        M.ring_users_def = pyo.Constraint(M.Lr, rule=lambda M, l: M.ring_users[l] == sum(
+            M.h[q, a, b] for q in range(Q) for (a, b) in pairs_of_link[l]))
+        M.mu = pyo.Var(M.Qs, M.Lr, bounds=(0, 1))  # slot q's ring crosses link l
+        M.psi = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)  # 1 / ring bandwidth
+        M.lam = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)  # ring latency
         M.ring = pyo.ConstraintList()
-        max_pairs = Q * len(doms)
-        psi_max = max_pairs / min(D.link_bw) if L else 0.0
+        # a ring has K <= Kmax hops, each a distinct pair: it uses link l at most
+        # min(pairs through l, Kmax) times
+        umax = {l: Q * min(len(pl), Kmax) for l, pl in pairs_of_link.items()}
+        psi_max = max((umax[l] / D.link_bw[l] for l in pairs_of_link), default=0.0)
+        for l in pairs_of_link:
+            M.ring_users[l].setub(umax[l])
         for q in range(Q):
             for (a, b), (links, lat) in D.routes.items():
                 for l in links:
                     M.ring.add(M.mu[q, l] >= M.h[q, a, b])
                 M.ring.add(M.lam[q] >= lat * M.h[q, a, b])
-            for l in range(L):
-                M.ring.add(M.psi[q] >= ring_users[l] / D.link_bw[l] - max_pairs / D.link_bw[l] * (1 - M.mu[q, l]))
+            for l in pairs_of_link:
+                M.ring.add(M.psi[q] >= M.ring_users[l] / D.link_bw[l] - umax[l] / D.link_bw[l] * (1 - M.mu[q, l]))
         # pi[u,q] = psi_q * y[u,q] (binary x bounded continuous, from below)
         M.pi = pyo.Var(M.U, M.Qs, domain=pyo.NonNegativeReals)
         for q in range(Q):
@@ -357,10 +516,20 @@ def _gradient_sync(M, D, R, Q, P, t):
         lat_max = max((lat for _, lat in D.routes.values()), default=0.0)
         for q in range(Q):
             vol = 2 * sum(D.p[u] * M.pi[u, q] for u in range(len(D.units)))  # G_q / ring bandwidth
-            big = 2 * Gmax * psi_max + 2 * Kmax * lat_max
             for k in range(2, Kmax + 1):
+                big = 2 * (k - 1) / k * 2 * p_max * psi_max + 2 * (k - 1) * lat_max
                 M.ring.add(M.cross[q] >= 2 * (k - 1) / k * vol + 2 * (k - 1) * M.lam[q]
                            - big * (1 - M.kappa[q, k]))
+        if cuts:
+            # the ring of k domains is no faster than the fastest ring any k domains allow
+            # (linear in P_q: visible to the LP as soon as kappa is)
+            fig = ring_lower_figures(D)
+            M.Pk = pyo.Var(M.Qs, M.Kk, bounds=(0, p_max))  # P_q * kappa[q,k], disaggregated
+            M.Pk_sum = pyo.Constraint(M.Qs, rule=lambda M, q: sum(M.Pk[q, k] for k in M.Kk) == P[q])
+            M.Pk_ub = pyo.Constraint(M.Qs, M.Kk, rule=lambda M, q, k: M.Pk[q, k] <= p_max * M.kappa[q, k])
+            M.cross_lb = pyo.Constraint(M.Qs, rule=lambda M, q: M.cross[q] >= sum(
+                2 * (k - 1) / k * 2 * fig[k][0] * M.Pk[q, k] + 2 * (k - 1) * fig[k][1] * M.kappa[q, k]
+                for k in range(2, Kmax + 1)))
     M.ar_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.AR[q] == M.intra[q] + M.cross[q])
 
 
@@ -379,7 +548,7 @@ def t_upper_bound(D, R, Q) -> float:
     return (m - 1) * tau + 2 * q_max + ar
 
 
-def _cost_objective(M, D, R, Q, P, t, cost_scale=None, cost_cutoff=None):
+def _cost_objective(M, D, R, Q, P, t, cost_scale=None, cost_cutoff=None, used=None):
     """Cost per iteration with T_est for T: T/3600 * price of used GPUs + WAN GB * price.
 
     T x z is linearised from below with big-M = an upper bound on T: the
@@ -387,8 +556,9 @@ def _cost_objective(M, D, R, Q, P, t, cost_scale=None, cost_cutoff=None):
     (incumbent cost) and positive prices cap T for any better plan."""
     Tmax = t_upper_bound(D, R, Q)
     pmin = min(D.price[d] for d in D.domains)
+    S_min = min(D.stage_lb) if D.stage_lb else 1
     if cost_cutoff is not None and pmin > 0:
-        Tmax = min(Tmax, cost_cutoff * 3600.0 * D.ts / (pmin * t * R))
+        Tmax = min(Tmax, cost_cutoff * 3600.0 * D.ts / (pmin * t * R * S_min))
         M.T_cap = pyo.Constraint(expr=M.T <= Tmax)
     if cost_scale is None:
         ctot = (sum(D.f) + sum(D.g)) / D.ts * D.m
@@ -401,23 +571,21 @@ def _cost_objective(M, D, R, Q, P, t, cost_scale=None, cost_cutoff=None):
     wan = 0.0
     if D.wan_price > 0:
         # boundary crossings: 2 * A * m bytes per crossing boundary (both directions)
-        M.cross_b = pyo.Var(M.Rr, M.B, bounds=(0, 1))
-        M.cross_b_c = pyo.ConstraintList()
-        for r in range(R):
-            for q in range(Q - 1):
-                for (d, e) in D.routes:
-                    M.cross_b_c.add(M.cross_b[r, q] >= M.z[r, q + 1, d] + M.z[r, q, e] - 1)
-        wan = 2 * D.A * D.m * sum(M.cross_b[r, q] for r in M.Rr for q in M.B)
+        wan = 2 * D.A * D.m * sum(M.arc[r, q, d, e] for r in M.Rr for q in M.B for (d, e) in D.routes)
         if R > 1 and hasattr(M, "kappa"):
             M.ringbytes = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
-            Gmax = 2 * sum(D.p)
+            M.ringbytes_c = pyo.ConstraintList()
+            p_max = min(sum(D.p), D.mem_cap / 16.0)
             for q in range(Q):
                 for k in range(2, len(M.Kk)):
-                    M.cross_b_c.add(M.ringbytes[q] >= 2 * (k - 1) * 2 * P[q]
-                                    - 2 * (k - 1) * Gmax * (1 - M.kappa[q, k]))
+                    M.ringbytes_c.add(M.ringbytes[q] >= 2 * (k - 1) * 2 * P[q]
+                                      - 2 * (k - 1) * 2 * p_max * (1 - M.kappa[q, k]))
             wan = wan + sum(M.ringbytes[q] for q in M.Qs)
         wan = wan * D.wan_price
     M.obj = pyo.Objective(expr=cost_scale * (gpu_cost + wan), sense=pyo.minimize)
+    if D.cost_lb and hasattr(M, "sigma"):  # the cost bound of the chosen stage count
+        M.cost_cut = pyo.Constraint(expr=gpu_cost + wan >= sum(
+            D.cost_lb.get(S, 0.0) * M.sigma[S] for S in M.Sset))
 
 
 def extract(M):
