@@ -440,24 +440,35 @@ def cost_stage_bounds(instance, shape: Shape, space: PlanSpace | None = None, fo
             break
     ring_bytes = 2 * (k_R - 1) * BYTES_PER_PARAM_GRAD * p_tot if R > 1 and k_R >= 2 else 0.0
     small = n <= 12  # per-subset slot prices for one replica
-    if small and R == 1:
+    if small:
         masks = np.arange(1 << n)
         bits = ((masks[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
         pc = bits.sum(axis=1)
+        capsum = bits.astype(np.int64) @ np.asarray(caps, dtype=np.int64)
     out = {}
     for S, by_k in per.items():
         fit_one = sum(c // S for c in caps)
         cross_rows = max(0, R - fit_one)
         best = math.inf
+        one = {}  # k -> the S cheapest slots of some k domains holding S stages
+        if small:
+            for k in by_k:
+                sel = np.nonzero((pc == k) & (capsum >= S))[0]
+                one[k] = min((cheapest(S, bits[i]) for i in sel), default=math.inf)
         for k, T in by_k.items():
             if R == 1 and small:
-                sel = [i for i in range(1 << n) if pc[i] == k]
-                gpu = min((cheapest(S, bits[i]) for i in sel), default=math.inf)
+                gpu = one[k]
             else:
                 gpu = cheapest(R * S)
             crossings = max(cross_rows, k - 1 + max(0, cross_rows - 1)) if R > 1 else k - 1
             wan = wp * (2 * A * m * crossings + ring_bytes)
             best = min(best, T * gpu / 3600.0 + wan)
+        if R > 1 and small and one:
+            # every replica alone: its S slots' prices times T (>= the smallest bound over
+            # k) and its own crossings, whatever the others do
+            T_min = min(by_k.values())
+            alone = min((T_min * one[k] / 3600.0 + wp * 2 * A * m * (k - 1) for k in one), default=0.0)
+            best = max(best, R * alone + wp * ring_bytes)
         if math.isfinite(best):
             out[S] = best
     return out
