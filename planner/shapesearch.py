@@ -146,7 +146,12 @@ def shape_lower_bound(space: PlanSpace, shape: Shape) -> float | None:
 
 
 def stage_bounds(space: PlanSpace, shape: Shape) -> dict[int, float]:
-    """S -> lower bound on T_est (s) for every feasible stage count of ``shape``."""
+    """S -> lower bound on T_est (s) for every feasible stage count of ``shape``:
+    the larger of :func:`shape_lower_bound` and the instance-derived bound of
+    :func:`planner.formulations.milp_bounds.stage_count_bounds` (pipeline
+    paths through the domains, gradient rings, WAN volume)."""
+    from .formulations.milp_bounds import stage_count_bounds
+
     inst = space.instance
     top = min(inst.max_stages, inst.num_units, sum(space.slots(shape.tp).values()) // shape.replicas)
     out = {}
@@ -154,7 +159,8 @@ def stage_bounds(space: PlanSpace, shape: Shape) -> dict[int, float]:
         lb = shape_lower_bound(space, Shape(shape.tp, shape.micro_batch, shape.schedule, S, shape.replicas))
         if lb is not None:
             out[S] = lb
-    return out
+    finer = stage_count_bounds(inst, shape, space)
+    return {S: max(v, finer.get(S, v)) for S, v in out.items()}
 
 
 def shapes(space: PlanSpace, pins: dict):

@@ -88,7 +88,7 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
 
 
 def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
-           memory: str = "gpu", equal_memory: bool = False) -> Plan:
+           memory: str = "gpu", equal_memory: bool = False, deterministic: bool = False) -> Plan:
     """``p`` with its schedule replaced by the CP-SAT optimum (same placement and
     partition), scored by the evaluator; ``p`` itself when no schedule within
     the budget simulates faster.  ``memory`` is the budget
@@ -98,7 +98,8 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     micro-batches than under ``p``'s own schedule.
 
     The result keeps ``p``'s solver figures (objective, bound and gap of the
-    plan search) and adds ``schedule_status``, ``schedule_makespan_s``,
+    plan search, over plans with a gpipe or 1f1b schedule: the refined plan's
+    own T_est may differ, its ``predicted`` figures say) and adds ``schedule_status``, ``schedule_makespan_s``,
     ``schedule_bound_s``, ``schedule_gap`` and ``schedule_time_s``; its
     ``predicted`` figures are the evaluator's for the new schedule.
     """
@@ -108,7 +109,8 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     if p.predicted is None or p.solver is None:
         p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
     cap = budget_caps(instance, p, "stage" if equal_memory else memory)
-    new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap)
+    new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap,
+                            deterministic=deterministic)
     sched = new.solver
     elapsed = time.perf_counter() - t0
     extra = {"schedule_status": sched.status, "schedule_makespan_s": sched.objective,
@@ -154,5 +156,6 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     done = finish(instance, result, solver, time.perf_counter() - t0)
     if refine_schedule:
         left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
-        done = refine(instance, done, time_limit=max(1.0, left), seed=seed)
+        done = refine(instance, done, time_limit=max(1.0, left), seed=seed,
+                      deterministic=bool(options.get("deterministic", False)))
     return done
