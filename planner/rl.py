@@ -169,6 +169,9 @@ def train(instance, steps: int = 20_000, seed: int = 0, out: str | Path | None =
     n_steps = max(64, min(2048, 16 * env.n))
     model = MaskablePPO("MlpPolicy", env, seed=seed, n_steps=n_steps, batch_size=min(64, n_steps),
                         learning_rate=3e-4, gamma=1.0, verbose=0, device="cpu")
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-<date> folder in the temp directory
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=Record(), progress_bar=progress)
     train_s = time.perf_counter() - t0
