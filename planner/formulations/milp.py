@@ -423,6 +423,8 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     # ---- valid lower bounds per number of stages (cuts) ---------------------------------
     if any(v > 0 for v in lbs.values()):
         M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
+        # also as a bound on T: the solver reports it even when stopped before its root LP
+        M.T.setlb(min(lbs.values()))
 
     # ---- objective ---------------------------------------------------------------------
     if objective == "cost":

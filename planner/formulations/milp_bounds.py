@@ -317,6 +317,10 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
     # at most sum(k largest cap_d // R) stages have all their replicas in one domain
     # when every replica uses at most k domains (those stages' domains are used by all)
     per_dom = sorted((c // R for c in caps), reverse=True)
+    top_cap = [0]
+    for c in sorted(caps, reverse=True):
+        top_cap.append(top_cap[-1] + c)
+    top_cap += [top_cap[-1]] * (len(caps) + 2)
     pr = tab.pairs
     x_wan = min((A * pr.inv_bw[i, j] for i in hostable for j in hostable if i != j), default=math.inf)
     x_in = A / pr.intra_bw[hostable].max()
@@ -349,7 +353,13 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
             # the worst replica (path), and the replica with the longest period (volume)
             val = max((m - 1) * tau + q0, (m - 1) * max(tau_vol, c_max) + c_tot)
             if R > 1:
-                multi = S - sum(per_dom[:k]) if k_R < 2 else S  # stages spanning >= 2 domains
+                # stages whose replicas all sit in one domain: in k0 <= k domains D0 that
+                # every replica uses, at most cap_d // R per domain; each replica then holds
+                # at least S - (its k - k0 other domains' slots) stages in D0, so
+                # R * (S - topcap(k - k0)) <= cap(D0) <= topcap(k0)
+                single = max((sum(per_dom[:k0]) for k0 in range(k + 1)
+                              if R * max(0, S - top_cap[k - k0]) <= top_cap[k0]), default=0)
+                multi = S - single if k_R < 2 else S  # stages spanning >= 2 domains
                 multi = max(0, min(S, multi))
                 base = (m - 1) * tau + f_tot + path
                 pool = ar_multi if multi >= S else ar
