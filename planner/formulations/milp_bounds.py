@@ -118,6 +118,7 @@ class StageBounds:
         self.pairs = _pairs(instance)
         self._paths: dict = {}
         self._by_k: dict = {}
+        self._bounds: dict = {}
 
     # -- pipeline path ---------------------------------------------------------
     def _path_table(self, A: float, hostable: tuple[int, ...]):
@@ -278,8 +279,16 @@ def stage_count_bounds(instance, shape: Shape, space: PlanSpace | None = None, f
 def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, forbid=(),
                        max_stages: int | None = None) -> dict[int, dict[int, float]]:
     """S -> {k: lower bound on T_est (s) of the plans with S stages whose most spread
-    replica uses exactly k domains}."""
+    replica uses exactly k domains} (cached per shape and forbidden domains)."""
     tab = stage_tables(instance, space)
+    key = (shape.tp, shape.micro_batch, shape.schedule, shape.stages, shape.replicas, frozenset(forbid))
+    if key not in tab._bounds:
+        tab._bounds[key] = _compute_bounds(instance, shape, tab, forbid)
+    out = tab._bounds[key]
+    return {S: v for S, v in out.items() if not max_stages or S <= max_stages}
+
+
+def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, float]]:
     space = tab.space
     wl = instance.workload
     t, b, R = shape.tp, shape.micro_batch, shape.replicas
@@ -291,8 +300,6 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
     hostable = [index[d] for d in instance.domain_names if d in slots]
     caps = [slots[instance.domain_names[i]] for i in hostable]
     top = min(instance.max_stages, instance.num_units, sum(caps) // R)
-    if max_stages:
-        top = min(top, max_stages)
     units = instance.units
     tok = b * wl.seq_len
     A = (min(u.out_bytes_per_token for u in units[:-1]) if len(units) > 1 else 0.0) * tok
@@ -325,6 +332,7 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
     x_wan = min((A * pr.inv_bw[i, j] for i in hostable for j in hostable if i != j), default=math.inf)
     x_in = A / pr.intra_bw[hostable].max()
     bw_sum = tab.wan_capacity(hostable)  # bytes/s over every link a route between them uses
+    lat_min = min((min(pr.lat[i, j], pr.lat[j, i]) for i in hostable for j in hostable if i != j), default=0.0)
     out = {}
     for S in ([shape.stages] if shape.stages else range(1, top + 1)):
         if S > top or S * R > sum(caps):
@@ -335,14 +343,22 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
         c_max = max(space.compute_time(space.table.interval(a, e)[0], t, b) for a, e in cuts)
         paths = tab.path_by_domains(A, hostable, caps, S)
         fit_one = sum(c // S for c in caps)  # replicas that can sit in one domain each
-        crossing = max(0, R - fit_one)  # replicas that must cross domains
-        if crossing:  # the worst replica uses at least two domains
+        if R > fit_one:  # some replica must cross: the most spread uses two domains or more
             paths = {k: v for k, v in paths.items() if k >= 2}
-        # every crossing flow takes A * users / bandwidth <= tau of its replica on each
-        # link it crosses: some replica's tau >= A * (crossing flows) / (sum of bandwidths)
-        tau_vol = A * crossing / bw_sum if bw_sum > 0 else 0.0
         pmax = max(p_tot / S, p_unit)
         best = {}
+        b0 = tab._path_table(A, tuple(hostable))[0] if S > 1 else 0.0
+
+        def vol_row(flows):
+            """T bound from the replica owning the flow on the most loaded link: with F
+            crossing flows some link has users / bandwidth >= F / sum of bandwidths."""
+            if flows <= 0 or bw_sum <= 0 or S < 2:
+                return (m - 1) * c_max + c_tot
+            xv = A * flows / bw_sum
+            qv = c_tot + 2 * (xv + lat_min) + 2 * (S - 2) * b0
+            tv = max(c_max, 2 * xv) if shape.schedule == "gpipe" else max(c_max, xv, qv / min(m, S))
+            return (m - 1) * tv + qv
+
         for k, path in paths.items():
             x_lb = 0.0 if S == 1 else (x_wan if k >= 2 else min(x_in, x_wan))
             q0 = c_tot + 2 * path
@@ -350,18 +366,38 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
                 tau = max(c_max, 2 * x_lb)
             else:
                 tau = max(c_max, x_lb, q0 / min(m, S))
-            # the worst replica (path), and the replica with the longest period (volume)
-            val = max((m - 1) * tau + q0, (m - 1) * max(tau_vol, c_max) + c_tot)
-            if R > 1:
-                # stages whose replicas all sit in one domain: in k0 <= k domains D0 that
-                # every replica uses, at most cap_d // R per domain; each replica then holds
-                # at least S - (its k - k0 other domains' slots) stages in D0, so
-                # R * (S - topcap(k - k0)) <= cap(D0) <= topcap(k0)
-                single = max((sum(per_dom[:k0]) for k0 in range(k + 1)
+            val_k = (m - 1) * tau + q0  # the most spread replica
+            if best and val_k >= min(best.values()):
+                best[k] = val_k  # valid for k, and k cannot lower the minimum: skip the rest
+                continue
+            if R == 1:
+                best[k] = max(val_k, vol_row(k - 1))
+                continue
+            # stages whose replicas all sit in one domain ("single"): in k0 <= k domains
+            # D0 that every replica uses, at most cap_d // R per domain; each replica then
+            # holds at least S - (its k - k0 other domains' slots) stages in D0, so
+            # R * (S - topcap(k - k0)) <= cap(D0) <= topcap(k0)
+            single_max = max((sum(per_dom[:k0]) for k0 in range(k + 1)
                               if R * max(0, S - top_cap[k - k0]) <= top_cap[k0]), default=0)
-                multi = S - single if k_R < 2 else S  # stages spanning >= 2 domains
-                multi = max(0, min(S, multi))
-                base = (m - 1) * tau + f_tot + path
+            if k_R >= 2:
+                single_max = 0
+            base = (m - 1) * tau + f_tot + path
+            vals = []
+            for c0 in range(min(single_max, S) + 1):
+                # replicas inside one domain: with single stages they must all be in the
+                # one domain d of D0, which then also holds R * c0 slots of single stages
+                if c0 == 0:
+                    r0 = fit_one
+                elif c0 == S:
+                    r0 = R if any(c >= R * S for c in caps) else 0
+                else:
+                    r0 = max([(c - R * c0) // (S - c0) for c in caps if c // R >= c0] + [0])
+                cross_rows = R - min(R, r0)
+                if k == 1 and cross_rows:
+                    continue  # every replica inside one domain is impossible here
+                flows = (k - 1) + max(0, cross_rows - 1) if k >= 2 else cross_rows
+                multi = S - c0  # stages spanning >= 2 domains
+                val = max(val_k, vol_row(flows))
                 pool = ar_multi if multi >= S else ar
                 val = max(val, base + min((ph + xi) * pmax + ps for ph, xi, ps in pool.values()))
                 if k == 1:
@@ -381,7 +417,7 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
                     c_k = 4 * (kap - 1) / kap  # gradient bytes x 2(K-1)/K per parameter, K >= kap
                     psi = min(ps for _, _, ps in ar_multi.values())
 
-                    def inc(X):  # the multi-domain stages hold X parameters in all
+                    def inc(X, multi=multi, c_k=c_k, kap=kap, psi=psi):  # multi stages hold X
                         per = min((ph + xi) * X / multi + ps for ph, xi, ps in ar_multi.values())
                         vol = psi + c_k * kap * X / bw_sum if bw_sum > 0 else 0.0
                         return base + max(per, vol)
@@ -390,11 +426,13 @@ def _bounds_by_domains(instance, shape: Shape, space: PlanSpace | None = None, f
                         val = max(val, inc(p_tot))
                     elif math.isfinite(rho):
                         # the other S - multi stages hold compute >= c_tot - rho * X
-                        dec = lambda X: (m - 1) * max(tau, (c_tot - rho * X) / (S - multi)) + q0
-                        val = max(val, _min_max(multi * p_lo, p_tot, dec, inc))
+                        dec = lambda X, multi=multi: (m - 1) * max(tau, (c_tot - rho * X) / (S - multi)) + q0
+                        val = max(val, _min_max(multi * p_lo, p_tot, dec, inc, iters=40))
                     else:
                         val = max(val, inc(multi * p_lo))
-            best[k] = val
+                vals.append(val)
+            if vals:
+                best[k] = min(vals)
         if best:
             out[S] = best
     return out
