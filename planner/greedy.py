@@ -146,15 +146,16 @@ def robust_score(values: np.ndarray, stat: str) -> float:
 
 
 def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int = 0,
-           robust_stat: str = "mean", **_) -> Plan:
+           robust_stat: str = "mean", rerank: bool = True, **_) -> Plan:
     """Plan with the greedy heuristic; see the module docstring.
 
     ``time_limit`` (s) caps the search (the best plan so far is returned).
     With ``robust=K`` every candidate is scored by the mean (or, with
     ``robust_stat="p95"``, the 95th percentile) of T_est over K network
     states sampled from a generated week of WAN drift (``seed`` picks them),
-    trading a little peak speed for stability.  Greedy is otherwise
-    deterministic.  Raises ``InfeasibleError`` when no plan exists.
+    trading a little peak speed for stability.  ``rerank=False`` returns the
+    best candidate by T_est (or its cost) without the exact re-ranking (the
+    exact planners' incumbent).  Greedy is otherwise deterministic.  Raises ``InfeasibleError`` when no plan exists.
     """
     states = sample_states(instance, robust, seed) if robust else None
     t0 = time.perf_counter()
@@ -178,31 +179,19 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     scored = []  # (T_est or its cost, GPUs, order, plan)
     seen = set()
     for sh, cuts in shapes:
-        slots = space.slots(sh.tp)
-        for start in _starts(instance, slots):
-            chain = domain_chain(instance, sh.tp, start, slots)
-            for placer in (place_fill, place_aligned):
-                placement = placer(chain, slots, sh.stages, sh.replicas)
-                if placement is None:
-                    continue
-                key = (sh, tuple(cuts), tuple(map(tuple, placement)))
-                if key in seen:
-                    continue
-                seen.add(key)
-                plan = Plan.build(cuts, placement, tp=sh.tp, micro_batch_size=sh.micro_batch,
-                                  instance=instance, schedule=sh.schedule)
-                ev = Evaluator(instance, plan)
-                t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
-                         else float(ev.estimate_times()[0]))
-                score = t_est if objective == "time" else float(ev.cost(t_est))
-                scored.append((score, plan.gpus_used, len(scored), plan))
+        for plan in _placements(instance, space, sh, cuts, seen):
+            ev = Evaluator(instance, plan)
+            t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
+                     else float(ev.estimate_times()[0]))
+            score = t_est if objective == "time" else float(ev.cost(t_est))
+            scored.append((score, plan.gpus_used, len(scored), plan))
         if time.perf_counter() > deadline and scored:
             break
     if not scored:
         raise InfeasibleError(f"instance {instance.name} has no feasible placement",
                               infeasibility_reasons(space))
     scored.sort(key=lambda c: c[:3])
-    if states is not None:
+    if states is not None or not rerank:
         return scored[0][3]
     # T_est misjudges some pipelines over the WAN: simulate the best few exactly
     stop = min(deadline, time.perf_counter() + RERANK_S)
@@ -216,6 +205,48 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
         if best is None or (exact, score, gpus, i) < best[:4]:
             best = (exact, score, gpus, i, plan)
     return best[4]
+
+
+def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set):
+    """The chain placements (fill and aligned, from the best start domains) of a shape
+    with a fixed partition, each once."""
+    slots = space.slots(sh.tp)
+    for start in _starts(instance, slots):
+        chain = domain_chain(instance, sh.tp, start, slots)
+        for placer in (place_fill, place_aligned):
+            placement = placer(chain, slots, sh.stages, sh.replicas)
+            if placement is None:
+                continue
+            key = (sh, tuple(cuts), tuple(map(tuple, placement)))
+            if key in seen:
+                continue
+            seen.add(key)
+            yield Plan.build(cuts, placement, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
+                             schedule=sh.schedule)
+
+
+def shape_plan(instance, shape: Shape, stage_counts, space: PlanSpace | None = None, forbid=()) -> Plan | None:
+    """The greedy plan of one shape (tp, micro-batch, schedule, replicas): for each
+    stage count in ``stage_counts`` (e.g. the most promising few), the balanced
+    memory-feasible partition and the chain placements; the best by T_est (or its
+    cost) that avoids ``forbid``, or None.  A warm start for the exact planners."""
+    space = space or PlanSpace(instance)
+    gbs = instance.workload.global_batch_size
+    best, seen = None, set()
+    for S in stage_counts:
+        sh = Shape(shape.tp, shape.micro_batch, shape.schedule, S, shape.replicas)
+        cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, S, sh.micro_batches(gbs))
+        if cuts is None:
+            continue
+        for plan in _placements(instance, space, sh, cuts, seen):
+            if forbid and any(d in forbid for row in plan.placement for d in row):
+                continue
+            ev = Evaluator(instance, plan)
+            te = float(ev.estimate_times()[0])
+            score = te if instance.options.objective == "time" else float(ev.cost(te))
+            if best is None or score < best[0]:
+                best = (score, plan)
+    return None if best is None else best[1]
 
 
 def infeasibility_reasons(space: PlanSpace) -> list[str]:

@@ -6,7 +6,10 @@ CP-SAT model of :mod:`planner.formulations.cpsat`) chooses the number of
 stages, the partition and the placement.  :func:`shape_search` is the one
 outer search both use:
 
-1. the greedy plan is the first incumbent (when it satisfies the pins);
+1. the greedy plan (best by T_est) is the first incumbent (when it
+   satisfies the pins); before a shape is solved, a greedy plan of that
+   shape (:func:`planner.greedy.shape_plan`) is its warm start and may
+   improve the incumbent;
 2. every shape gets a cheap lower bound (:func:`stage_bounds`: compute of
    the best memory-feasible partition, the fewest WAN crossings its GPUs
    force, Little's law); shapes are visited best-first and skipped once
@@ -42,7 +45,7 @@ from typing import Callable
 
 from .errors import InfeasibleError
 from .evaluator import Evaluator, check_plan
-from .greedy import greedy, infeasibility_reasons
+from .greedy import greedy, infeasibility_reasons, shape_plan
 from .network import GBPS, MS
 from .plan import Plan, SolverInfo
 from .space import PlanSpace, Shape
@@ -242,7 +245,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     # 1. the greedy incumbent
     best_plan, best = None, math.inf
     try:
-        g = greedy(instance, time_limit=max(1.0, 0.1 * (time_limit or 10)))
+        g = greedy(instance, time_limit=max(1.0, 0.1 * (time_limit or 10)), rerank=False)  # best T_est
         if plan_matches(g, pins, forbid, require):
             best_plan, best = g, score(instance, g)
     except InfeasibleError:
@@ -289,6 +292,17 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             n_open = sum(1 for j in todo[k:] if is_open(j))
             share = rest if math.isinf(rest) else max(rest / n_open, min(rest, 1.0))
             node = nodes[i]
+            if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
+                # a greedy plan of this shape: a warm start, and maybe a better incumbent
+                per_s = per_shape[node.shape]
+                h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], space, forbid)
+                if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
+                    shape_best[i] = h
+                    s = score(instance, h)
+                    if s < best * (1 - 1e-9):
+                        best_plan, best = h, s
+                        if not is_open(i):
+                            continue
             ctx = SearchContext(instance, space, best, best_plan, shape_best.get(i), per_shape[node.shape],
                                 forbid, require)
             ts = time.perf_counter()
