@@ -13,7 +13,7 @@ from rich.console import Console
 
 from . import io as pio
 from .bounds import lower_bound
-from .errors import EXIT_INFEASIBLE, PlannerError
+from .errors import EXIT_INFEASIBLE, InputError, PlannerError
 from .evaluator import Evaluator
 from .report import plan_summary
 from .solvers import DEFAULT_SOLVER, SOLVERS, plan as run_plan
@@ -193,8 +193,12 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     before = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                  memory="stage" if equal_memory else memory)
-    pio.save_plan(new, out_path)
     s = new.solver.model_extra
+    if s["schedule_status"] == "too large":
+        raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
+                         f"is too large to build within the time limit; try --memory stage (fewer "
+                         f"micro-batches in flight) or a plan with fewer micro-batches", "schedule", plan_file)
+    pio.save_plan(new, out_path)
     out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
               f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "

@@ -42,7 +42,9 @@ def plan_summary(instance, plan, ev) -> Group:
         bound = "" if info.bound is None else f", bound {info.bound:.4g}"
         head.add_row("solver", f"{info.name}: {info.status}{bound}{gap}, {info.time_s:.2f} s")
         extra = info.model_extra or {}
-        if "schedule_status" in extra:
+        if extra.get("schedule_status") == "too large":
+            head.add_row("schedule", "not refined: the CP-SAT schedule model would be too large")
+        elif "schedule_status" in extra:
             head.add_row("schedule", f"CP-SAT {extra['schedule_status']}, makespan "
                          f"{_fmt_s(extra['schedule_makespan_s'])} (bound {_fmt_s(extra['schedule_bound_s'])}, "
                          f"gap {extra['schedule_gap']:.1%}), {extra['schedule_time_s']:.2f} s")

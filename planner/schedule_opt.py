@@ -69,6 +69,12 @@ def memory_caps(instance, plan) -> list[int]:
 
 
 MEMORY_BUDGETS = ("gpu", "peak", "stage")
+LITERALS_PER_SECOND = 5_000  # model size allowed per second of time limit (building runs at ~20-40k/s)
+MIN_LITERALS = 50_000
+
+
+class ScheduleTooLarge(ValueError):
+    """The schedule model would be too large to build within a reasonable time."""
 
 
 def budget_caps(instance, plan, memory: str = "gpu") -> list[int]:
@@ -140,14 +146,17 @@ def _unit(seconds: float) -> float:
 
 def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
                       inflight_cap: int | list[int] | None = None, deterministic: bool = False,
-                      log_progress: bool = False) -> Plan:
+                      log_progress: bool = False, max_literals: int | None = None) -> Plan:
     """The plan with an optimised explicit schedule (same placement and partition).
 
     ``inflight_cap`` further limits the micro-batches in flight per stage (an
     int for all stages or a list).  ``time_limit`` is wall-clock seconds;
     with ``deterministic`` it is CP-SAT's deterministic time instead, so a
     seed gives the same schedule whatever the machine's load (the wall time
-    then varies).
+    then varies).  Raises :class:`ScheduleTooLarge` when the model would
+    need more than ``max_literals`` interleaving literals (default: 5,000 per
+    second of ``time_limit``, at least 50,000; building a larger model would
+    not respect the time limit).
     The result carries ``solver`` (status, CP-SAT makespan, bound, gap) and
     ``predicted`` figures from the evaluator.
     """
@@ -159,6 +168,13 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     if inflight_cap is not None:
         extra = [inflight_cap] * S if isinstance(inflight_cap, int) else list(inflight_cap)
         caps = [max(1, min(c, e)) for c, e in zip(caps, extra)]
+    size = sum(m * (min(c, m) - 1) for c in caps)  # interleaving literals
+    if max_literals is None:
+        max_literals = int(max(MIN_LITERALS, LITERALS_PER_SECOND * time_limit))
+    if size > max_literals:
+        raise ScheduleTooLarge(f"{S} stages x {m} micro-batches with up to {max(caps)} in flight need {size:,} "
+                               f"interleaving literals (limit {max_literals:,}); pass inflight_cap= or "
+                               "max_literals= to go further")
     ev = Evaluator(instance, plan)
     fig = ev.fig
     comm = fig.comm(ev._states(None))

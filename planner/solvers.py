@@ -17,6 +17,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
@@ -31,6 +32,7 @@ from .cpsat import cpsat
 
 SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat}
 DEFAULT_SOLVER = "greedy"
+log = logging.getLogger("planner")
 
 
 def _rl(instance, **options) -> Plan:
@@ -103,14 +105,21 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     ``schedule_bound_s``, ``schedule_gap`` and ``schedule_time_s``; its
     ``predicted`` figures are the evaluator's for the new schedule.
     """
-    from .schedule_opt import budget_caps, optimize_schedule
+    from .schedule_opt import ScheduleTooLarge, budget_caps, optimize_schedule
 
     t0 = time.perf_counter()
     if p.predicted is None or p.solver is None:
         p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
     cap = budget_caps(instance, p, "stage" if equal_memory else memory)
-    new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap,
-                            deterministic=deterministic)
+    try:
+        new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap,
+                                deterministic=deterministic)
+    except ScheduleTooLarge as err:
+        log.warning("schedule not refined: %s", err)
+        info = p.solver.model_copy(update={"schedule_status": "too large", "schedule_makespan_s": None,
+                                           "schedule_bound_s": None, "schedule_gap": None,
+                                           "schedule_time_s": time.perf_counter() - t0})
+        return p.model_copy(update={"solver": info})
     sched = new.solver
     elapsed = time.perf_counter() - t0
     extra = {"schedule_status": sched.status, "schedule_makespan_s": sched.objective,

@@ -155,3 +155,30 @@ def test_refine_through_plan_and_cli(tmp_path):
     r = CliRunner().invoke(main, ["plan", "tiny-line", "--solver", "cpsat", "--time-limit", "10", "-q"])
     assert r.exit_code == 0, r.output
     assert "schedule" in r.output and "CP-SAT" in r.output
+
+
+def test_too_large_schedule_is_refused_quickly(tmp_path):
+    """A model over the literal limit is not built: refine keeps the plan and says so, the CLI
+    exits 2 with the reason, and plan(..., refine_schedule=True) stays within its time."""
+    import time
+
+    from click.testing import CliRunner
+
+    from planner.cli import main
+    from planner.schedule_opt import ScheduleTooLarge
+    from planner.solvers import refine
+
+    inst, p = line_plan(1000, S=4, m=8)
+    with pytest.raises(ScheduleTooLarge):
+        schedule(inst, p, time_limit=5, max_literals=10)
+    big = load_instance("memory-bound")  # 16 stages x 768 micro-batches
+    g = make_plan(big)
+    t0 = time.perf_counter()
+    r = refine(big, g, time_limit=5)
+    assert time.perf_counter() - t0 < 5
+    assert r.solver.model_extra["schedule_status"] == "too large" and r.placement == g.placement
+    path = tmp_path / "p.json"
+    path.write_text(g.to_json())
+    res = CliRunner().invoke(main, ["schedule", "memory-bound", str(path), "--out", str(tmp_path / "q.json"),
+                                    "--time-limit", "5", "-q"])
+    assert res.exit_code == 2 and "too large" in res.output
