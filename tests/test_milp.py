@@ -19,22 +19,28 @@ from planner.space import Shape
 
 
 @st.composite
-def tiny_instances(draw):
+def _random_instances(draw, slots=2, layers=4, bw_min=0.5, lat=20.0, **workload):
+    """2-3 domains of 1..``slots`` GPUs on a line (maybe closed to a triangle), a tiny model
+    of 1..``layers`` layers, a random GPU and objective; ``workload`` the rest."""
     n_dom = draw(st.integers(2, 3))
     names = ["a", "b", "c"][:n_dom]
-    domains = [(d, draw(st.integers(1, 2)), draw(st.floats(0.5, 3))) for d in names]
-    links = [("a", "b", draw(st.floats(0.5, 50)), draw(st.floats(0, 20)))]
+    domains = [(d, draw(st.integers(1, slots)), draw(st.floats(0.5, 3))) for d in names]
+    links = [("a", "b", draw(st.floats(bw_min, 50)), draw(st.floats(0, lat)))]
     if n_dom == 3:
-        links.append(("b", "c", draw(st.floats(0.5, 50)), draw(st.floats(0, 20))))
+        links.append(("b", "c", draw(st.floats(bw_min, 50)), draw(st.floats(0, lat))))
         if draw(st.booleans()):
-            links.append(("a", "c", draw(st.floats(0.5, 50)), draw(st.floats(0, 40))))
-    model = tiny_model(layers=draw(st.integers(1, 4)), hidden=draw(st.sampled_from([256, 512, 1024])),
+            links.append(("a", "c", draw(st.floats(bw_min, 50)), draw(st.floats(0, 2 * lat))))
+    model = tiny_model(layers=draw(st.integers(1, layers)), hidden=draw(st.sampled_from([256, 512, 1024])),
                        vocab=draw(st.sampled_from([1000, 8000])))
     gpu = {"name": "G", "peak_tflops": draw(st.floats(1, 50)), "memory_gb": draw(st.floats(0.05, 1)), "mfu": 0.5}
     objective = draw(st.sampled_from(["time", "time", "cost"]))
-    return make_instance(domains, links, model=model, gpu=gpu, global_batch_size=4, seq_len=256,
-                         micro_batch_sizes=[1, 2], tensor_parallel=[1, 2],
-                         options={"objective": objective, "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05]))})
+    options = {"objective": objective, "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05])),
+               **workload.pop("options", {})}
+    return make_instance(domains, links, model=model, gpu=gpu, seq_len=256, options=options, **workload)
+
+
+def tiny_instances():
+    return _random_instances(global_batch_size=4, micro_batch_sizes=[1, 2], tensor_parallel=[1, 2])
 
 
 def objective_of(inst, plan):
@@ -152,26 +158,11 @@ def test_time_limit_respected():
 
 # ---- the valid inequalities and the stage-count bounds of the formulation ------------------
 
-@st.composite
-def small_instances(draw):
+def small_instances():
     """Instances with room for row/column trade-offs: up to 4 stage slots per domain and
     up to 3 replicas (every plan of a shape is still enumerable)."""
-    n_dom = draw(st.integers(2, 3))
-    names = ["a", "b", "c"][:n_dom]
-    domains = [(d, draw(st.integers(1, 4)), draw(st.floats(0.5, 3))) for d in names]
-    links = [("a", "b", draw(st.floats(0.2, 50)), draw(st.floats(0, 30)))]
-    if n_dom == 3:
-        links.append(("b", "c", draw(st.floats(0.2, 50)), draw(st.floats(0, 30))))
-        if draw(st.booleans()):
-            links.append(("a", "c", draw(st.floats(0.2, 50)), draw(st.floats(0, 60))))
-    model = tiny_model(layers=draw(st.integers(1, 3)), hidden=draw(st.sampled_from([256, 512, 1024])),
-                       vocab=draw(st.sampled_from([1000, 8000])))
-    gpu = {"name": "G", "peak_tflops": draw(st.floats(1, 50)), "memory_gb": draw(st.floats(0.05, 1)), "mfu": 0.5}
-    objective = draw(st.sampled_from(["time", "time", "cost"]))
-    return make_instance(domains, links, model=model, gpu=gpu, global_batch_size=12, seq_len=256,
-                         micro_batch_sizes=[1], tensor_parallel=[1],
-                         options={"objective": objective, "max_stages": 3,
-                                  "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05]))})
+    return _random_instances(slots=4, layers=3, bw_min=0.2, lat=30.0, global_batch_size=12,
+                             micro_batch_sizes=[1], tensor_parallel=[1], options={"max_stages": 3})
 
 
 def brute_by_stages(inst, shape, max_cells=6):
