@@ -45,7 +45,8 @@ def main(argv=None):
     print("\n".join(lines), flush=True)
     for name in names:
         inst = load_instance(name)
-        runs = {"cpsat": _run(inst, "cpsat", time_limit=args.time_limit, seed=args.seed, workers=args.workers),
+        runs = {"cpsat": _run(inst, "cpsat", time_limit=args.time_limit, seed=args.seed, workers=args.workers,
+                              refine_schedule=False),  # the joint model alone, as the MILP
                 "milp": _run(inst, "milp", time_limit=args.time_limit, seed=args.seed, threads=args.threads)}
         for solver, (p, secs) in runs.items():
             info, pr = p.solver, p.predicted
