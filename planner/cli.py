@@ -56,15 +56,15 @@ def main():
               help=f"one of: {', '.join(sorted(SOLVERS))}")
 @click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own)")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gap", type=float, default=None, help="relative optimality tolerance (milp)")
-@click.option("--threads", type=int, default=None, help="solver threads (milp; default 1)")
-@click.option("--stages", type=int, default=None, help="pin the number of stages (milp)")
-@click.option("--replicas", type=int, default=None, help="pin the number of replicas (milp)")
-@click.option("--tp", type=int, default=None, help="pin the tensor-parallel degree (milp)")
-@click.option("--micro-batch-size", type=int, default=None, help="pin the micro-batch size (milp)")
-@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=None, help="pin the schedule (milp)")
-@click.option("--forbid", multiple=True, metavar="DOMAIN", help="domain that may host nothing (milp; repeatable)")
-@click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp; repeatable)")
+@click.option("--gap", type=float, default=None, help="relative optimality tolerance (milp, cpsat)")
+@click.option("--threads", type=int, default=None, help="solver threads (milp: HiGHS, default 1; cpsat: workers, default 2)")
+@click.option("--stages", type=int, default=None, help="pin the number of stages (milp, cpsat)")
+@click.option("--replicas", type=int, default=None, help="pin the number of replicas (milp, cpsat)")
+@click.option("--tp", type=int, default=None, help="pin the tensor-parallel degree (milp, cpsat)")
+@click.option("--micro-batch-size", type=int, default=None, help="pin the micro-batch size (milp, cpsat)")
+@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=None, help="pin the schedule (milp, cpsat)")
+@click.option("--forbid", multiple=True, metavar="DOMAIN", help="domain that may host nothing (milp, cpsat; repeatable)")
+@click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp, cpsat; repeatable)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
 @click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
@@ -95,8 +95,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options["forbid"] = list(forbid)
     if require:
         options["require"] = list(require)
-    if options and solver == "greedy":
-        raise click.BadParameter(f"{', '.join(options)} apply to --solver milp", param_hint="--solver")
+    if options and solver in ("greedy", "rl"):
+        raise click.BadParameter(f"{', '.join(options)} apply to --solver milp or cpsat", param_hint="--solver")
+    if solver == "cpsat" and "threads" in options:
+        options["workers"] = options.pop("threads")
     if policy_path:
         if solver != "rl":
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
