@@ -355,6 +355,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         if rest > 0.2:
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             best_plan = polish(best_plan, best, rest, ctx)
+            best = min(best, score(instance, best_plan))  # the polish may also lower the objective
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
