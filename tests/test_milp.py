@@ -127,9 +127,10 @@ def test_milp_plan_within_gap_of_brute_force(inst):
         assert got <= want * (1 + 2e-3)
 
 
-def test_pins_are_honoured():
+@pytest.mark.parametrize("solver", ["milp", "cpsat"])
+def test_pins_are_honoured(solver):
     inst = load_instance("tiny-3dc")
-    p = make_plan(inst, solver="milp", time_limit=30, stages=2, replicas=1, forbid=["alpha"])
+    p = make_plan(inst, solver=solver, time_limit=30, stages=2, replicas=1, forbid=["alpha"])
     assert p.num_stages == 2 and p.replicas == 1
     assert all(d != "alpha" for row in p.placement for d in row)
     assert not check_plan(inst, p)
