@@ -32,7 +32,9 @@ import numpy as np
 
 from .evaluator import Evaluator
 from .greedy import greedy, robust_score, sample_states
+from .network import NetworkStates
 from .plan import Plan
+from .rollout import instance_at
 
 
 def statistic_instance(instance, states, stat: str = "mean"):
@@ -44,20 +46,14 @@ def statistic_instance(instance, states, stat: str = "mean"):
         lat = np.percentile(states.latency_ms, 95, axis=0)
     else:
         raise ValueError("robust statistic is 'mean' or 'p95'")
-    data = instance.to_dict()
-    for i, link in enumerate(data["links"]):
-        link["bandwidth_gbps"] = max(float(bw[i]), 1e-6)  # a link down in most states keeps a trickle
-        link["latency_ms"] = float(lat[i])
-    return type(instance).from_dict(data)
+    return instance_at(instance, NetworkStates(bw[None, :], lat[None, :]), 0)  # down links keep a trickle
 
 
 def score_over(instance, plan: Plan, states, stat: str) -> float:
     """The statistic over ``states`` of T_est (s), or of the cost with T_est for cost instances."""
     ev = Evaluator(instance, plan)
     te = ev.estimate_times(states)
-    if instance.options.objective == "cost":
-        te = np.array([ev.cost(float(t)) for t in te])
-    return robust_score(te, stat)
+    return robust_score(ev.cost(te) if instance.options.objective == "cost" else te, stat)
 
 
 def robust_plan(instance, solver: str, k: int, stat: str = "mean", seed: int = 0, **options) -> Plan:

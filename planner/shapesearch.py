@@ -310,7 +310,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             solve_s = time.perf_counter() - ts - out.build_s
             spent += out.spent
             build_total += out.build_s
-            if out.status in ("skipped",):
+            if out.status == "skipped":
                 bound_of[i] = math.inf
                 final.add(i)
                 log.info("%s: shape %s skipped: %s", name, node.shape, out.detail)
