@@ -35,6 +35,13 @@ from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public 
 
 log = logging.getLogger("planner.milp")
 
+#: HiGHS options for every solve.  ``presolve_rule_off = 8192`` switches off presolve rule 13,
+#: "parallel rows and columns": in highspy 1.14 it returned a sub-optimal plan as optimal (and
+#: so an invalid bound) on a tiny two-replica instance whose replicas give parallel columns
+#: (tests/test_milp.py::test_valid_inequalities_and_cutoff_keep_the_optimum found it; HiGHS
+#: issue #1634 and kin).  highspy >= 1.15 cannot be used next to ortools (see pyproject.toml).
+HIGHS_OPTIONS = {"output_flag": False, "presolve_rule_off": 1 << 13}
+
 
 def _highs(time_limit: float, seed: int, threads: int, gap: float | None = None, warm: bool = False):
     from pyomo.contrib.appsi.solvers.highs import Highs
@@ -45,8 +52,7 @@ def _highs(time_limit: float, seed: int, threads: int, gap: float | None = None,
     opt.config.warmstart = warm
     if gap is not None:
         opt.config.mip_gap = gap
-    opt.highs_options = {"random_seed": int(seed), "threads": int(threads), "output_flag": False,
-                         "mip_abs_gap": 0.0}
+    opt.highs_options = {**HIGHS_OPTIONS, "random_seed": int(seed), "threads": int(threads), "mip_abs_gap": 0.0}
     return opt
 
 
@@ -190,7 +196,7 @@ def _load_plan(M, plan: Plan) -> bool:
     # derived binaries (counts, hops) follow from y and z: let the LP/MIP find them
     lp = Highs()
     lp.config.load_solution = False
-    lp.highs_options = {"output_flag": False}
+    lp.highs_options = dict(HIGHS_OPTIONS)
     ok = False
     try:
         with capture_output(capture_fd=True):
