@@ -66,7 +66,8 @@ def _solve(opt, M):
 def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int = 1, gap: float = 1e-3,
          stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None,
-         forbid=(), require=(), warm_start: bool = True, polish: bool = True, **_) -> Plan:
+         forbid=(), require=(), warm_start: bool = True, polish: bool = True, aggregate: bool = True,
+         **_) -> Plan:
     """Plan with the MILP; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit), ``gap`` relative
@@ -74,7 +75,9 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     for a given seed and thread count when the time limit is not reached).
     Pins (``stages``, ``replicas``, ``tp``, ``micro_batch_size``,
     ``schedule``, ``forbid``/``require`` domain names) restrict the plan
-    space to ask "what if".
+    space to ask "what if".  ``aggregate`` (time objective): solve each
+    shape with the aggregated-replica model (:mod:`planner.formulations.milp_agg`)
+    first, and the per-replica model only where the two differ.
     """
     import pyomo.environ as pyo
     from pyomo.contrib.appsi.base import TerminationCondition as TC
@@ -92,6 +95,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         return scale_of["ts"]
 
     def solve_shape(shape, share, ctx) -> ShapeOutcome:
+        if kind == "time" and aggregate:
+            return _solve_aggregate(instance, shape, share, ctx, ts_for(ctx), seed, threads, gap, warm_start)
         tb = time.perf_counter()
         ts, best = ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
@@ -137,6 +142,132 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
                         forbid=forbid, require=require, polish=polish_plan if polish else None, log=log)
+
+
+def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start) -> ShapeOutcome:
+    """One shape, time objective: the aggregated model's optimum is a lower bound on
+    the shape's T_est; its solution, split into replica paths, a plan.  When the
+    plan's T_est is above that bound (a replica crosses the WAN more than once and
+    the model only bounds its round trip), the per-replica model gets the rest of
+    the share, warm-started from the plan, with the bound as a floor."""
+    import pyomo.environ as pyo
+    from pyomo.contrib.appsi.base import TerminationCondition as TC
+
+    from .formulations import milp_agg
+    from .shapesearch import score
+
+    tb = time.perf_counter()
+    best = ctx.incumbent
+    try:
+        M = milp_agg.build(instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
+                           cutoff=best if best < math.inf else None,
+                           stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()})
+    except NotImplementedError as err:
+        raise InfeasibleError(str(err)) from None
+    except ValueError as err:
+        return ShapeOutcome("skipped", detail=str(err))
+    if best < math.inf:
+        M.cutoff = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
+    warm = False
+    if warm_start and not M.data.pruned:
+        for cand in (ctx.shape_plan, ctx.incumbent_plan):
+            if cand is not None and same_shape(cand, shape) and _load_counts(M, cand):
+                warm = True
+                break
+    build_s = time.perf_counter() - tb
+    end = tb + share
+    opt = _highs(max(0.05, end - time.perf_counter()), seed, threads, gap=gap, warm=warm)
+    res = _solve(opt, M)
+    tc = res.termination_condition
+    note = "aggregated" + (", warm start" if warm else "")
+    if tc == TC.infeasible:
+        return ShapeOutcome("infeasible", build_s=build_s, detail=note)
+    db = res.best_objective_bound
+    bound = db / ts if db is not None and math.isfinite(db) else None
+    cand = None
+    if res.best_feasible_objective is not None and not M.data.pruned:
+        opt.load_vars()
+        cuts, placement = milp_agg.decompose(M)
+        cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
+                          instance=instance, schedule=shape.schedule)
+    if tc != TC.optimal:
+        return ShapeOutcome("feasible" if cand is not None else "unknown", bound=bound, plan=cand,
+                            build_s=build_s, detail=note)
+    value = score(instance, cand) if cand is not None else math.inf
+    if bound is None or value <= max(bound, 0.0) * (1 + gap) + 1e-12:
+        return ShapeOutcome("optimal", bound=bound, plan=cand, build_s=build_s, detail=note)
+    # the relaxation is solved but its plan is above it: the per-replica model decides
+    from .formulations.milp import build, extract
+
+    tb2 = time.perf_counter()
+    cut = min(best, value)
+    try:
+        E = build(instance, shape, objective="time", forbid=ctx.forbid, require=ctx.require, space=ctx.space,
+                  ts=ts, cost_cutoff=cut, stage_bounds={S: max(v * ts, db) for S, v in ctx.stage_bounds.items()})
+    except (ValueError, NotImplementedError):
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
+    E.cutoff = pyo.Constraint(expr=E.obj.expr <= cut * ts * (1 + 1e-9))
+    warm2 = cand is not None and _load_plan(E, cand)
+    build_s += time.perf_counter() - tb2
+    rest = end - time.perf_counter()
+    if rest <= 0.05:
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
+    opt = _highs(rest, seed, threads, gap=gap, warm=warm2)
+    res = _solve(opt, E)
+    tc = res.termination_condition
+    note += ", per-replica"
+    if tc == TC.infeasible:  # nothing beats min(incumbent, cand): cand (or the incumbent) is optimal
+        return ShapeOutcome("optimal", bound=cut, plan=cand, build_s=build_s, detail=note)
+    db2 = res.best_objective_bound
+    if db2 is not None and math.isfinite(db2):
+        bound = max(bound, db2 / ts)
+    if res.best_feasible_objective is not None:
+        opt.load_vars()
+        cuts, placement = extract(E)
+        cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
+                          instance=instance, schedule=shape.schedule)
+    return ShapeOutcome("optimal" if tc == TC.optimal else "feasible", bound=bound, plan=cand,
+                        build_s=build_s, detail=note)
+
+
+def _load_counts(M, plan: Plan) -> bool:
+    """Set the aggregated model's partition, counts and flows to ``plan`` and solve
+    for the rest (a MIP start)."""
+    import pyomo.environ as pyo
+    from pyomo.common.tee import capture_output
+    from pyomo.contrib.appsi.solvers.highs import Highs
+
+    D = M.data
+    S = plan.num_stages
+    if S > D.Q or S not in set(M.Sset) or any(d not in D.domains for row in plan.placement for d in row):
+        return False
+    for j, st in enumerate(plan.stages):
+        q = S - 1 - j
+        for u in range(st.start, st.end):
+            for qq in range(D.Q):
+                M.y[u, qq].fix(1.0 if qq == q else 0.0)
+    for qq in range(D.Q):
+        for d in D.domains:
+            M.n[qq, d].fix(sum(1 for row in plan.placement if qq < S and row[S - 1 - qq] == d))
+    for k in range(D.Q - 1):
+        for a, b in M.Arcs:
+            M.f[k, a, b].fix(sum(1 for row in plan.placement
+                                 if k + 1 < S and row[S - 2 - k] == a and row[S - 1 - k] == b))
+    fixed = [v for v in M.component_data_objects(pyo.Var) if v.fixed]
+    lp = Highs()
+    lp.config.load_solution = False
+    lp.highs_options = dict(HIGHS_OPTIONS)
+    ok = False
+    try:
+        with capture_output(capture_fd=True):
+            res = lp.solve(M)
+        if res.best_feasible_objective is not None:
+            lp.load_vars()
+            ok = True
+    finally:
+        for v in fixed:
+            v.unfix()
+    return ok
 
 
 def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:

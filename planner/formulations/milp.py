@@ -176,6 +176,72 @@ def _pruned_model(M, D, objective, lb_obj, cost_scale):
     return M
 
 
+def _partition(M, D: Data, lbs: dict[int, float]):
+    """Sets, stage count and the staircase partition (shared by both models).
+
+    Adds the sets U, Qs, B, Dm, Pairs, Lk, the stage count ``sigma``, the
+    staircase ``a``, the unit-on-slot ``y``, the stage figures ``Cs``, ``Ff``,
+    ``Pv`` and the memory rows; returns (used, P, C, F, G): slot q is used
+    (1 or an expression in sigma), and each slot's parameters, compute,
+    forward and backward time (expressions)."""
+    Q, N = D.Q, len(D.units)
+    L = len(D.link_bw)
+    S_min = min(lbs)
+    # ---- sets ---------------------------------------------------------------
+    M.U = pyo.RangeSet(0, N - 1)  # units
+    M.Qs = pyo.RangeSet(0, Q - 1)  # slots, 0 = last stage
+    M.B = pyo.RangeSet(0, Q - 2) if Q > 1 else pyo.Set(initialize=[])  # boundary q: slot q+1 -> q
+    M.Dm = pyo.Set(initialize=D.domains, ordered=True)  # domains able to host a stage
+    M.Pairs = pyo.Set(initialize=list(D.routes), dimen=2)  # ordered pairs of distinct domains
+    M.Lk = pyo.RangeSet(0, L - 1) if L else pyo.Set(initialize=[])
+
+    # ---- stage count and partition (staircase) -----------------------------------
+    # sigma[S] = 1 for the chosen number of stages; slot q is used iff S > q
+    admissible = sorted(lbs)
+    M.Sset = pyo.Set(initialize=admissible)
+    M.sigma = pyo.Var(M.Sset, domain=pyo.Binary)
+    M.sigma_one = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset) == 1)
+    used = {q: (1.0 if q < S_min else sum(M.sigma[S] for S in admissible if S > q)) for q in range(Q)}
+    # a[u,q] = 1 when unit u sits on slot >= q (q >= 1; a[u,0] = 1): a monotone staircase
+    M.Qa = pyo.RangeSet(1, Q - 1) if Q > 1 else pyo.Set(initialize=[])
+    M.a = pyo.Var(M.U, M.Qa, domain=pyo.Binary)
+    A_ = lambda u, q: 1.0 if q <= 0 else (0.0 if q >= Q else M.a[u, q])
+    M.stair = pyo.ConstraintList()
+    for q in range(1, Q):
+        M.stair.add(M.a[0, q] == used[q])  # the front unit is on the front slot S - 1
+        M.a[N - 1, q].setub(0)  # the last unit is on slot 0 (bounds, not fixes: callers fix and unfix)
+        for u in range(N - 1):
+            M.stair.add(M.a[u, q] >= M.a[u + 1, q])  # earlier units on later-or-equal slots
+            if q + 1 < Q:
+                M.stair.add(M.a[u, q + 1] <= M.a[u + 1, q])  # consecutive slots
+        if q + 1 < Q:
+            for u in range(N):
+                M.stair.add(M.a[u, q] >= M.a[u, q + 1])
+    # y[u,q] = unit u on slot q (continuous, defined by the staircase)
+    M.y = pyo.Var(M.U, M.Qs, bounds=(0, 1))
+    M.y_def = pyo.Constraint(M.U, M.Qs, rule=lambda M, u, q: M.y[u, q] == A_(u, q) - A_(u, q + 1))
+    # stage figures as variables, so that the many rows using them stay sparse:
+    # Cs[q] = compute of slots <= q (the last q + 1 stages), Ff[q] = forward compute of
+    # the slots before q, both read off the staircase; P[q] = parameters of slot q
+    c_u = [D.f[u] + D.g[u] for u in range(N)]
+    f_tot, c_tot = sum(D.f), sum(c_u)
+    M.Cs = pyo.Var(M.Qs, bounds=(0, c_tot))
+    M.Ff = pyo.Var(M.Qs, bounds=(0, f_tot))
+    M.Pv = pyo.Var(M.Qs, bounds=(0, sum(D.p)))
+    M.Cs_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Cs[q] == sum(c_u[u] * (1 - A_(u, q + 1)) for u in M.U))
+    M.Ff_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Ff[q] == sum(D.f[u] * A_(u, q + 1) for u in M.U))
+    M.Pv_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Pv[q] == sum(D.p[u] * M.y[u, q] for u in M.U))
+    C = {q: M.Cs[q] - (M.Cs[q - 1] if q else 0.0) for q in M.Qs}
+    F = {q: (M.Ff[q - 1] if q else f_tot) - M.Ff[q] for q in M.Qs}
+    G = {q: C[q] - F[q] for q in M.Qs}
+    P = {q: M.Pv[q] for q in M.Qs}
+    # memory per stage: 16 P + w_q * b s stored <= usable memory * t
+    M.memory = pyo.Constraint(M.Qs, rule=lambda M, q: sum((D.mem[u] + D.w[q] * D.act[u]) * M.y[u, q]
+                                                          for u in M.U) <= D.mem_cap)
+
+    return used, P, C, F, G
+
+
 def build(instance, shape: Shape | None = None, objective: str | None = None,
           forbid=(), require=(), space: PlanSpace | None = None, ts: float | None = None,
           cost_scale: float | None = None, cost_cutoff: float | None = None,
@@ -230,58 +296,8 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     if cost_cutoff is not None and objective == "cost" and pmin > 0:
         T_cap = min(T_cap, cost_cutoff * 3600.0 * ts / (pmin * t * R * S_min) * (1 + 1e-9))
 
-    # ---- sets ---------------------------------------------------------------
-    M.U = pyo.RangeSet(0, N - 1)  # units
-    M.Qs = pyo.RangeSet(0, Q - 1)  # slots, 0 = last stage
-    M.B = pyo.RangeSet(0, Q - 2) if Q > 1 else pyo.Set(initialize=[])  # boundary q: slot q+1 -> q
+    used, P, C, F, G = _partition(M, D, lbs)
     M.Rr = pyo.RangeSet(0, R - 1)  # replicas
-    M.Dm = pyo.Set(initialize=doms, ordered=True)  # domains able to host a stage
-    M.Pairs = pyo.Set(initialize=list(D.routes), dimen=2)  # ordered pairs of distinct domains
-    M.Lk = pyo.RangeSet(0, L - 1) if L else pyo.Set(initialize=[])
-
-    # ---- stage count and partition (staircase) -----------------------------------
-    # sigma[S] = 1 for the chosen number of stages; slot q is used iff S > q
-    admissible = sorted(lbs)
-    M.Sset = pyo.Set(initialize=admissible)
-    M.sigma = pyo.Var(M.Sset, domain=pyo.Binary)
-    M.sigma_one = pyo.Constraint(expr=sum(M.sigma[S] for S in M.Sset) == 1)
-    used = {q: (1.0 if q < S_min else sum(M.sigma[S] for S in admissible if S > q)) for q in range(Q)}
-    # a[u,q] = 1 when unit u sits on slot >= q (q >= 1; a[u,0] = 1): a monotone staircase
-    M.Qa = pyo.RangeSet(1, Q - 1) if Q > 1 else pyo.Set(initialize=[])
-    M.a = pyo.Var(M.U, M.Qa, domain=pyo.Binary)
-    A_ = lambda u, q: 1.0 if q <= 0 else (0.0 if q >= Q else M.a[u, q])
-    M.stair = pyo.ConstraintList()
-    for q in range(1, Q):
-        M.stair.add(M.a[0, q] == used[q])  # the front unit is on the front slot S - 1
-        M.a[N - 1, q].setub(0)  # the last unit is on slot 0 (bounds, not fixes: callers fix and unfix)
-        for u in range(N - 1):
-            M.stair.add(M.a[u, q] >= M.a[u + 1, q])  # earlier units on later-or-equal slots
-            if q + 1 < Q:
-                M.stair.add(M.a[u, q + 1] <= M.a[u + 1, q])  # consecutive slots
-        if q + 1 < Q:
-            for u in range(N):
-                M.stair.add(M.a[u, q] >= M.a[u, q + 1])
-    # y[u,q] = unit u on slot q (continuous, defined by the staircase)
-    M.y = pyo.Var(M.U, M.Qs, bounds=(0, 1))
-    M.y_def = pyo.Constraint(M.U, M.Qs, rule=lambda M, u, q: M.y[u, q] == A_(u, q) - A_(u, q + 1))
-    # stage figures as variables, so that the many rows using them stay sparse:
-    # Cs[q] = compute of slots <= q (the last q + 1 stages), Ff[q] = forward compute of
-    # the slots before q, both read off the staircase; P[q] = parameters of slot q
-    c_u = [D.f[u] + D.g[u] for u in range(N)]
-    f_tot, c_tot = sum(D.f), sum(c_u)
-    M.Cs = pyo.Var(M.Qs, bounds=(0, c_tot))
-    M.Ff = pyo.Var(M.Qs, bounds=(0, f_tot))
-    M.Pv = pyo.Var(M.Qs, bounds=(0, sum(D.p)))
-    M.Cs_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Cs[q] == sum(c_u[u] * (1 - A_(u, q + 1)) for u in M.U))
-    M.Ff_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Ff[q] == sum(D.f[u] * A_(u, q + 1) for u in M.U))
-    M.Pv_def = pyo.Constraint(M.Qs, rule=lambda M, q: M.Pv[q] == sum(D.p[u] * M.y[u, q] for u in M.U))
-    C = {q: M.Cs[q] - (M.Cs[q - 1] if q else 0.0) for q in M.Qs}
-    F = {q: (M.Ff[q - 1] if q else f_tot) - M.Ff[q] for q in M.Qs}
-    G = {q: C[q] - F[q] for q in M.Qs}
-    P = {q: M.Pv[q] for q in M.Qs}
-    # memory per stage: 16 P + w_q * b s stored <= usable memory * t
-    M.memory = pyo.Constraint(M.Qs, rule=lambda M, q: sum((D.mem[u] + D.w[q] * D.act[u]) * M.y[u, q]
-                                                          for u in M.U) <= D.mem_cap)
 
     # ---- placement: replica r's slot q in domain d --------------------------------
     M.z = pyo.Var(M.Rr, M.Qs, M.Dm, domain=pyo.Binary)
@@ -369,7 +385,9 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     # ---- gradient synchronisation per slot ------------------------------------------
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
-        _gradient_sync(M, D, R, Q, P, t, cuts)
+        _gradient_sync(M, D, R, Q, P, t, cuts,
+                       count=lambda q, d: sum(M.z[r, q, d] for r in M.Rr),
+                       members=lambda q, d: [M.z[r, q, d] for r in M.Rr])
     else:
         for q in range(Q):
             M.AR[q].setub(0.0)
@@ -434,19 +452,27 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     return M
 
 
-def _gradient_sync(M, D, R, Q, P, t, cuts=True):
-    """AR_q = intra ring + cross-domain ring (SPEC 5), exactly, via one-hot counts."""
+def _gradient_sync(M, D, R, Q, P, t, cuts=True, count=None, members=None):
+    """AR_q = intra ring + cross-domain ring (SPEC 5), exactly, via one-hot counts.
+
+    ``count(q, d)`` is the number of replicas of slot q in domain d (an
+    expression); ``members(q, d)`` the per-replica binaries summing to it, or
+    None (aggregated counts: the domain indicator ``o`` is then binary)."""
     from .milp_bounds import ring_lower_figures
 
     doms = D.domains
     order = D.order
     p_max = min(sum(D.p), D.mem_cap / 16.0)  # parameters of one stage fit its memory
     # o[q,d]: slot q has a replica in d (exact: between the max and the sum of z)
-    M.o = pyo.Var(M.Qs, M.Dm, bounds=(0, 1))
-    M.o_lb = pyo.Constraint(M.Rr, M.Qs, M.Dm, rule=lambda M, r, q, d: M.o[q, d] >= M.z[r, q, d])
-    M.o_ub = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: M.o[q, d] <= sum(M.z[r, q, d] for r in M.Rr))
-    M.o_cnt = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(M.z[r, q, d] for r in M.Rr)
-                             <= min(R, D.cap[d]) * M.o[q, d])
+    M.o = pyo.Var(M.Qs, M.Dm, bounds=(0, 1), domain=pyo.Reals if members else pyo.Binary)
+    if members is not None:
+        M.o_lb = pyo.ConstraintList()
+        for q in range(Q):
+            for d in doms:
+                for zv in members(q, d):
+                    M.o_lb.add(M.o[q, d] >= zv)
+    M.o_ub = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: M.o[q, d] <= count(q, d))
+    M.o_cnt = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: count(q, d) <= min(R, D.cap[d]) * M.o[q, d])
     # nu[q,d,n]: exactly n replicas of slot q in d (one-hot)
     nmax = {d: min(R, D.cap[d]) for d in doms}
     M.NuIdx = pyo.Set(initialize=[(q, d, n) for q in range(Q) for d in doms for n in range(nmax[d] + 1)],
@@ -454,7 +480,7 @@ def _gradient_sync(M, D, R, Q, P, t, cuts=True):
     M.nu = pyo.Var(M.NuIdx, domain=pyo.Binary)
     M.nu_one = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(M.nu[q, d, n] for n in range(nmax[d] + 1)) == 1)
     M.nu_count = pyo.Constraint(M.Qs, M.Dm, rule=lambda M, q, d: sum(n * M.nu[q, d, n] for n in range(nmax[d] + 1))
-                                == sum(M.z[r, q, d] for r in M.Rr))
+                                == count(q, d))
     M.intra = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     M.intra_c = pyo.ConstraintList()
     for q in range(Q):
