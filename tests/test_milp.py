@@ -20,12 +20,17 @@ from planner.space import Shape
 
 
 @st.composite
-def _random_instances(draw, slots=2, layers=4, bw_min=0.5, lat=20.0, **workload):
+def _random_instances(draw, slots=2, layers=4, bw_min=0.5, lat=20.0, intra=False, **workload):
     """2-3 domains of 1..``slots`` GPUs on a line (maybe closed to a triangle), a tiny model
-    of 1..``layers`` layers, a random GPU and objective; ``workload`` the rest."""
+    of 1..``layers`` layers, a random GPU and objective; ``workload`` the rest.  ``intra``:
+    draw the intra-domain bandwidths too (else 200 Gbit/s, whose transfers are negligible)."""
     n_dom = draw(st.integers(2, 3))
     names = ["a", "b", "c"][:n_dom]
     domains = [(d, draw(st.integers(1, slots)), draw(st.floats(0.5, 3))) for d in names]
+    if intra:
+        one = draw(st.floats(0.5, 5)) if draw(st.booleans()) else None  # the same in every domain
+        domains = [{"name": d, "gpus": n, "gpus_per_node": 8, "price_per_gpu_hour": pr,
+                    "intra_bandwidth_gbps": one or draw(st.floats(0.5, 5))} for d, n, pr in domains]
     links = [("a", "b", draw(st.floats(bw_min, 50)), draw(st.floats(0, lat)))]
     if n_dom == 3:
         links.append(("b", "c", draw(st.floats(bw_min, 50)), draw(st.floats(0, lat))))
@@ -265,3 +270,45 @@ def test_highs_presolve_regression_parallel_replicas():
     M = build(inst, shape, ts=ts, cuts=True, symmetry="none")
     assert solve(M) is not None
     assert pyo.value(M.obj) / ts == pytest.approx(want, rel=1e-6)
+
+
+def crossings(plan):
+    return max(sum(1 for a, b in zip(row, row[1:]) if a != b) for row in plan.placement)
+
+
+@settings(max_examples=40, deadline=None)
+@given(inst=_random_instances(slots=3, lat=60.0, intra=True, global_batch_size=4, micro_batch_sizes=[1, 2],
+                              tensor_parallel=[1, 2]), data=st.data())
+def test_aggregated_model_is_a_bound_and_exact_when_replicas_cross_once(inst, data):
+    """The aggregated-replica model (no replica index) never exceeds the brute-force
+    optimum of its shape; its solution splits into a feasible plan; when no replica of
+    that plan crosses more than once, the plan's T_est equals the model's value (so the
+    model found the shape's optimum)."""
+    from planner.formulations import milp_agg
+
+    inst = inst.with_options(objective="time")
+    shape = Shape(data.draw(st.sampled_from([1, 2])), data.draw(st.sampled_from([1, 2])),
+                  data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2, 4])))
+    if 4 % (shape.replicas * shape.micro_batch):
+        return
+    want = brute(inst, shape)
+    ts = time_scale(want) if want else 1.0
+    try:
+        M = milp_agg.build(inst, shape, ts=ts)
+    except ValueError:
+        assert want is None
+        return
+    res = solve(M)
+    if want is None:
+        assert res is None
+        return
+    got = pyo.value(M.T) / ts
+    assert got <= want * (1 + 1e-6)  # a valid lower bound
+    cuts, placement = milp_agg.decompose(M)
+    p = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=inst,
+                   schedule=shape.schedule)
+    assert not check_plan(inst, p)
+    est = objective_of(inst, p)
+    assert est >= got * (1 - 1e-6)
+    if crossings(p) <= 1 and len({d.intra_bandwidth_gbps for d in inst.domains}) == 1:
+        assert est == pytest.approx(got, rel=1e-6)

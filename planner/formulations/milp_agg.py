@@ -87,8 +87,9 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     M.f = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeIntegers, bounds=(0, R))
     M.flow_out = pyo.Constraint(M.B, M.Dm, rule=lambda M, q, d: sum(
         M.f[q, a, b] for a, b in arcs if a == d) == M.n[q + 1, d])
+    # (<=: the boundary above the front stage carries nothing)
     M.flow_in = pyo.Constraint(M.B, M.Dm, rule=lambda M, q, e: sum(
-        M.f[q, a, b] for a, b in arcs if b == e) == M.n[q, e])
+        M.f[q, a, b] for a, b in arcs if b == e) <= M.n[q, e])
     # u[q,d,e] = 1 when some replica takes the arc
     M.u = pyo.Var(M.B, M.Arcs, domain=pyo.Binary)
     M.u_ub = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.f[q, a, b] <= R * M.u[q, a, b])
@@ -154,24 +155,33 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             M.est.add(M.Cmax >= C[q])
             M.est.add(M.tau0 * D.w[q] >= M.Cs[q] + 2 * b_min * below[q])
         M.est.add(M.tau0 >= M.Cmax)
-    # ta[q,d,e]: the period of a replica that takes arc (d, e) at boundary q
-    M.ta = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeReals)
-    for q in range(Q - 1):
+    # one boundary of one replica.  one[k,a] = X + l of arc a at boundary k when used;
+    # V[k] = the largest over the arcs (some replica's).  Every term of T_est below is, for
+    # a fixed boundary k, non-decreasing in the replica's X and X + l there, so the max over
+    # replicas splits into a max over arcs (terms in X) and a term in V[k] (Little's law)
+    one = {(k, a): M.Xa[k, a] + lat[a] * M.u[k, a] for k in range(Q - 1) for a in arcs}
+    M.V = pyo.Var(M.B, domain=pyo.NonNegativeReals)
+    M.V_def = pyo.Constraint(M.B, M.Arcs, rule=lambda M, k, a, b: M.V[k] >= one[(k, (a, b))])
+    # W1[k] / W2[k]: (m - 1) tau_r + (X + l) once / twice, largest over the replicas crossing
+    # boundary k; counted once in T_r - D_j when k >= j's slot, twice when k is below it
+    M.W1 = pyo.Var(M.B, domain=pyo.NonNegativeReals)
+    M.W2 = pyo.Var(M.B, domain=pyo.NonNegativeReals)
+    M.tl = pyo.Var(M.B, domain=pyo.NonNegativeReals)  # period of the replica with V[k]
+    for k in range(Q - 1):
+        M.est.add(M.tl[k] >= M.tau0)
+        if not gpipe:
+            # Little's law at the slots above the boundary, whose round trips include it
+            for j in range(k + 1, Q):
+                M.est.add(M.tl[k] * D.w[j] >= M.Cs[j] + 2 * M.V[k] + 2 * b_min * (below[j] - used[j]))
+        M.est.add(M.W1[k] >= (m - 1) * M.tl[k] + M.V[k])
+        M.est.add(M.W2[k] >= (m - 1) * M.tl[k] + 2 * M.V[k])
         for a in arcs:
-            x, ua = M.Xa[q, a], M.u[q, a]
-            if gpipe:
-                M.est.add(M.ta[q, a] >= M.Fmax + x)
-                M.est.add(M.ta[q, a] >= M.Gmax + x)
-                M.est.add(M.ta[q, a] >= 2 * x)
-            else:
-                M.est.add(M.ta[q, a] >= M.tau0)
-                M.est.add(M.ta[q, a] >= x)
-                # Little's law at the slots above the boundary, whose round trips include it
-                for j in range(q + 1, Q):
-                    M.est.add(M.ta[q, a] * D.w[j] >= M.Cs[j] + 2 * (x + lat[a] * ua)
-                              + 2 * b_min * (below[j] - used[j]))
-            # T >= T_r >= (m - 1) tau_r + Q_0,r and Q_0,r >= c_tot + 2 (X + l) of this boundary
-            M.est.add(M.T >= (m - 1) * M.ta[q, a] + c_tot + 2 * (x + lat[a] * ua))
+            x, o = M.Xa[k, a], one[(k, a)]
+            # the period's transfer terms: 1f1b tau >= X; gpipe max(F, X) + max(G, X)
+            periods = [M.Fmax + x, M.Gmax + x, 2 * x] if gpipe else [x]
+            for per in periods:
+                M.est.add(M.W1[k] >= (m - 1) * per + o)
+                M.est.add(M.W2[k] >= (m - 1) * per + 2 * o)
 
     # the average replica's one-way communication (the most-crossing replica has at least
     # this much): Kbar = sum of the flows' alone-transfer + latency / R
@@ -197,22 +207,11 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     # before slot q + compute from q on + AR_q
     for q in range(Q):
         M.est.add(M.T >= (m - 1) * M.tau0 + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * (above[q] + 2 * below[q]))
-    # the same with one boundary's communication: a replica taking arc a at boundary k
-    # counts (X + l) once in T_r - D_j when k >= j (below slot j's drain) and twice when
-    # k < j (in slot j's round trip); W1[k] / W2[k] are the largest such terms over the arcs
-    if Q > 1:
-        M.W1 = pyo.Var(M.B, domain=pyo.NonNegativeReals)
-        M.W2 = pyo.Var(M.B, domain=pyo.NonNegativeReals)
-        for k in range(Q - 1):
-            for a in arcs:
-                one = M.Xa[k, a] + lat[a] * M.u[k, a]
-                M.est.add(M.W1[k] >= (m - 1) * M.ta[k, a] + one)
-                M.est.add(M.W2[k] >= (m - 1) * M.ta[k, a] + 2 * one)
-            for q in range(Q):
-                # the other boundaries at b_min each (the arc's own is in W)
-                rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
-                M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q]
-                          + b_min * rest)
+    # the same with one boundary's communication (W) and the others at b_min each
+    for k in range(Q - 1):
+        for q in range(Q):
+            rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
+            M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
 
     # ---- valid lower bounds per number of stages --------------------------------------------
     if any(v > 0 for v in lbs.values()):
