@@ -352,6 +352,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     # 5. polish, bound, gap
     if reserve > 0:
         rest = (total - spent) if deterministic else (t0 + total - time.perf_counter())
+        rest = min(rest, reserve)  # the last 10%, also when the search ends early
         if rest > 0.2:
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             best_plan = polish(best_plan, best, rest, ctx)
