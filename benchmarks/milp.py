@@ -1,9 +1,9 @@
 """MILP vs greedy on every packaged instance: build and solve time, status,
 gap, T_est, simulated iteration time, and the ratio to the lower bound.
 
-    .venv/bin/python benchmarks/milp.py [--time-limit 60] [--threads 1] [INSTANCE ...]
+    .venv/bin/python benchmarks/milp.py [--time-limit 60] [--threads 1] [--name milp] [INSTANCE ...]
 
-Writes a Markdown table to stdout and benchmarks/results/milp.md.
+Writes a Markdown table to stdout and benchmarks/results/NAME.md (default milp.md).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ def main(argv=None):
     ap.add_argument("instances", nargs="*")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--name", default="milp", help="results file benchmarks/results/NAME.md")
     args = ap.parse_args(argv)
     names = args.instances or available("instances")
     head = ("| instance | greedy T_est s | greedy T s | milp T_est s | milp T s | T gain | status | gap | "
@@ -42,7 +43,7 @@ def main(argv=None):
                f"{mp.bound_ratio:.2f} | {info.model_extra.get('build_s', 0):.1f} | {total:.1f} |")
         lines.append(row)
         print(row, flush=True)
-    save("milp", lines, argv)
+    save(args.name, lines, argv)
     return 0
 
 

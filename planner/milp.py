@@ -76,8 +76,9 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     Pins (``stages``, ``replicas``, ``tp``, ``micro_batch_size``,
     ``schedule``, ``forbid``/``require`` domain names) restrict the plan
     space to ask "what if".  ``aggregate`` (time objective): solve each
-    shape with the aggregated-replica model (:mod:`planner.formulations.milp_agg`)
-    first, and the per-replica model only where the two differ.
+    shape of two or more replicas with the aggregated-replica model
+    (:mod:`planner.formulations.milp_agg`) first, and the per-replica model
+    only where the two differ.
     """
     import pyomo.environ as pyo
     from pyomo.contrib.appsi.base import TerminationCondition as TC
@@ -95,7 +96,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         return scale_of["ts"]
 
     def solve_shape(shape, share, ctx) -> ShapeOutcome:
-        if kind == "time" and aggregate:
+        if kind == "time" and aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
             return _solve_aggregate(instance, shape, share, ctx, ts_for(ctx), seed, threads, gap, warm_start)
         tb = time.perf_counter()
         ts, best = ts_for(ctx), ctx.incumbent
