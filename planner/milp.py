@@ -234,19 +234,11 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
 def _load_counts(M, plan: Plan) -> bool:
     """Set the aggregated model's partition, counts and flows to ``plan`` and solve
     for the rest (a MIP start)."""
-    import pyomo.environ as pyo
-    from pyomo.common.tee import capture_output
-    from pyomo.contrib.appsi.solvers.highs import Highs
-
     D = M.data
     S = plan.num_stages
     if S > D.Q or S not in set(M.Sset) or any(d not in D.domains for row in plan.placement for d in row):
         return False
-    for j, st in enumerate(plan.stages):
-        q = S - 1 - j
-        for u in range(st.start, st.end):
-            for qq in range(D.Q):
-                M.y[u, qq].fix(1.0 if qq == q else 0.0)
+    _fix_partition(M, plan)
     for qq in range(D.Q):
         for d in D.domains:
             M.n[qq, d].fix(sum(1 for row in plan.placement if qq < S and row[S - 1 - qq] == d))
@@ -254,21 +246,7 @@ def _load_counts(M, plan: Plan) -> bool:
         for a, b in M.Arcs:
             M.f[k, a, b].fix(sum(1 for row in plan.placement
                                  if k + 1 < S and row[S - 2 - k] == a and row[S - 1 - k] == b))
-    fixed = [v for v in M.component_data_objects(pyo.Var) if v.fixed]
-    lp = Highs()
-    lp.config.load_solution = False
-    lp.highs_options = dict(HIGHS_OPTIONS)
-    ok = False
-    try:
-        with capture_output(capture_fd=True):
-            res = lp.solve(M)
-        if res.best_feasible_objective is not None:
-            lp.load_vars()
-            ok = True
-    finally:
-        for v in fixed:
-            v.unfix()
-    return ok
+    return _solve_fixed(M)
 
 
 def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:
@@ -304,28 +282,36 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
 
 def _load_plan(M, plan: Plan) -> bool:
     """Set the model's binaries to ``plan`` and solve the LP for the rest (a MIP start)."""
-    import pyomo.environ as pyo
-    from pyomo.common.tee import capture_output
-    from pyomo.contrib.appsi.solvers.highs import Highs
-
     D = M.data
     S = plan.num_stages
     if S > D.Q or any(d not in D.domains for row in plan.placement for d in row):
         return False
-    fixed = []
+    _fix_partition(M, plan)
+    for r, row in enumerate(plan.placement):
+        for qq in range(D.Q):
+            for d in D.domains:
+                M.z[r, qq, d].fix(1.0 if (qq < S and row[S - 1 - qq] == d) else 0.0)
+    return _solve_fixed(M)
+
+
+def _fix_partition(M, plan: Plan) -> None:
+    """Fix the model's unit-on-slot variables to ``plan``'s stages (slots from the end)."""
+    D, S = M.data, plan.num_stages
     for j, st in enumerate(plan.stages):
         q = S - 1 - j
         for u in range(st.start, st.end):
             for qq in range(D.Q):
                 M.y[u, qq].fix(1.0 if qq == q else 0.0)
-    for r, row in enumerate(plan.placement):
-        for qq in range(D.Q):
-            for d in D.domains:
-                M.z[r, qq, d].fix(1.0 if (qq < S and row[S - 1 - qq] == d) else 0.0)
+
+
+def _solve_fixed(M) -> bool:
+    """Solve ``M`` for its free variables (the derived binaries follow from the fixed
+    partition and placement), keep the solution as a MIP start, unfix; True if feasible."""
+    import pyomo.environ as pyo
+    from pyomo.common.tee import capture_output
+    from pyomo.contrib.appsi.solvers.highs import Highs
+
     fixed = [v for v in M.component_data_objects(pyo.Var) if v.fixed]
-    others = [v for v in M.component_data_objects(pyo.Var, descend_into=True)
-              if v.is_binary() and not v.fixed]
-    # derived binaries (counts, hops) follow from y and z: let the LP/MIP find them
     lp = Highs()
     lp.config.load_solution = False
     lp.highs_options = dict(HIGHS_OPTIONS)
@@ -339,5 +325,4 @@ def _load_plan(M, plan: Plan) -> bool:
     finally:
         for v in fixed:
             v.unfix()
-    del others
     return ok

@@ -119,6 +119,15 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
                 order=list(instance.domain_names), wan_price=instance.options.wan_price_per_gb, ts=ts)
 
 
+def pairs_of_link(D: Data) -> dict[int, list]:
+    """link -> the ordered domain pairs whose route uses it."""
+    out: dict[int, list] = {}
+    for de, (links, _) in D.routes.items():
+        for l in links:
+            out.setdefault(l, []).append(de)
+    return out
+
+
 def _admissible(instance, shape, D: Data, space, forbid, objective, stage_bounds, cutoff, cuts):
     """Admissible stage counts with their bounds on T (model units), after the cutoff.
 
@@ -343,23 +352,20 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     M.x_solo = pyo.Constraint(M.Rr, M.B, rule=lambda M, r, q:
                               M.X[r, q] >= sum(solo[de] * M.arc[r, q, de[0], de[1]] for de in arcs))
     # link sharing: users of link l; a crossing flow's time is A * users / bandwidth
-    pairs_of_link: dict[int, list] = {}
-    for de, (links, _) in D.routes.items():
-        for l in links:
-            pairs_of_link.setdefault(l, []).append(de)
+    link_pairs = pairs_of_link(D)
     X_cap = T_cap / (m + 1)  # T >= (m-1) tau + Q_0 >= (m+1) X
     users_max = {}
-    for l in pairs_of_link:
+    for l in link_pairs:
         users_max[l] = min(R * max(Q - 1, 0), math.floor(X_cap * D.link_bw[l] / D.A * (1 + 1e-9))
                            if D.A > 0 else R * Q)
-    M.Lu = pyo.Set(initialize=sorted(pairs_of_link))
+    M.Lu = pyo.Set(initialize=sorted(link_pairs))
     M.v = pyo.Var(M.Rr, M.B, M.Lu, bounds=(0, 1))  # replica r's boundary q crosses link l
     M.v_def = pyo.Constraint(M.Rr, M.B, M.Lu, rule=lambda M, r, q, l:
-                             M.v[r, q, l] == sum(M.arc[r, q, d, e] for d, e in pairs_of_link[l]))
+                             M.v[r, q, l] == sum(M.arc[r, q, d, e] for d, e in link_pairs[l]))
     M.users = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
     M.users_def = pyo.Constraint(M.Lu, rule=lambda M, l: M.users[l] == sum(M.v[r, q, l] for r in M.Rr for q in M.B))
     M.share = pyo.ConstraintList()
-    for l in sorted(pairs_of_link):
+    for l in sorted(link_pairs):
         if users_max[l] < 1:  # a single flow on l is already too slow to beat the cutoff
             for r in range(R):
                 for q in range(Q - 1):
@@ -511,30 +517,27 @@ def _gradient_sync(M, D, R, Q, P, t, cuts=True, count=None, members=None):
         M.h_lb = pyo.Constraint(M.Qs, M.Pairs, rule=lambda M, q, a, b: M.h[q, a, b] >= M.o[q, a] + M.o[q, b]
                                 - sum(M.o[q, c] for c in between(a, b)) - 1)
         L = len(D.link_bw)
-        pairs_of_link: dict[int, list] = {}
-        for ab, (links, _) in D.routes.items():
-            for l in links:
-                pairs_of_link.setdefault(l, []).append(ab)
-        M.Lr = pyo.Set(initialize=sorted(pairs_of_link))
+        link_pairs = pairs_of_link(D)
+        M.Lr = pyo.Set(initialize=sorted(link_pairs))
         M.ring_users = pyo.Var(M.Lr, domain=pyo.NonNegativeReals)
         M.ring_users_def = pyo.Constraint(M.Lr, rule=lambda M, l: M.ring_users[l] == sum(
-            M.h[q, a, b] for q in range(Q) for (a, b) in pairs_of_link[l]))
+            M.h[q, a, b] for q in range(Q) for (a, b) in link_pairs[l]))
         M.mu = pyo.Var(M.Qs, M.Lr, bounds=(0, 1))  # slot q's ring crosses link l
         M.psi = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)  # 1 / ring bandwidth
         M.lam = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)  # ring latency
         M.ring = pyo.ConstraintList()
         # a ring has K <= Kmax hops, each a distinct pair: it uses link l at most
         # min(pairs through l, Kmax) times
-        umax = {l: Q * min(len(pl), Kmax) for l, pl in pairs_of_link.items()}
-        psi_max = max((umax[l] / D.link_bw[l] for l in pairs_of_link), default=0.0)
-        for l in pairs_of_link:
+        umax = {l: Q * min(len(pl), Kmax) for l, pl in link_pairs.items()}
+        psi_max = max((umax[l] / D.link_bw[l] for l in link_pairs), default=0.0)
+        for l in link_pairs:
             M.ring_users[l].setub(umax[l])
         for q in range(Q):
             for (a, b), (links, lat) in D.routes.items():
                 for l in links:
                     M.ring.add(M.mu[q, l] >= M.h[q, a, b])
                 M.ring.add(M.lam[q] >= lat * M.h[q, a, b])
-            for l in pairs_of_link:
+            for l in link_pairs:
                 M.ring.add(M.psi[q] >= M.ring_users[l] / D.link_bw[l] - umax[l] / D.link_bw[l] * (1 - M.mu[q, l]))
         # pi[u,q] = psi_q * y[u,q] (binary x bounded continuous, from below)
         M.pi = pyo.Var(M.U, M.Qs, domain=pyo.NonNegativeReals)

@@ -33,7 +33,8 @@ import math
 import pyomo.environ as pyo
 
 from ..space import PlanSpace, Shape
-from .milp import _admissible, _gradient_sync, _partition, _pruned_model, shape_data, t_upper_bound
+from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, pairs_of_link, shape_data,
+                   t_upper_bound)
 
 
 def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None = None, ts: float = 1.0,
@@ -96,15 +97,12 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     M.u_lb = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.u[q, a, b] <= M.f[q, a, b])
 
     # ---- link sharing of pipeline flows -------------------------------------------------
-    pairs_of_link: dict[int, list] = {}
-    for de, (links, _) in D.routes.items():
-        for l in links:
-            pairs_of_link.setdefault(l, []).append(de)
-    M.Lu = pyo.Set(initialize=sorted(pairs_of_link))
+    link_pairs = pairs_of_link(D)
+    M.Lu = pyo.Set(initialize=sorted(link_pairs))
     M.users = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
     M.users_def = pyo.Constraint(M.Lu, rule=lambda M, l: M.users[l] == sum(
-        M.f[q, d, e] for q in M.B for d, e in pairs_of_link[l]))
-    k_of = {l: D.A / D.link_bw[l] for l in pairs_of_link}  # transfer time of one flow alone
+        M.f[q, d, e] for q in M.B for d, e in link_pairs[l]))
+    k_of = {l: D.A / D.link_bw[l] for l in link_pairs}  # transfer time of one flow alone
     # a flow on link l takes A * users_l / bw_l per micro-batch; its replica's
     # T_r >= (m - 1) X + Q_0 >= (m + 1) X + c_tot (gpipe: 2 m X + c_tot); with no
     # user the row reads T >= c_tot, true of every plan: no big-M needed
@@ -112,8 +110,8 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     coef = 2 * m if gpipe else m + 1
     M.link_load = pyo.Constraint(M.Lu, rule=lambda M, l: M.T >= coef * k_of[l] * M.users[l] + c_tot)
     umax = {l: min(R * max(Q - 1, 0), math.floor(T_cap / (coef * k_of[l]) * (1 + 1e-9)) if k_of[l] > 0 else R * Q)
-            for l in pairs_of_link}
-    for l in pairs_of_link:
+            for l in link_pairs}
+    for l in link_pairs:
         M.users[l].setub(max(umax[l], 0))
 
     # ---- one boundary of one replica: the arc's transfer X, and its period -------------------
