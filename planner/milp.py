@@ -29,38 +29,16 @@ import time
 
 from .errors import InfeasibleError
 from .evaluator import Evaluator
+from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from .plan import Plan
 from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
 from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public here too)
 
 log = logging.getLogger("planner.milp")
 
-#: HiGHS options for every solve.  ``presolve_rule_off = 8192`` switches off presolve rule 13,
-#: "parallel rows and columns": in highspy 1.14 it returned a sub-optimal plan as optimal (and
-#: so an invalid bound) on a tiny two-replica instance whose replicas give parallel columns
-#: (tests/test_milp.py::test_valid_inequalities_and_cutoff_keep_the_optimum found it; HiGHS
-#: issue #1634 and kin).  highspy >= 1.15 cannot be used next to ortools (see pyproject.toml).
-HIGHS_OPTIONS = {"output_flag": False, "presolve_rule_off": 1 << 13}
-
-
-def _highs(time_limit: float, seed: int, threads: int, gap: float | None = None, warm: bool = False):
-    from pyomo.contrib.appsi.solvers.highs import Highs
-
-    opt = Highs()
-    opt.config.time_limit = time_limit
-    opt.config.load_solution = False
-    opt.config.warmstart = warm
-    if gap is not None:
-        opt.config.mip_gap = gap
-    opt.highs_options = {**HIGHS_OPTIONS, "random_seed": int(seed), "threads": int(threads), "mip_abs_gap": 0.0}
-    return opt
-
-
-def _solve(opt, M):
-    from pyomo.common.tee import capture_output
-
-    with capture_output(capture_fd=True):  # HiGHS prints a banner on stdout
-        return opt.solve(M)
+def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start: bool = False):
+    """Solve ``M`` with HiGHS (its matrix handed over directly); a :class:`MatrixResult`."""
+    return MatrixHighs(time_limit, seed, threads, gap).solve(M, start=start)
 
 
 def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int = 1, gap: float = 1e-3,
@@ -81,7 +59,6 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     only where the two differ.
     """
     import pyomo.environ as pyo
-    from pyomo.contrib.appsi.base import TerminationCondition as TC
 
     from .formulations.milp import build, extract, time_scale
 
@@ -119,21 +96,18 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
                     warm = True
                     break
         build_s = time.perf_counter() - tb
-        opt = _highs(max(0.05, share - build_s), seed, threads, gap=gap, warm=warm)
-        res = _solve(opt, M)
-        tc = res.termination_condition
+        res = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=warm)
         note = "warm start" if warm else ""
-        if tc == TC.infeasible:  # nothing in this shape beats the incumbent (or no plan at all)
+        if res.status == "infeasible":  # nothing in this shape beats the incumbent (or no plan at all)
             return ShapeOutcome("infeasible", build_s=build_s, detail=note)
-        db = res.best_objective_bound
-        bound = db / scale if db is not None and math.isfinite(db) else None
+        bound = res.bound / scale if res.bound is not None else None
         cand = None
-        if res.best_feasible_objective is not None:
-            opt.load_vars()
+        if res.objective is not None:
+            res.load()
             cuts, placement = extract(M)
             cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
                               instance=instance, schedule=shape.schedule)
-        status = "optimal" if tc == TC.optimal else ("feasible" if cand is not None else "unknown")
+        status = "optimal" if res.status == "optimal" else ("feasible" if cand is not None else "unknown")
         return ShapeOutcome(status, bound=bound, plan=cand, build_s=build_s, detail=note)
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
@@ -152,7 +126,6 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     the model only bounds its round trip), the per-replica model gets the rest of
     the share, warm-started from the plan, with the bound as a floor."""
     import pyomo.environ as pyo
-    from pyomo.contrib.appsi.base import TerminationCondition as TC
 
     from .formulations import milp_agg
     from .shapesearch import score
@@ -177,21 +150,19 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
                 break
     build_s = time.perf_counter() - tb
     end = tb + share
-    opt = _highs(max(0.05, end - time.perf_counter()), seed, threads, gap=gap, warm=warm)
-    res = _solve(opt, M)
-    tc = res.termination_condition
+    res = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=warm)
     note = "aggregated" + (", warm start" if warm else "")
-    if tc == TC.infeasible:
+    if res.status == "infeasible":
         return ShapeOutcome("infeasible", build_s=build_s, detail=note)
-    db = res.best_objective_bound
-    bound = db / ts if db is not None and math.isfinite(db) else None
+    db = res.bound
+    bound = db / ts if db is not None else None
     cand = None
-    if res.best_feasible_objective is not None and not M.data.pruned:
-        opt.load_vars()
+    if res.objective is not None and not M.data.pruned:
+        res.load()
         cuts, placement = milp_agg.decompose(M)
         cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
                           instance=instance, schedule=shape.schedule)
-    if tc != TC.optimal:
+    if res.status != "optimal":
         return ShapeOutcome("feasible" if cand is not None else "unknown", bound=bound, plan=cand,
                             build_s=build_s, detail=note)
     value = score(instance, cand) if cand is not None else math.inf
@@ -213,21 +184,18 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     rest = end - time.perf_counter()
     if rest <= 0.05:
         return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
-    opt = _highs(rest, seed, threads, gap=gap, warm=warm2)
-    res = _solve(opt, E)
-    tc = res.termination_condition
+    res = _run(E, rest, seed, threads, gap=gap, start=warm2)
     note += ", per-replica"
-    if tc == TC.infeasible:  # nothing beats min(incumbent, cand): cand (or the incumbent) is optimal
+    if res.status == "infeasible":  # nothing beats min(incumbent, cand): cand (or the incumbent) is optimal
         return ShapeOutcome("optimal", bound=cut, plan=cand, build_s=build_s, detail=note)
-    db2 = res.best_objective_bound
-    if db2 is not None and math.isfinite(db2):
-        bound = max(bound, db2 / ts)
-    if res.best_feasible_objective is not None:
-        opt.load_vars()
+    if res.bound is not None:
+        bound = max(bound, res.bound / ts)
+    if res.objective is not None:
+        res.load()
         cuts, placement = extract(E)
         cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
                           instance=instance, schedule=shape.schedule)
-    return ShapeOutcome("optimal" if tc == TC.optimal else "feasible", bound=bound, plan=cand,
+    return ShapeOutcome("optimal" if res.status == "optimal" else "feasible", bound=bound, plan=cand,
                         build_s=build_s, detail=note)
 
 
@@ -269,11 +237,10 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
     warm = _load_plan(M, plan)
-    opt = _highs(max(0.1, end - time.perf_counter()), seed, threads, warm=warm)
-    res = _solve(opt, M)
-    if res.best_feasible_objective is None:
+    res = _run(M, max(0.1, end - time.perf_counter()), seed, threads, start=warm)
+    if res.objective is None:
         return plan
-    opt.load_vars()
+    res.load()
     cuts, placement = extract(M)
     cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=instance,
                       schedule=shape.schedule)
@@ -308,21 +275,14 @@ def _solve_fixed(M) -> bool:
     """Solve ``M`` for its free variables (the derived binaries follow from the fixed
     partition and placement), keep the solution as a MIP start, unfix; True if feasible."""
     import pyomo.environ as pyo
-    from pyomo.common.tee import capture_output
-    from pyomo.contrib.appsi.solvers.highs import Highs
 
     fixed = [v for v in M.component_data_objects(pyo.Var) if v.fixed]
-    lp = Highs()
-    lp.config.load_solution = False
-    lp.highs_options = dict(HIGHS_OPTIONS)
-    ok = False
     try:
-        with capture_output(capture_fd=True):
-            res = lp.solve(M)
-        if res.best_feasible_objective is not None:
-            lp.load_vars()
-            ok = True
+        res = MatrixHighs(seed=0).solve(M)
+        if res.objective is None:
+            return False
+        res.load()
+        return True
     finally:
         for v in fixed:
             v.unfix()
-    return ok

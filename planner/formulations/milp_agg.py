@@ -95,6 +95,15 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     M.u = pyo.Var(M.B, M.Arcs, domain=pyo.Binary)
     M.u_ub = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.f[q, a, b] <= R * M.u[q, a, b])
     M.u_lb = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.u[q, a, b] <= M.f[q, a, b])
+    if cuts and Q > 1:
+        # run lengths: a replica's run of consecutive slots in d holds at most
+        # L_d = min(cap_d, Q) slots and stays inside d for all but one of them, so the
+        # staying flows in d are at most (1 - 1/L_d) of d's slots (the LP's "spread"
+        # point, half a replica in d over every slot, violates it)
+        def runs(M, d):
+            L_d = min(D.cap[d], Q)
+            return sum(M.f[k, d, d] for k in M.B) <= (1 - 1 / L_d) * sum(M.n[q, d] for q in M.Qs)
+        M.run_length = pyo.Constraint(M.Dm, rule=runs)
 
     # ---- link sharing of pipeline flows -------------------------------------------------
     link_pairs = pairs_of_link(D)
