@@ -54,8 +54,7 @@ class MatrixResult:
 class MatrixHighs:
     """HiGHS on a Pyomo model's matrix; ``time_limit`` seconds (None: none),
     ``seed``, ``threads``, relative ``gap`` (None: HiGHS's default).  Fixed
-    variables are constants; ``start=True`` passes the variables' current
-    values as a MIP start."""
+    variables are constants."""
 
     def __init__(self, time_limit: float | None = None, seed: int = 0, threads: int = 1, gap: float | None = None):
         self.options = {**HIGHS_OPTIONS, "random_seed": int(seed), "threads": int(threads), "mip_abs_gap": 0.0}
@@ -64,7 +63,10 @@ class MatrixHighs:
         if gap is not None:
             self.options["mip_rel_gap"] = float(gap)
 
-    def solve(self, M, start: bool = False) -> MatrixResult:
+    def solve(self, M, start: dict | None = None) -> MatrixResult:
+        """Solve ``M``.  ``start`` maps some of its variables to values (a partial plan):
+        HiGHS completes it with those variables fixed and keeps the completion as the
+        MIP start (``self.started`` says whether that worked)."""
         import highspy
         from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
@@ -82,8 +84,9 @@ class MatrixHighs:
         lp.col_cost_ = np.asarray(sf.c.toarray()).ravel() if n else np.zeros(0)
         lp.offset_ = float(sf.c_offset[0]) if len(sf.c_offset) else 0.0
         inf = highspy.kHighsInf
-        lp.col_lower_ = np.array([-inf if v.lb is None else v.lb for v in cols], dtype=float)
-        lp.col_upper_ = np.array([inf if v.ub is None else v.ub for v in cols], dtype=float)
+        lower = np.array([-inf if v.lb is None else v.lb for v in cols], dtype=float)
+        upper = np.array([inf if v.ub is None else v.ub for v in cols], dtype=float)
+        lp.col_lower_, lp.col_upper_ = lower, upper
         kinds = np.array([row.bound_type for row in sf.rows], dtype=int)
         rhs = np.asarray(sf.rhs, dtype=float)
         lp.row_lower_ = np.where(kinds == 1, -inf, rhs)
@@ -100,10 +103,23 @@ class MatrixHighs:
         h.passModel(lp)
         if "time_limit" in self.options:  # the compilation counts against the limit
             h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
+        self.started = False
         if start:
-            sol = highspy.HighsSolution()
-            sol.col_value = [float(v.value) if v.value is not None else 0.0 for v in cols]
-            h.setSolution(sol)
+            pos = {id(v): i for i, v in enumerate(cols)}
+            given = [(pos[id(v)], float(x)) for v, x in start.items() if id(v) in pos]
+            if given:
+                idx = np.array([i for i, _ in given], dtype=np.int32)
+                val = np.array([x for _, x in given], dtype=float)
+                h.changeColsBounds(len(idx), idx, val, val)
+                h.run()
+                if h.getInfo().primal_solution_status == 2:
+                    sol = h.getSolution()
+                    self.started = True
+                h.changeColsBounds(len(idx), idx, lower[idx], upper[idx])
+                if self.started:
+                    h.setSolution(sol)
+                if "time_limit" in self.options:
+                    h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
         h.run()
         ms = h.getModelStatus()
         info = h.getInfo()

@@ -36,9 +36,12 @@ from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public 
 
 log = logging.getLogger("planner.milp")
 
-def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start: bool = False):
-    """Solve ``M`` with HiGHS (its matrix handed over directly); a :class:`MatrixResult`."""
-    return MatrixHighs(time_limit, seed, threads, gap).solve(M, start=start)
+def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start: dict | None = None):
+    """Solve ``M`` with HiGHS (its matrix handed over directly), completing the partial
+    assignment ``start`` into a MIP start; (:class:`MatrixResult`, whether it did)."""
+    opt = MatrixHighs(time_limit, seed, threads, gap)
+    res = opt.solve(M, start=start)
+    return res, opt.started
 
 
 def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int = 1, gap: float = 1e-3,
@@ -89,14 +92,9 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         scale = ts if kind == "time" else M.cost_scale
         if best < math.inf:
             M.cutoff = pyo.Constraint(expr=M.obj.expr <= best * scale * (1 + 1e-9))
-        warm = False
-        if warm_start:
-            for cand in (ctx.shape_plan, ctx.incumbent_plan):
-                if cand is not None and same_shape(cand, shape) and _load_plan(M, cand):
-                    warm = True
-                    break
+        start = _first_start(M, shape, ctx, _plan_start) if warm_start else None
         build_s = time.perf_counter() - tb
-        res = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=warm)
+        res, warm = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=start)
         note = "warm start" if warm else ""
         if res.status == "infeasible":  # nothing in this shape beats the incumbent (or no plan at all)
             return ShapeOutcome("infeasible", build_s=build_s, detail=note)
@@ -117,6 +115,16 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
                         forbid=forbid, require=require, polish=polish_plan if polish else None, log=log)
+
+
+def _first_start(M, shape, ctx, to_start) -> dict | None:
+    """The MIP start from the shape's own plan, else from the incumbent if of the shape."""
+    for cand in (ctx.shape_plan, ctx.incumbent_plan):
+        if cand is not None and same_shape(cand, shape):
+            start = to_start(M, cand)
+            if start is not None:
+                return start
+    return None
 
 
 def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start) -> ShapeOutcome:
@@ -142,15 +150,10 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
         return ShapeOutcome("skipped", detail=str(err))
     if best < math.inf:
         M.cutoff = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
-    warm = False
-    if warm_start and not M.data.pruned:
-        for cand in (ctx.shape_plan, ctx.incumbent_plan):
-            if cand is not None and same_shape(cand, shape) and _load_counts(M, cand):
-                warm = True
-                break
+    start = _first_start(M, shape, ctx, _counts_start) if warm_start and not M.data.pruned else None
     build_s = time.perf_counter() - tb
     end = tb + share
-    res = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=warm)
+    res, warm = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=start)
     note = "aggregated" + (", warm start" if warm else "")
     if res.status == "infeasible":
         return ShapeOutcome("infeasible", build_s=build_s, detail=note)
@@ -179,12 +182,12 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     except (ValueError, NotImplementedError):
         return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
     E.cutoff = pyo.Constraint(expr=E.obj.expr <= cut * ts * (1 + 1e-9))
-    warm2 = cand is not None and _load_plan(E, cand)
+    start = _plan_start(E, cand) if cand is not None else None
     build_s += time.perf_counter() - tb2
     rest = end - time.perf_counter()
     if rest <= 0.05:
         return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
-    res = _run(E, rest, seed, threads, gap=gap, start=warm2)
+    res, _ = _run(E, rest, seed, threads, gap=gap, start=start)
     note += ", per-replica"
     if res.status == "infeasible":  # nothing beats min(incumbent, cand): cand (or the incumbent) is optimal
         return ShapeOutcome("optimal", bound=cut, plan=cand, build_s=build_s, detail=note)
@@ -199,22 +202,22 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
                         build_s=build_s, detail=note)
 
 
-def _load_counts(M, plan: Plan) -> bool:
-    """Set the aggregated model's partition, counts and flows to ``plan`` and solve
-    for the rest (a MIP start)."""
+def _counts_start(M, plan: Plan) -> dict | None:
+    """``plan`` as a partial assignment of the aggregated model (partition, counts and
+    flows; HiGHS completes the rest), None if it does not fit the model."""
     D = M.data
     S = plan.num_stages
     if S > D.Q or S not in set(M.Sset) or any(d not in D.domains for row in plan.placement for d in row):
-        return False
-    _fix_partition(M, plan)
+        return None
+    out = _partition_start(M, plan)
     for qq in range(D.Q):
         for d in D.domains:
-            M.n[qq, d].fix(sum(1 for row in plan.placement if qq < S and row[S - 1 - qq] == d))
+            out[M.n[qq, d]] = sum(1 for row in plan.placement if qq < S and row[S - 1 - qq] == d)
     for k in range(D.Q - 1):
         for a, b in M.Arcs:
-            M.f[k, a, b].fix(sum(1 for row in plan.placement
-                                 if k + 1 < S and row[S - 2 - k] == a and row[S - 1 - k] == b))
-    return _solve_fixed(M)
+            out[M.f[k, a, b]] = sum(1 for row in plan.placement
+                                    if k + 1 < S and row[S - 2 - k] == a and row[S - 1 - k] == b)
+    return out
 
 
 def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:
@@ -236,8 +239,7 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
-    warm = _load_plan(M, plan)
-    res = _run(M, max(0.1, end - time.perf_counter()), seed, threads, start=warm)
+    res, _ = _run(M, max(0.1, end - time.perf_counter()), seed, threads, start=_plan_start(M, plan))
     if res.objective is None:
         return plan
     res.load()
@@ -247,42 +249,30 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     return keep_if_faster(instance, plan, cand, best, log, "milp")
 
 
-def _load_plan(M, plan: Plan) -> bool:
-    """Set the model's binaries to ``plan`` and solve the LP for the rest (a MIP start)."""
+def _plan_start(M, plan: Plan) -> dict | None:
+    """``plan`` as a partial assignment of the per-replica model (partition and
+    placement; HiGHS completes the rest), None if it does not fit the model."""
     D = M.data
     S = plan.num_stages
     if S > D.Q or any(d not in D.domains for row in plan.placement for d in row):
-        return False
-    _fix_partition(M, plan)
+        return None
+    out = _partition_start(M, plan)
     for r, row in enumerate(plan.placement):
         for qq in range(D.Q):
             for d in D.domains:
-                M.z[r, qq, d].fix(1.0 if (qq < S and row[S - 1 - qq] == d) else 0.0)
-    return _solve_fixed(M)
+                out[M.z[r, qq, d]] = 1.0 if (qq < S and row[S - 1 - qq] == d) else 0.0
+    return out
 
 
-def _fix_partition(M, plan: Plan) -> None:
-    """Fix the model's unit-on-slot variables to ``plan``'s stages (slots from the end)."""
+def _partition_start(M, plan: Plan):
+    """The model's unit-on-slot variables for ``plan``'s stages (slots from the end)."""
+    from pyomo.common.collections import ComponentMap
+
     D, S = M.data, plan.num_stages
+    out = ComponentMap()  # variables are keys by identity
     for j, st in enumerate(plan.stages):
         q = S - 1 - j
         for u in range(st.start, st.end):
             for qq in range(D.Q):
-                M.y[u, qq].fix(1.0 if qq == q else 0.0)
-
-
-def _solve_fixed(M) -> bool:
-    """Solve ``M`` for its free variables (the derived binaries follow from the fixed
-    partition and placement), keep the solution as a MIP start, unfix; True if feasible."""
-    import pyomo.environ as pyo
-
-    fixed = [v for v in M.component_data_objects(pyo.Var) if v.fixed]
-    try:
-        res = MatrixHighs(seed=0).solve(M)
-        if res.objective is None:
-            return False
-        res.load()
-        return True
-    finally:
-        for v in fixed:
-            v.unfix()
+                out[M.y[u, qq]] = 1.0 if qq == q else 0.0
+    return out
