@@ -12,6 +12,9 @@ and why it is valid):
   domain subsets gives, for every number k of domains it uses, the cheapest
   walk (transfer alone on the route's narrowest link + latency, under the
   shortest-path closure) that visits them, plus every boundary's minimum;
+* the replica with the longest path: every domain the R replicas use is on
+  some replica's path, so that replica's domains hold its S stages and
+  contain the domain (:meth:`StageBounds.covering_path`, subset DP);
 * the period: best memory-feasible partition, the largest transfer,
   Little's law at the front (1f1b), and the WAN volume of the crossing
   flows;
@@ -37,6 +40,7 @@ from ..network import GBPS, MS
 from ..space import PlanSpace, Shape
 
 _DP_MAX_DOMAINS = 16
+_COVER_MAX_DOMAINS = 12
 
 
 @dataclass
@@ -192,6 +196,40 @@ class StageBounds:
                 if sum(top[:k]) >= S:
                     out[k] = (S - 1) * b0 + forest[k - 1]
         return out
+
+    def covering_path(self, A: float, hostable: list[int], caps: list[int], S: int, R: int) -> float:
+        """Lower bound (s) on the largest sum over boundaries of (x + l) of any replica,
+        when R replicas of S stages share the domains: the used domains U hold
+        R S >= slots, every domain of U is on some replica's path, and that replica's
+        domains A (with d in A, A in U) hold its S stages, so
+
+            max_r path_r >= min_U max_{d in U} min_{d in A subset U, cap(A) >= S} ham(A).
+
+        Subset dynamic programmes (n <= 12 domains; 0.0 beyond, or for one replica,
+        where the most spread replica's bound already says as much)."""
+        n = len(hostable)
+        if R <= 1 or S <= 1 or n > _COVER_MAX_DOMAINS:
+            return 0.0
+        key = ("cover", A, tuple(hostable), tuple(caps), S)
+        if key not in self._by_k:
+            b0, ham, _ = self._path_table(A, tuple(hostable))
+            full = 1 << n
+            masks = np.arange(full)
+            bits = ((masks[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+            capsum = bits.astype(np.int64) @ np.asarray(caps, dtype=np.int64)
+            worst = np.full(full, -np.inf)  # max over d in U of the cheapest path through d
+            for d in range(n):
+                g = np.where(bits[:, d] & (capsum >= S), ham, np.inf)
+                for i in range(n):  # g[U] = min over subsets A of U (SOS dynamic programme)
+                    sel = bits[:, i]
+                    g[sel] = np.minimum(g[sel], g[masks[sel] ^ (1 << i)])
+                worst = np.where(bits[:, d], np.maximum(worst, g), worst)
+            self._by_k[key] = (b0, capsum, worst)
+        b0, capsum, worst = self._by_k[key]
+        ok = (capsum >= R * S) & np.isfinite(worst)
+        if not ok.any():
+            return 0.0
+        return (S - 1) * b0 + float(worst[ok].min())
 
     def wan_capacity(self, hostable: list[int]) -> float:
         """Sum of the bandwidths (bytes/s) of the links some route between two of
@@ -359,6 +397,11 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
             tv = max(c_max, 2 * xv) if shape.schedule == "gpipe" else max(c_max, xv, qv / min(m, S))
             return (m - 1) * tv + qv
 
+        # the replica with the longest path (maybe not the most spread one): its own
+        # T_r >= (m - 1) tau_r + Q_0 with tau_r >= c_max and (1f1b) Little's law
+        cover = tab.covering_path(A, hostable, caps, S, R) if S > 1 else 0.0
+        q_c = c_tot + 2 * cover
+        val_cover = (m - 1) * (c_max if shape.schedule == "gpipe" else max(c_max, q_c / min(m, S))) + q_c
         for k, path in paths.items():
             x_lb = 0.0 if S == 1 else (x_wan if k >= 2 else min(x_in, x_wan))
             q0 = c_tot + 2 * path
@@ -434,7 +477,7 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
             if vals:
                 best[k] = min(vals)
         if best:
-            out[S] = best
+            out[S] = {k: max(v, val_cover) for k, v in best.items()}
     return out
 
 
