@@ -36,10 +36,12 @@ HIGHS_OPTIONS = {"output_flag": False, "presolve_rule_off": 1 << 13}
 class MatrixResult:
     """Outcome of one solve: ``status`` is ``"optimal"``, ``"infeasible"``,
     ``"time_limit"`` or ``"other"``; ``objective`` the best feasible value (None:
-    none found), ``bound`` the proven lower bound (minimisation; None: none)."""
+    none found), ``bound`` the proven lower bound (minimisation; None: none); ``started``
+    whether the partial start was completed into a MIP start."""
     status: str
     objective: float | None
     bound: float | None
+    started: bool = False  # the partial start was completed into a MIP start
     _columns: list = field(default_factory=list, repr=False)
     _values: np.ndarray | None = field(default=None, repr=False)
 
@@ -66,11 +68,10 @@ class MatrixHighs:
     def solve(self, M, start: dict | None = None) -> MatrixResult:
         """Solve ``M``.  ``start`` maps some of its variables to values (a partial plan):
         HiGHS completes it with those variables fixed and keeps the completion as the
-        MIP start (``self.started`` says whether that worked)."""
+        MIP start (``started`` in the result says whether that worked)."""
         import highspy
-        from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
-
         from pyomo.common.errors import InfeasibleConstraintException
+        from pyomo.repn.plugins.standard_form import LinearStandardFormCompiler
 
         t0 = time.perf_counter()
         try:
@@ -95,15 +96,19 @@ class MatrixHighs:
         lp.a_matrix_.start_ = A.indptr.astype(np.int32)
         lp.a_matrix_.index_ = A.indices.astype(np.int32)
         lp.a_matrix_.value_ = A.data.astype(float)
-        lp.integrality_ = [highspy.HighsVarType.kInteger if v.is_integer() else highspy.HighsVarType.kContinuous
-                           for v in cols]
+        integer = [v.is_integer() for v in cols]
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
         h = highspy.Highs()
         for k, val in self.options.items():
             h.setOptionValue(k, val)
         h.passModel(lp)
-        if "time_limit" in self.options:  # the compilation counts against the limit
-            h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
-        self.started = False
+
+        def time_left():  # the compilation and the start count against the limit
+            if "time_limit" in self.options:
+                h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
+
+        time_left()
+        started = False
         if start:
             pos = {id(v): i for i, v in enumerate(cols)}
             given = [(pos[id(v)], float(x)) for v, x in start.items() if id(v) in pos]
@@ -114,12 +119,11 @@ class MatrixHighs:
                 h.run()
                 if h.getInfo().primal_solution_status == 2:
                     sol = h.getSolution()
-                    self.started = True
+                    started = True
                 h.changeColsBounds(len(idx), idx, lower[idx], upper[idx])
-                if self.started:
+                if started:
                     h.setSolution(sol)
-                if "time_limit" in self.options:
-                    h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
+                time_left()
         h.run()
         ms = h.getModelStatus()
         info = h.getInfo()
@@ -127,7 +131,7 @@ class MatrixHighs:
         status = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(ms, "other")
         has_sol = info.primal_solution_status == 2  # feasible
         objective = float(info.objective_function_value) if has_sol else None
-        mip = any(v.is_integer() for v in cols)
+        mip = any(integer)
         if status == "optimal" and objective is not None:
             bound = float(info.mip_dual_bound) if mip else objective
         elif mip:
@@ -137,4 +141,4 @@ class MatrixHighs:
         if bound is not None and not math.isfinite(bound):
             bound = None
         values = np.asarray(h.getSolution().col_value, dtype=float) if has_sol else None
-        return MatrixResult(status, objective, bound, list(cols), values)
+        return MatrixResult(status, objective, bound, started, list(cols), values)

@@ -36,12 +36,10 @@ from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public 
 
 log = logging.getLogger("planner.milp")
 
-def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start: dict | None = None):
+def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start=None):
     """Solve ``M`` with HiGHS (its matrix handed over directly), completing the partial
-    assignment ``start`` into a MIP start; (:class:`MatrixResult`, whether it did)."""
-    opt = MatrixHighs(time_limit, seed, threads, gap)
-    res = opt.solve(M, start=start)
-    return res, opt.started
+    assignment ``start`` into a MIP start; a :class:`planner.highs.MatrixResult`."""
+    return MatrixHighs(time_limit, seed, threads, gap).solve(M, start=start)
 
 
 def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int = 1, gap: float = 1e-3,
@@ -94,8 +92,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
             M.cutoff = pyo.Constraint(expr=M.obj.expr <= best * scale * (1 + 1e-9))
         start = _first_start(M, shape, ctx, _plan_start) if warm_start else None
         build_s = time.perf_counter() - tb
-        res, warm = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=start)
-        note = "warm start" if warm else ""
+        res = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=start)
+        note = "warm start" if res.started else ""
         if res.status == "infeasible":  # nothing in this shape beats the incumbent (or no plan at all)
             return ShapeOutcome("infeasible", build_s=build_s, detail=note)
         bound = res.bound / scale if res.bound is not None else None
@@ -153,8 +151,8 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     start = _first_start(M, shape, ctx, _counts_start) if warm_start and not M.data.pruned else None
     build_s = time.perf_counter() - tb
     end = tb + share
-    res, warm = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=start)
-    note = "aggregated" + (", warm start" if warm else "")
+    res = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=start)
+    note = "aggregated" + (", warm start" if res.started else "")
     if res.status == "infeasible":
         return ShapeOutcome("infeasible", build_s=build_s, detail=note)
     db = res.bound
@@ -187,7 +185,7 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     rest = end - time.perf_counter()
     if rest <= 0.05:
         return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
-    res, _ = _run(E, rest, seed, threads, gap=gap, start=start)
+    res = _run(E, rest, seed, threads, gap=gap, start=start)
     note += ", per-replica"
     if res.status == "infeasible":  # nothing beats min(incumbent, cand): cand (or the incumbent) is optimal
         return ShapeOutcome("optimal", bound=cut, plan=cand, build_s=build_s, detail=note)
@@ -239,7 +237,7 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
-    res, _ = _run(M, max(0.1, end - time.perf_counter()), seed, threads, start=_plan_start(M, plan))
+    res = _run(M, max(0.1, end - time.perf_counter()), seed, threads, start=_plan_start(M, plan))
     if res.objective is None:
         return plan
     res.load()

@@ -128,6 +128,18 @@ def pairs_of_link(D: Data) -> dict[int, list]:
     return out
 
 
+def arc_figures(D: Data) -> tuple[list, dict, dict]:
+    """(arcs, solo, lat): the arcs (d, d) and every route (d, e); each arc's transfer
+    time alone (intra bandwidth, or the route's narrowest link) and latency (model units)."""
+    arcs = [(d, d) for d in D.domains] + list(D.routes)
+    solo = {(d, d): D.A / D.intra_bw[d] for d in D.domains}
+    lat = {(d, d): 0.0 for d in D.domains}
+    for (d, e), (links, l_de) in D.routes.items():
+        solo[(d, e)] = max((D.A / D.link_bw[l] for l in links), default=0.0)
+        lat[(d, e)] = l_de
+    return arcs, solo, lat
+
+
 def _admissible(instance, shape, D: Data, space, forbid, objective, stage_bounds, cutoff, cuts):
     """Admissible stage counts with their bounds on T (model units), after the cutoff.
 
@@ -294,8 +306,6 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     S_min = min(lbs)
     D.Q, D.w = Q, D.w[:Q]
     R, m, t = shape.replicas, D.m, shape.tp
-    N = len(D.units)
-    L = len(D.link_bw)
     doms = D.domains
     # T never exceeds this in a plan worth finding (big-M values derive from it)
     T_cap = t_upper_bound(D, R, Q)
@@ -330,7 +340,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     # arc[r,q,d,e] = replica r's boundary q goes from d (slot q+1) to e (slot q); a
     # transportation polytope between the two slots' placements, so every cost below is
     # an exact linear function of the arcs when z is integral
-    arcs = [(d, d) for d in doms] + list(D.routes)
+    arcs, solo, lat = arc_figures(D)
     M.Arcs = pyo.Set(initialize=arcs, dimen=2)
     M.arc = pyo.Var(M.Rr, M.B, M.Arcs, bounds=(0, 1))
     out_of = {d: [(d2, e) for (d2, e) in arcs if d2 == d] for d in doms}
@@ -341,14 +351,10 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
                               sum(M.arc[r, q, a, b] for a, b in into[e]) <= M.z[r, q, e])
     M.X = pyo.Var(M.Rr, M.B, domain=pyo.NonNegativeReals)  # transfer time
     M.Lat = pyo.Var(M.Rr, M.B, domain=pyo.NonNegativeReals)  # route latency
-    lat = {de: v[1] for de, v in D.routes.items()}
     M.lat_def = pyo.Constraint(M.Rr, M.B, rule=lambda M, r, q:
                                M.Lat[r, q] >= sum(lat[de] * M.arc[r, q, de[0], de[1]] for de in D.routes)
                                if D.routes else pyo.Constraint.Skip)
     # a boundary's transfer is at least its intra-domain time or its route's narrowest link alone
-    solo = {(d, d): D.A / D.intra_bw[d] for d in doms}
-    for (d, e), (links, _) in D.routes.items():
-        solo[(d, e)] = max((D.A / D.link_bw[l] for l in links), default=0.0)
     M.x_solo = pyo.Constraint(M.Rr, M.B, rule=lambda M, r, q:
                               M.X[r, q] >= sum(solo[de] * M.arc[r, q, de[0], de[1]] for de in arcs))
     # link sharing: users of link l; a crossing flow's time is A * users / bandwidth
@@ -516,7 +522,6 @@ def _gradient_sync(M, D, R, Q, P, t, cuts=True, count=None, members=None):
         M.h = pyo.Var(M.Qs, M.Pairs, bounds=(0, 1))
         M.h_lb = pyo.Constraint(M.Qs, M.Pairs, rule=lambda M, q, a, b: M.h[q, a, b] >= M.o[q, a] + M.o[q, b]
                                 - sum(M.o[q, c] for c in between(a, b)) - 1)
-        L = len(D.link_bw)
         link_pairs = pairs_of_link(D)
         M.Lr = pyo.Set(initialize=sorted(link_pairs))
         M.ring_users = pyo.Var(M.Lr, domain=pyo.NonNegativeReals)
@@ -619,16 +624,23 @@ def _cost_objective(M, D, R, Q, P, t, cost_scale=None, cost_cutoff=None, used=No
             D.cost_lb.get(S, 0.0) * M.sigma[S] for S in M.Sset))
 
 
-def extract(M):
-    """(cuts, placement) of the model's current solution, stages front to back."""
+def read_partition(M) -> tuple[list[tuple[int, int]], list[int]]:
+    """(cuts, used slots) of the model's current solution, stages front to back."""
     D = M.data
-    Q, R = D.Q, D.shape.replicas
-    slot_of = [max(range(Q), key=lambda q: pyo.value(M.y[u, q])) for u in D.units]
-    used = sorted({s for s in slot_of}, reverse=True)  # front (highest slot) first
+    slot_of = [max(range(D.Q), key=lambda q: pyo.value(M.y[u, q])) for u in D.units]
+    used = sorted(set(slot_of), reverse=True)  # front (highest slot) first
     cuts, start = [], 0
     for q in used:
         n = sum(1 for s in slot_of if s == q)
         cuts.append((start, start + n))
         start += n
-    placement = [[max(D.domains, key=lambda d: pyo.value(M.z[r, q, d])) for q in used] for r in range(R)]
+    return cuts, used
+
+
+def extract(M):
+    """(cuts, placement) of the model's current solution, stages front to back."""
+    D = M.data
+    cuts, used = read_partition(M)
+    placement = [[max(D.domains, key=lambda d: pyo.value(M.z[r, q, d])) for q in used]
+                 for r in range(D.shape.replicas)]
     return cuts, placement

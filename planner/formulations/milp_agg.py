@@ -33,8 +33,8 @@ import math
 import pyomo.environ as pyo
 
 from ..space import PlanSpace, Shape
-from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, pairs_of_link, shape_data,
-                   t_upper_bound)
+from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, arc_figures, pairs_of_link,
+                   read_partition, shape_data, t_upper_bound)
 
 
 def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None = None, ts: float = 1.0,
@@ -83,7 +83,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
 
     # ---- flows: f[q,d,e] replicas go from d (slot q+1) to e (slot q) -----------------------
     # integral flows of a layered network with integral margins split into R paths
-    arcs = [(d, d) for d in doms] + list(D.routes)
+    arcs, solo, lat = arc_figures(D)
     M.Arcs = pyo.Set(initialize=arcs, dimen=2)
     M.f = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeIntegers, bounds=(0, R))
     M.flow_out = pyo.Constraint(M.B, M.Dm, rule=lambda M, q, d: sum(
@@ -124,11 +124,6 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         M.users[l].setub(max(umax[l], 0))
 
     # ---- one boundary of one replica: the arc's transfer X, and its period -------------------
-    solo = {(d, d): D.A / D.intra_bw[d] for d in doms}
-    lat = {(d, d): 0.0 for d in doms}
-    for (d, e), (links, l_de) in D.routes.items():
-        solo[(d, e)] = max((D.A / D.link_bw[l] for l in links), default=0.0)
-        lat[(d, e)] = l_de
     M.Xa = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeReals)
     M.Xa_solo = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.Xa[q, a, b] >= solo[(a, b)] * M.u[q, a, b])
     M.Xa_share = pyo.ConstraintList()
@@ -236,14 +231,7 @@ def decompose(M) -> tuple[list[tuple[int, int]], list[list[str]]]:
     arcs, so the crossings spread evenly over the replicas (the model bounds
     the most-crossing replica by the average)."""
     D = M.data
-    Q, R = D.Q, D.shape.replicas
-    slot_of = [max(range(Q), key=lambda q: pyo.value(M.y[u, q])) for u in D.units]
-    used = sorted(set(slot_of), reverse=True)  # front (highest slot) first
-    cuts, start = [], 0
-    for q in used:
-        k = sum(1 for s in slot_of if s == q)
-        cuts.append((start, start + k))
-        start += k
+    cuts, used = read_partition(M)
     S = len(used)
     top = S - 1
     cnt = lambda v: int(round(pyo.value(v)))
