@@ -51,7 +51,7 @@ def _reach_back(tab: UnitTable, end: int, cap_flops: float, mem_cap: float, act:
 
 
 def pack(tab: UnitTable, stages: int, cap_flops: float, limit: Callable[[int], float],
-         act: Callable[[int], float]) -> list[tuple[int, int]] | None:
+         act: Callable[[int], float], floor: Sequence[int] | None = None) -> list[tuple[int, int]] | None:
     """Exactly ``stages`` stages with compute <= ``cap_flops`` that fit memory, or None.
 
     Packs from the LAST stage backwards, each stage taking as many units as
@@ -60,14 +60,21 @@ def pack(tab: UnitTable, stages: int, cap_flops: float, limit: Callable[[int], f
     decreasing, ``act(j)`` non-increasing: true for gpipe and 1f1b), this
     furthest-reach packing finds a partition whenever one exists: by
     induction, its j-th stage from the end starts no later than that of any
-    feasible partition."""
+    feasible partition.  ``floor[j]``, when given, is the earliest unit stage
+    j may start at (stage j's suffix from there on is short enough); the
+    induction holds with it once every floor leaves one unit per stage
+    before the next floor (``lo`` below)."""
     n = tab.n
     if stages > n:
         return None
+    lo = list(range(stages))
+    if floor is not None:
+        for j in range(stages):
+            lo[j] = max(j, floor[j], lo[j - 1] + 1 if j else 0)
     cuts = []
     end = n
     for j in range(stages - 1, -1, -1):
-        start = _reach_back(tab, end, cap_flops, limit(j), act(j), lo=j)
+        start = _reach_back(tab, end, cap_flops, limit(j), act(j), lo=lo[j])
         if j == 0 and start > 0:
             return None
         if start >= end:
@@ -104,3 +111,57 @@ def balanced_partition(tab: UnitTable, stages: int, limit: Callable[[int], float
         else:
             lo = mid
     return best
+
+
+def little_period(tab: UnitTable, w: Sequence[int], lsuf: Sequence[float], rate: float,
+                  limit: Callable[[int], float], act: Callable[[int], float], tau0: float = 0.0,
+                  iters: int = 40) -> float:
+    """Lower bound (s) on the 1f1b period of a pipeline of S = len(w) stages: the
+    smallest tau >= ``tau0`` for which some memory-feasible partition has every
+    stage's compute c_j <= tau and Little's law at every stage (SPEC 7),
+
+        sum_{i >= j} c_i + 2 lsuf[j] <= w[j] tau,
+
+    ``w[j]`` the in-flight limit of stage j, ``lsuf[j]`` (s) a lower bound on the
+    sum of x_k + l_k over the boundaries k >= j, ``rate`` seconds of compute per
+    flop per token.  Little's law at the front alone lets compute sit anywhere;
+    here the stages behind a WAN crossing must stay light while the stages in
+    front are memory-bound.  Each tau is tested exactly by :func:`pack` with a
+    floor per stage (the stage's suffix fits its budget from the floor on); the
+    bisection returns the largest tau found infeasible (``tau0`` if feasible).
+
+    >>> t = UnitTable(flops=[1, 1, 1, 1], mem=[0] * 4, stored=[0] * 4)
+    >>> little_period(t, [2, 1], [0.0, 0.0], 1.0, lambda j: 1.0, lambda j: 0.0)  # doctest: +ELLIPSIS
+    1.99999...
+    """
+    S, n, fl = len(w), tab.n, tab.flops
+
+    def feasible(tau: float) -> bool:
+        floor = []
+        for j in range(S):
+            budget = (w[j] * tau - 2 * lsuf[j]) / rate  # flops per token allowed from stage j on
+            if budget < 0:
+                return False
+            floor.append(bisect_left(fl, fl[n] - budget * (1 + 1e-9) - 1e-12 * fl[n]))
+        return pack(tab, S, tau / rate * (1 + 1e-9), limit, act, floor) is not None
+
+    lo = tau0
+    if feasible(lo):
+        return lo
+    hi = max(lo, 1e-12)
+    for _ in range(200):  # a feasible period exists iff a memory-feasible partition does
+        hi *= 2
+        if feasible(hi):
+            break
+        lo = hi
+    else:
+        return lo
+    for _ in range(iters):
+        if hi - lo <= 1e-9 * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..model import BYTES_PER_PARAM_GRAD
 from ..network import GBPS, MS
+from ..partition import little_period
 from ..space import PlanSpace, Shape
 
 _DP_MAX_DOMAINS = 16
@@ -401,14 +402,23 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
         # T_r >= (m - 1) tau_r + Q_0 with tau_r >= c_max and (1f1b) Little's law
         cover = tab.covering_path(A, hostable, caps, S, R) if S > 1 else 0.0
         q_c = c_tot + 2 * cover
-        val_cover = (m - 1) * (c_max if shape.schedule == "gpipe" else max(c_max, q_c / min(m, S))) + q_c
+        if shape.schedule != "gpipe" and S > 1:
+            # Little's law at every stage with the partition it leaves (any replica)
+            lsuf = [min(tab.path_by_domains(A, hostable, caps, S - j).values(), default=0.0) for j in range(S)]
+            w = [min(m, S - j) for j in range(S)]
+            tau_l = little_period(space.table, w, lsuf, space.compute_time(1.0, t, b),
+                                  lambda j: instance.memory_limit_bytes * t, lambda j: w[j] * tok,
+                                  tau0=max(c_max, (c_tot + 2 * lsuf[0]) / w[0]))
+        else:
+            tau_l = c_max
+        val_cover = (m - 1) * (c_max if shape.schedule == "gpipe" else max(tau_l, q_c / min(m, S))) + q_c
         for k, path in paths.items():
             x_lb = 0.0 if S == 1 else (x_wan if k >= 2 else min(x_in, x_wan))
             q0 = c_tot + 2 * path
             if shape.schedule == "gpipe":
                 tau = max(c_max, 2 * x_lb)
             else:
-                tau = max(c_max, x_lb, q0 / min(m, S))
+                tau = max(tau_l, x_lb, q0 / min(m, S))
             val_k = (m - 1) * tau + q0  # the most spread replica
             if best and val_k >= min(best.values()):
                 best[k] = val_k  # valid for k, and k cannot lower the minimum: skip the rest
