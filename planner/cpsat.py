@@ -110,7 +110,8 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
             deterministic, rounding, presolve) -> Plan:
     """Among plans of the incumbent's shape with T_est <= T_est* (up to the rounding),
     prefer the one the exact simulation finds fastest: minimise every replica's period,
-    transfer and synchronisation time (a secondary objective), and keep the result only
+    transfer and synchronisation time and (1f1b) its window period (a secondary
+    objective, as the MILP's polish), and keep the result only
     if the evaluator confirms T_est <= T_est* and a shorter simulated iteration.  T_est is
     many-to-one; this changes neither the objective nor the bound."""
     from ortools.sat.python import cp_model
@@ -126,7 +127,20 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     cm.hint(plan)
     x = [v for row in cm.extra["x"] for v in row]
     l = [v for row in cm.extra["l"] for v in row]
-    cm.model.minimize(sum(cm.extra["tau"]) + sum(x) + sum(l) + sum(cm.extra["AR"]))
+    secondary = sum(cm.extra["tau"]) + sum(x) + sum(l) + sum(cm.extra["AR"])
+    if shape.schedule == "1f1b":
+        # the window period the exact simulation obeys (see planner.milp._window_period):
+        # tw_r >= (compute of stages j..k + both ways over their boundaries) / (w_j - w_k + 1)
+        S, m, ec = plan.num_stages, cm.m, cm.extra["ec"]
+        w = [min(m, S - j) for j in range(S)]
+        for r, (xr, lr) in enumerate(zip(cm.extra["x"], cm.extra["l"])):
+            tw = cm.model.new_int_var(0, cm.extra["T_ub"], f"tw{r}")
+            for j in range(S):
+                for k in range(j, S):
+                    comm = sum(xr[b] + lr[b] for b in range(j, k))
+                    cm.model.add((w[j] - w[k] + 1) * tw >= ec[k + 1] - ec[j] + 2 * comm)
+            secondary += (m - 1) * tw
+    cm.model.minimize(secondary)
     solver = configure(cp_model.CpSolver(), time_limit=time_limit, workers=workers, seed=seed,
                        deterministic=deterministic, presolve=presolve)
     status = solver.solve(cm.model)

@@ -799,7 +799,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                     obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel, admissible=admissible, cut=cut,
                     used=used, is_s=is_s, b=b, dom=dom, T=T, obj_expr=obj,
                     extra=dict(tau=taus, x=xs, l=ls, AR=AR, param_quantum=quantum, RS=RS, E_abs_units=E_abs,
-                               T_ub=T_ub))
+                               T_ub=T_ub, ec=ec))
     if cutoff is not None and math.isfinite(cutoff):
         M.add(obj <= cm.cutoff_int(cutoff))
     M.minimize(obj)
