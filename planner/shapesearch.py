@@ -362,7 +362,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             best_plan = polish(best_plan, best, rest / 2, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective
             # the other half: move stage boundaries while the exact simulation improves
-            cand = descend_partition(instance, best_plan, best, end, log, name)
+            # (deterministic mode: a fixed number of simulations instead of a deadline)
+            cand = descend_partition(instance, best_plan, best, math.inf if deterministic else end, log, name,
+                                     max_evals=100 if deterministic else 400)
             best_plan = keep_if_faster(instance, best_plan, cand, best, log, name)
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
