@@ -53,3 +53,34 @@ def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
         out = (T[:, :, None] - D + ar[:, None, :]).max(axis=(1, 2))
     out[np.isnan(out)] = np.inf  # inf - inf: a link is down, the plan cannot run
     return out
+
+
+def window_period(c, x, l, w) -> tuple[float, int, int]:
+    """The largest 1f1b window period (s) of one replica, with its window [j, k].
+
+    Between stages j and k a 1f1b pipeline holds w_j - w_k + 1 micro-batches while
+    one of them runs forward from j to k and back, so its steady-state period is at
+    least ``(sum_{i=j..k} c_i + 2 sum_{j<=b<k} (x_b + l_b)) / (w_j - w_k + 1)`` for
+    every window.  SPEC 7's Little's law is the case k = S - 1 only; the exact
+    simulation obeys every window (docs/model.md, section 9, item 13).
+
+    c : (S,) compute per micro-batch of each stage; x, l : (S-1,) transfer time and
+    latency of each boundary; w : (S,) in-flight limit per stage.
+
+    >>> window_period([1.0, 1.0, 1.0], [0.0, 0.0], [0.0, 2.0], [3, 2, 1])  # doctest: +ELLIPSIS
+    (3.0, 1, 2)
+    """
+    c = np.asarray(c, float)
+    xl = np.asarray(x, float) + np.asarray(l, float)
+    csum = np.concatenate([[0.0], np.cumsum(c)])
+    lsum = np.concatenate([[0.0], np.cumsum(xl)])
+    S = len(c)
+    best = (0.0, 0, S - 1)
+    for j in range(S):
+        k = np.arange(j, S)
+        held = np.asarray(w, float)[j] - np.asarray(w, float)[k] + 1
+        v = (csum[k + 1] - csum[j] + 2 * (lsum[k] - lsum[j])) / held
+        i = int(np.argmax(v))
+        if v[i] > best[0]:
+            best = (float(v[i]), j, int(k[i]))
+    return best

@@ -26,6 +26,7 @@ import numpy as np
 
 from .bounds import lower_bound
 from .errors import human_bytes
+from .estimate import window_period
 from .evaluator import Evaluator
 from .network import GBPS, NetworkStates
 from .simulator import simulate_times
@@ -64,6 +65,7 @@ class Explanation:
     suggestion: str = ""
     suggestion_gain: float = 0.0
     tau_term: str = ""  # which term sets the T_est period
+    window_term: str = ""  # a 1f1b window the simulation obeys and T_est does not see, if it binds
 
     def lines(self) -> list[str]:
         T = self.iteration_time_s
@@ -77,6 +79,8 @@ class Explanation:
             out.append("No single resource shortens the iteration when relaxed by 10%.")
         if self.tau_term:
             out.append(f"Pipeline period (T_est): set by {self.tau_term}.")
+        if self.window_term:
+            out.append(f"Pipeline period (simulation): {self.window_term}.")
         total = sum(self.critical_path.values()) or 1.0
         parts = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(self.critical_path.items(),
                                                                       key=lambda kv: -kv[1]) if v > 0)
@@ -208,7 +212,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
         suggestion, sgain = _bigger_step(instance, plan, ev, base, single[0], T0)
     Te = float(ev.estimate_times(base)[0])
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
-                       util, headroom, suggestion, sgain, _tau_term(fig, comm, plan))
+                       util, headroom, suggestion, sgain, _tau_term(fig, comm, plan), _window_term(fig, comm, plan))
 
 
 def _category(b: Sensitivity | None, cp: dict, fig) -> str:
@@ -228,6 +232,25 @@ def _category(b: Sensitivity | None, cp: dict, fig) -> str:
     if cp.get("gradient synchronisation", 0.0) > cp.get("WAN/intra transfers", 0.0):
         return "gradient synchronisation over the WAN"
     return "WAN bandwidth of pipeline transfers"
+
+
+def _window_term(fig, comm, plan) -> str:
+    """The 1f1b window [j, k] (k before the last stage) whose round trip sets a longer
+    period than any term of T_est, for the replica where it is largest; "" if none."""
+    if plan.schedule != "1f1b" or plan.num_stages < 3:
+        return ""
+    c, x, l, w = fig.c, comm.x[0], comm.l[0], fig.inflight
+    S = plan.num_stages
+    suffix = max(c.max(), max((c[j:].sum() + 2 * (x[r, j:].sum() + l[r, j:].sum())) / w[j]
+                              for r in range(plan.replicas) for j in range(S)))
+    best = max((window_period(c, x[r], l[r], w) + (r,) for r in range(plan.replicas)), key=lambda t: t[0])
+    v, j, k, r = best
+    if k >= S - 1 or v <= suffix * 1.02:
+        return ""
+    held = int(w[j] - w[k] + 1)
+    return (f"1f1b also obeys Little's law between stages {j} and {k} (replica {r}): a {v * held:.3g} s round "
+            f"trip with {held} micro-batches between them, a {v:.3g} s period where T_est's is {suffix:.3g} s "
+            f"(T_est only sees windows that end at the last stage)")
 
 
 def _tau_term(fig, comm, plan) -> str:
