@@ -26,7 +26,8 @@ import time
 
 from .errors import InfeasibleError
 from .plan import Plan
-from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
+from .shapesearch import (ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search,
+                          simulation_exceeds_estimate)
 
 log = logging.getLogger("planner.cpsat")
 
@@ -128,7 +129,7 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     x = [v for row in cm.extra["x"] for v in row]
     l = [v for row in cm.extra["l"] for v in row]
     secondary = sum(cm.extra["tau"]) + sum(x) + sum(l) + sum(cm.extra["AR"])
-    if shape.schedule == "1f1b":
+    if shape.schedule == "1f1b" and simulation_exceeds_estimate(instance, plan):
         # the window period the exact simulation obeys (see planner.milp._window_period):
         # tw_r >= (compute of stages j..k + both ways over their boundaries) / (w_j - w_k + 1)
         S, m, ec = plan.num_stages, cm.m, cm.extra["ec"]

@@ -31,7 +31,8 @@ from .errors import InfeasibleError
 from .evaluator import Evaluator
 from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from .plan import Plan
-from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
+from .shapesearch import (ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search,
+                          simulation_exceeds_estimate)
 from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public here too)
 
 log = logging.getLogger("planner.milp")
@@ -238,7 +239,7 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     M.obj.deactivate()
     M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
-    if shape.schedule == "1f1b":
+    if shape.schedule == "1f1b" and simulation_exceeds_estimate(instance, plan):
         secondary += (M.data.m - 1) * _window_period(M, M.data.m)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
 

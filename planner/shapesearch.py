@@ -21,10 +21,12 @@ outer search both use:
    the better incumbent, in further rounds;
 5. the global bound is the smallest shape bound and the gap
    (incumbent - bound) / incumbent; optionally the last 10% of the time
-   polishes the incumbent (a tie-break among plans of equal objective):
-   half for the solver's own secondary objective, half for
-   :func:`descend_partition`, which moves stage boundaries while the exact
-   simulation improves.
+   polishes the incumbent (a tie-break among plans of equal objective, which
+   may also find a lower one): the solver's own secondary objective; when the
+   exact simulation of the incumbent is more than 2% above its T_est
+   (:func:`simulation_exceeds_estimate`), that objective includes the 1f1b
+   window period and the last quarter goes to :func:`descend_partition`,
+   which moves stage boundaries while the exact simulation improves.
 
 The per-shape solve is a callable ``solve_shape(shape, share, context)``
 returning a :class:`ShapeOutcome`; everything solver-specific (model
@@ -359,13 +361,15 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         if rest > 0.2:
             end = time.perf_counter() + rest
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
-            best_plan = polish(best_plan, best, rest / 2, ctx)
+            misjudged = simulation_exceeds_estimate(instance, best_plan)
+            best_plan = polish(best_plan, best, 0.75 * rest if misjudged else rest, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective
-            # the other half: move stage boundaries while the exact simulation improves
-            # (deterministic mode: a fixed number of simulations instead of a deadline)
-            cand = descend_partition(instance, best_plan, best, math.inf if deterministic else end, log, name,
-                                     max_evals=100 if deterministic else 400)
-            best_plan = keep_if_faster(instance, best_plan, cand, best, log, name)
+            if misjudged:
+                # the rest: move stage boundaries while the exact simulation improves
+                # (deterministic mode: a fixed number of simulations instead of a deadline)
+                cand = descend_partition(instance, best_plan, best, math.inf if deterministic else end, log,
+                                         name, max_evals=100 if deterministic else 400)
+                best_plan = keep_if_faster(instance, best_plan, cand, best, log, name)
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
@@ -390,6 +394,14 @@ def keep_if_faster(instance, plan: Plan, cand: Plan | None, objective: float, lo
     t_new, t_old = float(ev_new.iteration_times()[0]), float(ev_old.iteration_times()[0])
     log.info("%s: polish (T_est kept, exact simulation): %.6g s -> %.6g s", name, t_old, min(t_new, t_old))
     return cand if t_new < t_old else plan
+
+
+def simulation_exceeds_estimate(instance, plan: Plan, margin: float = 0.02) -> bool:
+    """Whether the exact simulation of ``plan`` is more than ``margin`` above its T_est:
+    then the polish breaks T_est ties by the simulation (1f1b windows, boundary moves);
+    otherwise it keeps its plain secondary objective, which also finds lower T_est."""
+    ev = Evaluator(instance, plan)
+    return float(ev.iteration_times()[0]) > (1 + margin) * float(ev.estimate_times()[0])
 
 
 def simulated_time_proxy(instance, plan: Plan, cache: dict | None = None) -> float:
