@@ -99,7 +99,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
-                       deterministic, rounding, presolve)
+                       deterministic, rounding, presolve, windows=ctx.misjudged)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
@@ -108,7 +108,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
 
 
 def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limit, workers, seed,
-            deterministic, rounding, presolve) -> Plan:
+            deterministic, rounding, presolve, windows: bool | None = None) -> Plan:
     """Among plans of the incumbent's shape with T_est <= T_est* (up to the rounding),
     prefer the one the exact simulation finds fastest: minimise every replica's period,
     transfer and synchronisation time and (1f1b) its window period (a secondary
@@ -129,7 +129,9 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     x = [v for row in cm.extra["x"] for v in row]
     l = [v for row in cm.extra["l"] for v in row]
     secondary = sum(cm.extra["tau"]) + sum(x) + sum(l) + sum(cm.extra["AR"])
-    if shape.schedule == "1f1b" and simulation_exceeds_estimate(instance, plan):
+    if windows is None:  # the window period when the plan simulates more than 2% above T_est
+        windows = simulation_exceeds_estimate(instance, plan)
+    if shape.schedule == "1f1b" and windows:
         # the window period the exact simulation obeys (see planner.milp._window_period):
         # tw_r >= (compute of stages j..k + both ways over their boundaries) / (w_j - w_k + 1)
         S, m, ec = plan.num_stages, cm.m, cm.extra["ec"]

@@ -109,7 +109,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
-                       threads, ctx.forbid, ctx.require)
+                       threads, ctx.forbid, ctx.require, windows=ctx.misjudged)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
@@ -219,14 +219,16 @@ def _counts_start(M, plan: Plan) -> dict | None:
     return out
 
 
-def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:
+def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require,
+            windows: bool | None = None) -> Plan:
     """Among plans of the incumbent's shape with the same T_est, prefer the one the
     exact simulation finds fastest: minimise every replica's period, transfer and
     synchronisation time and (1f1b) the window period of :func:`_window_period`, a
     secondary objective, subject to T <= T_est*.  First with the plan's placement
     fixed (only the partition moves: a small model, solved in a second or two), then
     with the placement free from that plan for the time left.  T_est is many-to-one;
-    this tie-break changes neither the objective nor the bound."""
+    this tie-break changes neither the objective nor the bound.  ``windows``: use
+    the window period (None: when the plan simulates more than 2% above T_est)."""
     import pyomo.environ as pyo
 
     from .formulations.milp import build, extract
@@ -239,7 +241,9 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     M.obj.deactivate()
     M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
-    if shape.schedule == "1f1b" and simulation_exceeds_estimate(instance, plan):
+    if windows is None:
+        windows = simulation_exceeds_estimate(instance, plan)
+    if shape.schedule == "1f1b" and windows:
         secondary += (M.data.m - 1) * _window_period(M, M.data.m)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
 

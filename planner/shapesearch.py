@@ -89,8 +89,9 @@ class ShapeOutcome:
 class SearchContext:
     """What a per-shape solve may use: the instance, its :class:`PlanSpace`,
     the incumbent objective and plan, the shape's plan found in an earlier
-    round (a hint), the shape's per-stage-count bounds (seconds) and the
-    pins."""
+    round (a hint), the shape's per-stage-count bounds (seconds), the pins,
+    and (for the polish) whether the incumbent simulates more than 2% above
+    its T_est."""
     instance: object
     space: PlanSpace
     incumbent: float
@@ -99,6 +100,7 @@ class SearchContext:
     stage_bounds: dict[int, float]
     forbid: tuple = ()
     require: tuple = ()
+    misjudged: bool = False
 
 
 def score(instance, plan) -> float:
@@ -360,8 +362,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         rest = min(rest, reserve)  # the last 10%, also when the search ends early
         if rest > 0.2:
             end = time.perf_counter() + rest
-            ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             misjudged = simulation_exceeds_estimate(instance, best_plan)
+            ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require, misjudged)
             best_plan = polish(best_plan, best, 0.75 * rest if misjudged else rest, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective
             if misjudged:
