@@ -212,7 +212,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
         suggestion, sgain = _bigger_step(instance, plan, ev, base, single[0], T0)
     Te = float(ev.estimate_times(base)[0])
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
-                       util, headroom, suggestion, sgain, _tau_term(fig, comm, plan), _window_term(fig, comm, plan))
+                       util, headroom, suggestion, sgain, *_period_terms(fig, comm, plan))
 
 
 def _category(b: Sensitivity | None, cp: dict, fig) -> str:
@@ -234,29 +234,34 @@ def _category(b: Sensitivity | None, cp: dict, fig) -> str:
     return "WAN bandwidth of pipeline transfers"
 
 
-def _window_term(fig, comm, plan) -> str:
-    """The 1f1b window [j, k] (k before the last stage) whose round trip sets a longer
-    period than any term of T_est, for the replica where it is largest; "" if none."""
+def _period_terms(fig, comm, plan) -> tuple[str, str]:
+    """(which term of the T_est period binds, the 1f1b window the simulation obeys
+    when it sets a longer period; "" if none) -- see :func:`_tau_term`, :func:`_window_term`."""
+    tau, text = _tau_term(fig, comm, plan)
+    return text, _window_term(fig, comm, plan, tau)
+
+
+def _window_term(fig, comm, plan, tau: float) -> str:
+    """The 1f1b window [j, k] (k before the last stage) whose round trip sets a period
+    more than 2% longer than T_est's ``tau`` (s), for the replica where it is largest;
+    "" if none."""
     if plan.schedule != "1f1b" or plan.num_stages < 3:
         return ""
     c, x, l, w = fig.c, comm.x[0], comm.l[0], fig.inflight
-    S = plan.num_stages
-    suffix = max(c.max(), max((c[j:].sum() + 2 * (x[r, j:].sum() + l[r, j:].sum())) / w[j]
-                              for r in range(plan.replicas) for j in range(S)))
-    best = max((window_period(c, x[r], l[r], w) + (r,) for r in range(plan.replicas)), key=lambda t: t[0])
-    v, j, k, r = best
-    if k >= S - 1 or v <= suffix * 1.02:
+    v, j, k, r = max((window_period(c, x[r], l[r], w) + (r,) for r in range(plan.replicas)), key=lambda t: t[0])
+    if k >= plan.num_stages - 1 or v <= tau * 1.02:
         return ""
     held = int(w[j] - w[k] + 1)
     return (f"1f1b also obeys Little's law between stages {j} and {k} (replica {r}): a {v * held:.3g} s round "
-            f"trip with {held} micro-batches between them, a {v:.3g} s period where T_est's is {suffix:.3g} s "
+            f"trip with {held} micro-batches between them, a {v:.3g} s period where T_est's is {tau:.3g} s "
             f"(T_est only sees windows that end at the last stage)")
 
 
-def _tau_term(fig, comm, plan) -> str:
-    """Which term of the T_est period binds (for the replica with the largest period)."""
+def _tau_term(fig, comm, plan) -> tuple[float, str]:
+    """The T_est period (s; nan for gpipe) and which of its terms binds (for the
+    replica with the largest period)."""
     if plan.schedule == "gpipe":
-        return "compute and transfers with forward and backward phases apart (gpipe)"
+        return float("nan"), "compute and transfers with forward and backward phases apart (gpipe)"
     c = fig.c
     S = plan.num_stages
     best = (c.max(), f"compute of stage {int(np.argmax(c))}")
@@ -269,7 +274,7 @@ def _tau_term(fig, comm, plan) -> str:
             if q / fig.inflight[j] > best[0]:
                 best = (q / fig.inflight[j], f"Little's law at stage {j} (replica {r}): a "
                         f"{q:.3g} s round trip with only {int(fig.inflight[j])} micro-batches in flight")
-    return best[1]
+    return float(best[0]), best[1]
 
 
 def _bigger_step(instance, plan, ev, base, b: Sensitivity, T0) -> tuple[str, float]:

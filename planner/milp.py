@@ -247,8 +247,9 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
         secondary += (M.data.m - 1) * _window_period(M, M.data.m)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
 
-    def solve(current: Plan, seconds: float) -> Plan:
-        res = _run(M, max(0.1, seconds), seed, threads, start=_plan_start(M, current))
+    def solve(current: Plan, seconds: float, start=None) -> Plan:
+        start = start if start is not None else _plan_start(M, current)
+        res = _run(M, max(0.1, seconds), seed, threads, start=start)
         if res.objective is None:
             return current
         res.load()
@@ -263,7 +264,7 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     placed = [M.z[r, q, d] for r in M.Rr for q in M.Qs for d in M.Dm]
     for v in placed:
         v.fix(start[v])
-    plan = solve(plan, 0.6 * (end - time.perf_counter()))
+    plan = solve(plan, 0.6 * (end - time.perf_counter()), start)
     for v in placed:
         v.unfix()
     if end - time.perf_counter() > 0.5:
