@@ -10,7 +10,7 @@ import sys
 import time
 
 from planner import InfeasibleError, load_instance, plan
-from planner.io import available
+from planner.problem.io import available
 
 
 def main():

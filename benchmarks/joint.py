@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from planner import load_instance, plan
-from planner.io import available
+from planner.problem.io import available
 
 
 def _run(inst, solver, **kw):

@@ -14,7 +14,7 @@ import time
 
 from _results import save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
-from planner.io import available
+from planner.problem.io import available
 
 
 def main(argv=None):

@@ -2,7 +2,7 @@
 latency-bound plans, under three memory budgets, plus the 8-stage x
 32-micro-batch size goal.
 
-Budgets (planner.schedule_opt.budget_caps): "per stage" - no stage holds
+Budgets (planner.solvers.schedule_opt.budget_caps): "per stage" - no stage holds
 more micro-batches than under 1f1b; "peak" - the same peak memory per GPU
 as 1f1b (every stage may use what 1f1b's fullest stage uses); "GPU" - each
 stage's GPU memory.  Plans: the greedy placement and partition of every
@@ -25,10 +25,10 @@ from _results import save  # noqa: E402  (benchmarks/ is on sys.path when run as
 import numpy as np
 
 from planner import Evaluator, Plan, load_instance, plan as make_plan
-from planner.evaluator import check_plan
-from planner.io import available
-from planner.network import NetworkStates
-from planner.schedule_opt import budget_caps, optimize_schedule
+from planner.scoring.evaluator import check_plan
+from planner.problem.io import available
+from planner.problem.network import NetworkStates
+from planner.solvers.schedule_opt import budget_caps, optimize_schedule
 
 
 def one_domain_per_stage(inst, stages, tp, b, gbs):
@@ -80,7 +80,7 @@ def main(argv=None):
     lines = [f"CP-SAT, {args.workers} workers, {args.time_limit:g} s wall-clock limit per run; gain = 1 - "
              "simulated optimised / simulated 1f1b (both by the evaluator); (<= x) the largest gain any "
              "schedule within the budget could have, from the bound (CP-SAT's or the Little's-law "
-             "bound of planner.schedule_opt.inflight_bound, whichever is larger).", "", head,
+             "bound of planner.solvers.schedule_opt.inflight_bound, whichever is larger).", "", head,
              "|" + "|".join("---" for _ in range(4 + 3 * len(budgets))) + "|"]
     print("\n".join(lines), flush=True)
     for name, inst, p in cases(args.min_share):

@@ -9,20 +9,21 @@ of functions over them, and every solver answers ``plan(instance, solver=...)``.
 >>> planner.evaluate(inst, p).iteration_time_s               # doctest: +SKIP
 """
 
-from .bounds import lower_bound
-from .errors import InfeasibleError, InputError, PlannerError
-from .explain import explain
-from .evaluator import Evaluation, Evaluator, Violation, check_plan, evaluate, iteration_times
-from .greedy import greedy
-from .instance import Instance
-from .io import load_instance, load_model, load_plan, save_plan
-from .model import ModelSpec
-from .network import NetworkStates
-from .plan import Plan
-from .oplists import Deadlock
-from .schedule_opt import optimize_schedule as schedule
-from .solvers import SOLVERS, plan
-from .trace import trace
+from .scoring.bounds import lower_bound
+from .problem.errors import InfeasibleError, InputError, PlannerError
+from .presentation.explain import explain
+from .scoring.evaluator import Evaluation, Evaluator, Violation, check_plan, evaluate, iteration_times
+from .solvers.greedy import greedy
+from .problem.instance import Instance
+from .problem.io import load_instance, load_model, load_plan, save_plan
+from .problem.model import ModelSpec
+from .problem.network import NetworkStates
+from .problem.plan import Plan
+from .problem.oplists import Deadlock
+from .solvers.schedule_opt import optimize_schedule as schedule
+from .solvers.registry import SOLVERS, plan
+from .scoring.trace import trace
+from .presentation import display as _display, plot as _plot  # noqa: F401  (register the views)
 
 __all__ = [
     "Deadlock", "Evaluation", "Evaluator", "InfeasibleError", "InputError", "Instance",

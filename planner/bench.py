@@ -48,8 +48,8 @@ class Task:
 
 def megatron_plan(instance):
     """One domain per stage, uniform split, 1f1b, the largest tp that fits; None if impossible."""
-    from .plan import Plan
-    from .evaluator import check_plan
+    from .problem.plan import Plan
+    from .scoring.evaluator import check_plan
 
     wl = instance.workload
     n = instance.num_units
@@ -75,9 +75,9 @@ def megatron_plan(instance):
 
 def random_plan(instance, seed: int = 0, tries: int = 200):
     """A random feasible plan (seeded), or None."""
-    from .evaluator import check_plan
-    from .plan import Plan
-    from .space import PlanSpace
+    from .scoring.evaluator import check_plan
+    from .problem.plan import Plan
+    from .problem.space import PlanSpace
 
     rng = np.random.default_rng(seed)
     space = PlanSpace(instance)
@@ -108,11 +108,11 @@ def run_static(task: Task) -> dict:
     """One (instance, method) on the base network; a row of the static table."""
     import logging
 
-    from .bounds import lower_bound
-    from .errors import PlannerError
-    from .io import load_instance
-    from .solvers import SOLVERS, finish
-    from .solvers import plan as make_plan
+    from .scoring.bounds import lower_bound
+    from .problem.errors import PlannerError
+    from .problem.io import load_instance
+    from .solvers.registry import SOLVERS, finish
+    from .solvers.registry import plan as make_plan
 
     logging.getLogger("planner").setLevel(logging.WARNING)
     inst = load_instance(task.instance)
@@ -127,9 +127,9 @@ def run_static(task: Task) -> dict:
             p = make_plan(inst, solver=task.method, time_limit=task.time_limit if task.method != "greedy" else None,
                           seed=task.seed)
         elif task.method == "rl":
-            from .rl import rl, train
+            from .solvers.rl import rl, train
 
-            from .rl import policy_bytes
+            from .solvers.rl import policy_bytes
 
             model, _ = train(inst, steps=task.rl_steps, seed=task.seed)
             row["train_s"] = time.perf_counter() - t0
@@ -157,7 +157,7 @@ def run_static(task: Task) -> dict:
 
 def auto_iterations(instance, hours: float) -> int:
     """As many iterations as greedy's plan for the base network runs in ``hours``."""
-    from .solvers import plan as make_plan
+    from .solvers.registry import plan as make_plan
 
     p = make_plan(instance, solver="greedy")
     return max(1, int(hours * 3600.0 / p.predicted.iteration_time_s))
@@ -169,9 +169,9 @@ def run_dynamic(args: tuple) -> list[dict]:
     resolve solver, resolve solver or None, trained RL policy's bytes or None)."""
     import logging
 
-    from .io import load_instance
-    from .rollout import rollout
-    from .traces import generate
+    from .problem.io import load_instance
+    from .dynamics.rollout import rollout
+    from .problem.traces import generate
 
     logging.getLogger("planner").setLevel(logging.WARNING)
     name, hours, iterations, seed, time_limit, resolver, policy = args

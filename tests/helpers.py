@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 
 from planner import Instance, Plan
-from planner.evaluator import Evaluator, check_plan
-from planner.model import ModelSpec
+from planner.scoring.evaluator import Evaluator, check_plan
+from planner.problem.model import ModelSpec
 
 GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from planner import Plan, evaluate, load_instance, load_plan, plan as make_plan
 from planner.cli import main
-from planner.io import DEFAULT_INSTANCE, available
+from planner.problem.io import DEFAULT_INSTANCE, available
 
 INSTANCES = available("instances")
 

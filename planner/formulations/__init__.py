@@ -1,1 +1,0 @@
-"""Mathematical formulations of the planning problem (MILP, CP-SAT)."""

@@ -1,0 +1,11 @@
+"""Presentation: what a person reads and looks at.
+
+Text and HTML tables of instances and plans (``display``), the command
+line's plan summary (``report``), pictures: Gantt charts, network maps and
+comparisons (``plot``), and ``explain``, which says what limits a plan by
+re-simulating it.  ``display`` and ``plot`` register the views through which
+``Instance`` and ``Plan`` show themselves (:mod:`planner.problem.views`).
+
+It may import every family below it: :mod:`planner.problem`,
+:mod:`planner.scoring`, :mod:`planner.solvers.registry` and :mod:`planner.dynamics`.
+"""

@@ -1,0 +1,144 @@
+"""Text and HTML views of instances and plans (for terminals and notebooks),
+and tabular views (pandas DataFrames when pandas is installed, else lists
+of dicts)."""
+
+from __future__ import annotations
+
+import html
+
+from ..problem.views import register
+
+
+def _table(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v))
+    return str(v)
+
+
+def frame(rows: list[dict]):
+    """A pandas DataFrame of ``rows`` if pandas is importable, else the rows."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return rows
+    return pd.DataFrame(rows)
+
+
+# -- instances ---------------------------------------------------------------
+def instance_text(inst) -> str:
+    wl = inst.workload
+    lines = [f"Instance {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} x {inst.gpu.name} "
+             f"({inst.gpu.peak_tflops:g} TFLOP/s, {inst.gpu.memory_gb:g} GB, mfu {inst.gpu.mfu:g}), "
+             f"{len(inst.links)} WAN links",
+             f"  model {wl.model.name} ({wl.model.total_params() / 1e9:.2f}B parameters, {inst.num_units} units), "
+             f"batch {wl.global_batch_size} x {wl.seq_len} tokens, objective {inst.options.objective}"]
+    for d in inst.domains:
+        lines.append(f"  {d.name:<16} {d.gpus:>6} GPUs  {d.intra_bandwidth_gbps:g} Gbit/s inside  "
+                     f"{d.price_per_gpu_hour:g}/GPU-h")
+    return "\n".join(lines)
+
+
+def instance_html(inst) -> str:
+    head = html.escape(instance_text(inst).splitlines()[0])
+    sub = html.escape(instance_text(inst).splitlines()[1].strip())
+    doms = [{"domain": d.name, "GPUs": d.gpus, "per node": d.gpus_per_node,
+             "inside Gbit/s": d.intra_bandwidth_gbps, "price/GPU-h": d.price_per_gpu_hour,
+             "region": d.region} for d in inst.domains]
+    links = [{"link": f"{l.a} - {l.b}", "Gbit/s": l.bandwidth_gbps, "latency ms": l.latency_ms}
+             for l in inst.links]
+    more = ""
+    if len(links) > 12:
+        more = f"<p>... and {len(links) - 12} more links</p>"
+    return (f"<div><b>{head}</b><br>{sub}{_table(doms)}"
+            f"<details><summary>WAN links</summary>{_table(links[:12])}{more}</details></div>")
+
+
+# -- plans -----------------------------------------------------------------------
+def plan_text(plan) -> str:
+    lines = [f"Plan for {plan.instance or '?'}: {plan.replicas} replica(s) x {plan.num_stages} stage(s) "
+             f"x tp {plan.tp} = {plan.gpus_used} GPUs, micro-batch {plan.micro_batch_size} x "
+             f"{plan.num_micro_batches}, {plan.schedule_kind}"]
+    if plan.predicted is not None:
+        p = plan.predicted
+        lines.append(f"  iteration {p.iteration_time_s:.4g} s (estimate {p.estimate_s:.4g} s), "
+                     f"{p.throughput_tokens_per_s:,.0f} tokens/s, cost {p.cost_per_iteration:.4g}")
+    if plan.solver is not None:
+        s = plan.solver
+        gap = "" if s.gap is None else f", gap {s.gap:.2%}"
+        lines.append(f"  solver {s.name}: {s.status}{gap}, {s.time_s:.2f} s")
+    for j, st in enumerate(plan.stages):
+        doms = sorted({row[j] for row in plan.placement})
+        lines.append(f"  stage {j}: units {st.start}-{st.end - 1} on {', '.join(doms)}")
+    return "\n".join(lines)
+
+
+def plan_html(plan) -> str:
+    text = plan_text(plan).splitlines()
+    head = "".join(f"{html.escape(t.strip())}<br>" for t in text[1:] if not t.strip().startswith("stage"))
+    rows = [{"stage": j, "units": f"{st.start}-{st.end - 1}",
+             "domains (replicas)": ", ".join(f"{d} x{n}" if n > 1 else d for d, n in
+                                            _count(row[j] for row in plan.placement).items())}
+            for j, st in enumerate(plan.stages)]
+    return f"<div><b>{html.escape(text[0])}</b><br>{head}{_table(rows)}</div>"
+
+
+def _count(items):
+    out: dict = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
+
+
+def stage_rows(instance, plan) -> list[dict]:
+    """One row per stage: units, layers, compute, memory, gradient sync, domains."""
+    from ..scoring.evaluator import Evaluator
+
+    e = Evaluator(instance, plan).evaluate()
+    units = instance.units
+    rows = []
+    for j, st in enumerate(plan.stages):
+        rows.append({"stage": j, "first_unit": units[st.start].name, "last_unit": units[st.end - 1].name,
+                     "units": st.end - st.start, "compute_s": e.compute_s[j],
+                     "memory_gb_per_gpu": e.memory_gb_per_gpu[j], "memory_limit_gb": e.memory_limit_gb,
+                     "allreduce_s": e.allreduce_s[j],
+                     "domains": [row[j] for row in plan.placement]})
+    return rows
+
+
+def transfer_rows(instance, plan) -> list[dict]:
+    """One row per (replica, boundary): domains, route, bandwidth share, time, latency."""
+    from ..scoring.evaluator import Evaluator
+    from ..problem.network import NetworkStates
+
+    ev = Evaluator(instance, plan)
+    comm = ev.fig.comm(NetworkStates.base(instance))
+    rows = []
+    for r, row in enumerate(plan.placement):
+        for k in range(plan.num_stages - 1):
+            a, b = row[k], row[k + 1]
+            route = instance.routes[(a, b)].nodes if a != b else (a,)
+            rows.append({"replica": r, "boundary": k, "from": a, "to": b, "route": list(route),
+                         "bytes": float(ev.fig.A[k]), "transfer_s": float(comm.x[0, r, k]),
+                         "latency_s": float(comm.l[0, r, k])})
+    return rows
+
+
+def plan_frame(instance, plan, kind: str = "stages"):
+    """``Plan.to_dataframe``: the stage or the transfer rows as a frame."""
+    return frame(stage_rows(instance, plan) if kind == "stages" else transfer_rows(instance, plan))
+
+
+for _fn in (instance_text, instance_html, plan_text, plan_html, plan_frame):
+    register(_fn.__name__, _fn)

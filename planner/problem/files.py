@@ -1,0 +1,91 @@
+"""Packaged files and model profiles: where they live, how a TOML/JSON file is read.
+
+Model names in an instance (``model = "llama2-7b"``) are looked up as
+``NAME.toml`` in: the directories of ``$PLANNER_MODEL_PATH``, a ``models/``
+folder next to the instance file or one level up, and the packaged
+``models/``.  This module sits below :mod:`planner.problem.instance` (whose
+``with_model`` looks models up) and :mod:`planner.problem.io` (instances and
+plans), so neither needs the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .errors import InputError, input_error_from_pydantic
+from .model import ModelSpec
+
+DEFAULT_INSTANCE = "edwc-llama2-13b"
+
+
+def _root(kind: str) -> Path:
+    package = Path(__file__).resolve().parents[1]   # planner/
+    packaged = package / "_data" / kind
+    return packaged if packaged.is_dir() else package.parent / kind
+
+
+def models_dir() -> Path:
+    """The packaged model profiles."""
+    return _root("models")
+
+
+def instances_dir() -> Path:
+    """The packaged instances."""
+    return _root("instances")
+
+
+def read_mapping(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", file=str(path)) from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"not valid TOML: {err}", file=str(path)) from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}",
+                         file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a table/object at the top level", file=str(path))
+    return data
+
+
+def load_model(path: str | Path) -> ModelSpec:
+    """Read a model profile TOML; raise ``InputError`` naming file and field."""
+    path = Path(path)
+    data = read_mapping(path)
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as err:
+        raise input_error_from_pydantic(err).with_file(path) from None
+
+
+def find_model(name: str, near: Path | None = None) -> Path | None:
+    """Path of model ``name`` (see module docstring), or None."""
+    dirs = [Path(p) for p in os.environ.get("PLANNER_MODEL_PATH", "").split(os.pathsep) if p]
+    if near is not None:
+        dirs += [near / "models", near.parent / "models"]
+    dirs.append(models_dir())
+    for d in dirs:
+        cand = d / f"{name}.toml"
+        if cand.is_file():
+            return cand
+    return None
+
+
+def available(kind: str) -> list[str]:
+    """Names of the packaged instances or models."""
+    root = instances_dir() if kind == "instances" else models_dir()
+    return sorted(p.stem for p in root.glob("*.toml") if not p.name.startswith("_")) + \
+        sorted(p.stem for p in root.glob("*.json") if not p.name.startswith("_"))

@@ -1,0 +1,319 @@
+"""The instance: GPUs, domains, the WAN and the workload (SPEC section 2).
+
+The classes mirror the instance file one to one (TOML or JSON, SPEC
+section 9) and validate everything a user can get wrong: types, ranges,
+unknown keys, links naming unknown domains, duplicate names, a WAN that is
+not connected, micro-batch sizes that never divide the global batch.  They
+are frozen pydantic models, so an ``Instance`` is plain data: no file I/O
+happens here (``planner.problem.io`` loads files and resolves model names).
+
+Units follow the files: Gbit/s, milliseconds one way, TFLOP/s, GB; the
+``*_bytes_per_s``/``*_s`` helpers convert to SI.
+
+Example
+-------
+>>> from planner.problem.model import ModelSpec
+>>> inst = Instance.from_dict({
+...     "name": "toy",
+...     "gpu": {"name": "A100", "peak_tflops": 312, "memory_gb": 80, "mfu": 0.5},
+...     "domains": [{"name": "a", "gpus": 8, "intra_bandwidth_gbps": 200},
+...                 {"name": "b", "gpus": 8, "intra_bandwidth_gbps": 200}],
+...     "links": [{"a": "a", "b": "b", "bandwidth_gbps": 100, "latency_ms": 10}],
+...     "workload": {"model": ModelSpec(name="m", num_layers=4, hidden_size=256,
+...                  ffn_hidden_size=1024, num_heads=4, vocab_size=1000),
+...                  "global_batch_size": 8, "seq_len": 128,
+...                  "micro_batch_sizes": [1, 2], "tensor_parallel": [1, 2]}})
+>>> inst.domain_names
+('a', 'b')
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Callable, Literal
+
+import networkx as nx
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator)
+
+from .errors import InputError, input_error_from_pydantic
+from .model import ModelSpec, Unit
+from .views import view
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GPU(_Strict):
+    """The GPU type of every domain."""
+
+    name: str = "GPU"
+    peak_tflops: float = Field(gt=0, description="dense bf16 peak, TFLOP/s")
+    memory_gb: float = Field(gt=0, description="memory per GPU, GB")
+    mfu: float = Field(gt=0, le=1, description="model-FLOPs utilisation in (0, 1]")
+
+    @property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s per GPU: peak * mfu."""
+        return self.peak_tflops * 1e12 * self.mfu
+
+
+class Domain(_Strict):
+    """A datacenter: its GPUs, its internal network and its price."""
+
+    name: str = Field(min_length=1)
+    gpus: int = Field(ge=1, description="GPUs available")
+    gpus_per_node: int = Field(default=8, ge=1)
+    intra_bandwidth_gbps: float = Field(gt=0, description="per-GPU bandwidth inside the domain, Gbit/s")
+    price_per_gpu_hour: float = Field(default=0.0, ge=0)
+    region: str = ""
+    lat: float | None = Field(default=None, ge=-90, le=90)
+    lon: float | None = Field(default=None, ge=-180, le=180)
+    utc_offset_hours: float | None = Field(default=None, ge=-12, le=14)
+
+
+class Link(_Strict):
+    """An undirected WAN link, full duplex: ``bandwidth_gbps`` each way."""
+
+    a: str
+    b: str
+    bandwidth_gbps: float = Field(gt=0, description="Gbit/s each direction")
+    latency_ms: float = Field(ge=0, description="one-way latency, ms")
+
+
+class Workload(_Strict):
+    """What is trained: a model, the global batch and the candidate knobs."""
+
+    model: ModelSpec
+    global_batch_size: int = Field(ge=1, description="sequences per iteration")
+    seq_len: int = Field(ge=1, description="tokens per sequence")
+    micro_batch_sizes: list[int] = Field(min_length=1)
+    tensor_parallel: list[int] = Field(default=[1], min_length=1)
+    recompute: bool = False
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _resolve_model(cls, value: Any, info: ValidationInfo):
+        if isinstance(value, str):
+            resolve: Callable[[str], ModelSpec] | None = (info.context or {}).get("resolve_model")
+            if resolve is None:
+                raise ValueError(f"model name {value!r} cannot be resolved here; "
+                                 "load the instance with planner.load_instance or pass a ModelSpec")
+            return resolve(value)
+        return value
+
+    @field_validator("micro_batch_sizes", "tensor_parallel")
+    @classmethod
+    def _positive_unique(cls, values: list[int]):
+        for i, v in enumerate(values):
+            if v < 1:
+                raise ValueError(f"entry {i} is {v}; every entry must be >= 1")
+        if len(set(values)) != len(values):
+            raise ValueError(f"duplicate entries in {values}")
+        return sorted(values)
+
+
+class Options(_Strict):
+    """Planning options (SPEC section 2)."""
+
+    memory_reserve_fraction: float = Field(default=0.10, ge=0, lt=1)
+    schedules: list[Literal["1f1b", "gpipe"]] = Field(default=["1f1b", "gpipe"], min_length=1)
+    max_stages: int | None = Field(default=None, ge=1)
+    objective: Literal["time", "cost"] = "time"
+    wan_price_per_gb: float = Field(default=0.0, ge=0)
+
+
+class Instance(_Strict):
+    """A planning instance; see the module docstring."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    gpu: GPU
+    domains: list[Domain] = Field(min_length=1)
+    links: list[Link] = []
+    workload: Workload
+    options: Options = Options()
+
+    # -- construction --------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict, resolve_model: Callable[[str], ModelSpec] | None = None) -> "Instance":
+        """Validate a dict shaped like the instance file; raise ``InputError``.
+
+        ``resolve_model`` maps a model name to a :class:`ModelSpec` (the
+        loader passes one that reads ``models/NAME.toml``).
+        """
+        try:
+            inst = cls.model_validate(data, context={"resolve_model": resolve_model})
+        except ValidationError as err:
+            raise input_error_from_pydantic(err) from None
+        inst.check()
+        return inst
+
+    def check(self) -> None:
+        """Cross-field rules pydantic cannot express; raise ``InputError``."""
+        seen: dict[str, int] = {}
+        for i, d in enumerate(self.domains):
+            if d.name in seen:
+                raise InputError(f"duplicate domain name {d.name!r} (also domains[{seen[d.name]}])",
+                                 f"domains[{i}].name")
+            seen[d.name] = i
+        pairs: dict[frozenset, int] = {}
+        for i, link in enumerate(self.links):
+            for end in ("a", "b"):
+                if getattr(link, end) not in seen:
+                    raise InputError(f"link names unknown domain {getattr(link, end)!r}; "
+                                     f"known: {', '.join(seen)}", f"links[{i}].{end}")
+            if link.a == link.b:
+                raise InputError(f"link joins {link.a!r} to itself", f"links[{i}].b")
+            key = frozenset((link.a, link.b))
+            if key in pairs:
+                raise InputError(f"duplicate link {link.a}-{link.b} (also links[{pairs[key]}])",
+                                 f"links[{i}]")
+            pairs[key] = i
+        if len(self.domains) > 1:
+            g = self.graph
+            if not nx.is_connected(g):
+                parts = sorted(sorted(c) for c in nx.connected_components(g))
+                raise InputError("the WAN is not connected: "
+                                 + " | ".join(", ".join(c) for c in parts), "links")
+        wl = self.workload
+        for i, b in enumerate(wl.micro_batch_sizes):
+            if wl.global_batch_size % b:
+                raise InputError(f"micro-batch size {b} never divides global_batch_size="
+                                 f"{wl.global_batch_size}", f"workload.micro_batch_sizes[{i}]")
+        max_node = max(d.gpus_per_node for d in self.domains)
+        for i, t in enumerate(wl.tensor_parallel):
+            if t > max_node:
+                raise InputError(f"tensor-parallel degree {t} exceeds every domain's gpus_per_node "
+                                 f"(largest {max_node})", f"workload.tensor_parallel[{i}]")
+
+    # -- derived data (cached; the object is frozen) -------------------------
+    @property
+    def domain_names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.domains)
+
+    @cached_property
+    def domain_index(self) -> dict[str, int]:
+        return {d.name: i for i, d in enumerate(self.domains)}
+
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """The WAN as a networkx graph; edge attribute ``index`` = link position."""
+        g = nx.Graph()
+        g.add_nodes_from(self.domain_names)
+        for i, link in enumerate(self.links):
+            g.add_edge(link.a, link.b, index=i, latency_ms=link.latency_ms,
+                       bandwidth_gbps=link.bandwidth_gbps)
+        return g
+
+    @cached_property
+    def units(self) -> tuple[Unit, ...]:
+        """The model's units for this workload's sequence length and recompute."""
+        wl = self.workload
+        return tuple(wl.model.units(wl.seq_len, wl.recompute))
+
+    @cached_property
+    def routes(self):
+        """Route for every ordered pair of domains (``planner.problem.network.Route``)."""
+        from .network import shortest_routes
+        return shortest_routes(self)
+
+    @property
+    def num_units(self) -> int:
+        return len(self.units)
+
+    @property
+    def max_stages(self) -> int:
+        """Largest admissible number of stages (option, capped by the unit count)."""
+        m = self.options.max_stages
+        return min(m, self.num_units) if m else self.num_units
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(d.gpus for d in self.domains)
+
+    @property
+    def memory_limit_bytes(self) -> float:
+        """Usable memory per GPU: memory_gb * 1e9 * (1 - reserve)."""
+        return self.gpu.memory_gb * 1e9 * (1 - self.options.memory_reserve_fraction)
+
+    def domain(self, name: str) -> Domain:
+        return self.domains[self.domain_index[name]]
+
+    # -- display ---------------------------------------------------------------
+    def __str__(self) -> str:
+        return view("instance_text")(self)
+
+    def _repr_html_(self) -> str:
+        return view("instance_html")(self)
+
+    def draw(self, plan=None, **kwargs):
+        """The domains and WAN links, with a plan's flows (see :func:`planner.presentation.plot.draw`)."""
+        return view("draw")(self, plan, **kwargs)
+
+    # -- what-if: new, validated instances (this one is never changed) -------
+    def _replace(self, data: dict) -> "Instance":
+        return Instance.from_dict(data)
+
+    def to_dict(self) -> dict:
+        """The instance as a dict shaped like the file (model inlined)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def with_link(self, a: str, b: str, *, bandwidth_gbps: float | None = None,
+                  latency_ms: float | None = None) -> "Instance":
+        """A copy with link a-b changed (or added when it does not exist).
+
+        >>> fast = inst.with_link("north", "south", bandwidth_gbps=400)   # doctest: +SKIP
+        """
+        data = self.to_dict()
+        for link in data["links"]:
+            if {link["a"], link["b"]} == {a, b}:
+                if bandwidth_gbps is not None:
+                    link["bandwidth_gbps"] = bandwidth_gbps
+                if latency_ms is not None:
+                    link["latency_ms"] = latency_ms
+                return self._replace(data)
+        if bandwidth_gbps is None or latency_ms is None:
+            raise InputError(f"no link {a}-{b}; to add one give both bandwidth_gbps and latency_ms", "links")
+        data["links"].append({"a": a, "b": b, "bandwidth_gbps": bandwidth_gbps, "latency_ms": latency_ms})
+        return self._replace(data)
+
+    def without_link(self, a: str, b: str) -> "Instance":
+        """A copy without link a-b (the WAN must stay connected)."""
+        data = self.to_dict()
+        data["links"] = [l for l in data["links"] if {l["a"], l["b"]} != {a, b}]
+        return self._replace(data)
+
+    def with_domain(self, name: str, **changes) -> "Instance":
+        """A copy with domain ``name``'s fields changed (gpus, price_per_gpu_hour ...)."""
+        if name not in self.domain_index:
+            raise InputError(f"unknown domain {name!r}", "domains")
+        data = self.to_dict()
+        data["domains"][self.domain_index[name]].update(changes)
+        return self._replace(data)
+
+    def with_model(self, model) -> "Instance":
+        """A copy training another model: a ``ModelSpec`` or the name of a model file."""
+        if isinstance(model, str):
+            from .files import find_model, load_model
+
+            path = find_model(model)
+            if path is None:
+                raise InputError(f"no model named {model!r}", "workload.model")
+            model = load_model(path)
+        data = self.to_dict()
+        data["workload"]["model"] = model
+        return self._replace(data)
+
+    def with_workload(self, **changes) -> "Instance":
+        """A copy with workload fields changed (global_batch_size, seq_len ...)."""
+        data = self.to_dict()
+        data["workload"].update(changes)
+        return self._replace(data)
+
+    def with_options(self, **changes) -> "Instance":
+        """A copy with options changed (objective, max_stages ...)."""
+        data = self.to_dict()
+        data["options"].update(changes)
+        return self._replace(data)

@@ -1,0 +1,81 @@
+"""Files: instances, models and plans (the I/O edge; the core stays pure).
+
+Model names in an instance are looked up as :mod:`planner.problem.files`
+says; a value ending in ``.toml`` is a path relative to the instance
+file.  Errors name the file and the field (``InputError``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import InputError
+from .files import (DEFAULT_INSTANCE, available, find_model, instances_dir, load_model,  # noqa: F401
+                    models_dir, read_mapping)
+from .instance import Instance
+from .model import ModelSpec
+from .plan import Plan
+
+def resolve_instance_path(ref: str | Path | None) -> Path:
+    """A path, or the name of a packaged instance, or None for the default."""
+    if ref is None:
+        ref = DEFAULT_INSTANCE
+    p = Path(ref)
+    if p.is_file():
+        return p
+    for ext in (".toml", ".json"):
+        cand = instances_dir() / f"{ref}{ext}"
+        if cand.is_file():
+            return cand
+    return p  # reported as missing by the loader
+
+
+def load_instance(ref: str | Path | None = None) -> Instance:
+    """Load and validate an instance file (TOML or JSON) or packaged name.
+
+    Raises ``InputError`` naming the file and the field, e.g.
+    ``instances/x.toml: links[2].bandwidth_gbps: Input should be greater than 0 (got -5)``.
+    """
+    path = resolve_instance_path(ref)
+    data = read_mapping(path)
+
+    def resolve(name: str) -> ModelSpec:
+        if name.endswith(".toml"):
+            mpath = (path.parent / name)
+        else:
+            mpath = find_model(name, path.parent)
+            if mpath is None:
+                raise InputError(f"no model named {name!r} (looked for {name}.toml in models/; "
+                                 f"available: {', '.join(available('models'))})",
+                                 "workload.model", str(path))
+        return load_model(mpath)
+
+    wl = data.get("workload")
+    if isinstance(wl, dict) and isinstance(wl.get("model"), str):
+        data = {**data, "workload": {**wl, "model": resolve(wl["model"])}}
+    try:
+        return Instance.from_dict(data)
+    except InputError as err:
+        if err.file is None:
+            err.file = str(path)
+        raise
+
+
+def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
+    """Read a plan JSON; with ``instance``, also check it fits its shape."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError:
+        raise InputError("no such file", file=str(path)) from None
+    try:
+        plan = Plan.from_json(text)
+        if instance is not None:
+            plan.check_against(instance)
+    except InputError as err:
+        raise err.with_file(path) from None
+    return plan
+
+
+def save_plan(plan: Plan, path: str | Path) -> None:
+    Path(path).write_text(plan.to_json() + "\n")

@@ -1,0 +1,210 @@
+"""A plan: replicas, stages, tensor parallelism, placement, micro-batching,
+schedule (SPEC section 4), and its JSON form (SPEC section 9).
+
+``Plan`` is a frozen pydantic model; ``plan.to_json()`` and
+``Plan.from_json(text)`` round-trip the plan file exactly.  A solver fills
+``solver`` (status, objective, bound, gap, time) and ``predicted`` (the
+evaluator's figures).
+
+Example
+-------
+>>> p = Plan(replicas=1, tp=1, micro_batch_size=1, num_micro_batches=4,
+...          stages=[Stage(start=0, end=3), Stage(start=3, end=6)],
+...          placement=[["a", "b"]], schedule="1f1b")
+>>> Plan.from_json(p.to_json()) == p
+True
+>>> p.num_stages, p.gpus_used
+(2, 2)
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InputError, input_error_from_pydantic
+from .instance import Instance
+from .oplists import check_op_lists, op_lists
+from .views import view
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Stage(_Strict):
+    """Units ``[start, end)`` of the model."""
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=1)
+
+
+class ExplicitSchedule(_Strict):
+    """One op list per stage (``"F0"``, ``"B0"`` ...), used by every replica."""
+
+    kind: Literal["explicit"] = "explicit"
+    ops: list[list[str]]
+
+
+class Predicted(BaseModel):
+    """The evaluator's figures for the plan (seconds, tokens/s, currency)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    iteration_time_s: float
+    estimate_s: float
+    throughput_tokens_per_s: float
+    cost_per_iteration: float
+
+
+class SolverInfo(BaseModel):
+    """How the plan was found: status is optimal, feasible, time_limit, heuristic ..."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    time_s: float = 0.0
+
+
+class Plan(_Strict):
+    """A training plan; see the module docstring and SPEC section 4."""
+
+    instance: str = ""
+    replicas: int = Field(ge=1)
+    tp: int = Field(ge=1)
+    micro_batch_size: int = Field(ge=1)
+    num_micro_batches: int = Field(ge=1)
+    stages: list[Stage] = Field(min_length=1)
+    placement: list[list[str]] = Field(min_length=1)
+    schedule: Literal["1f1b", "gpipe"] | ExplicitSchedule = "1f1b"
+    predicted: Predicted | None = None
+    solver: SolverInfo | None = None
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if len(self.placement) != self.replicas:
+            raise ValueError(f"placement has {len(self.placement)} rows for {self.replicas} replicas")
+        for r, row in enumerate(self.placement):
+            if len(row) != len(self.stages):
+                raise ValueError(f"placement[{r}] has {len(row)} domains for {len(self.stages)} stages")
+        pos = 0
+        for j, st in enumerate(self.stages):
+            if st.start != pos or st.end <= st.start:
+                raise ValueError(f"stages[{j}] = [{st.start}, {st.end}) does not continue at unit {pos} "
+                                 "(stages must be contiguous, non-empty and in order)")
+            pos = st.end
+        if isinstance(self.schedule, ExplicitSchedule):
+            try:
+                lists = op_lists(self.schedule.ops, len(self.stages), self.num_micro_batches)
+            except ValueError as err:
+                raise ValueError(str(err)) from None
+            check_op_lists(lists, len(self.stages), self.num_micro_batches)
+        return self
+
+    # -- derived -------------------------------------------------------------
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+    @property
+    def gpus_used(self) -> int:
+        return self.replicas * self.num_stages * self.tp
+
+    @property
+    def schedule_kind(self) -> str:
+        return self.schedule if isinstance(self.schedule, str) else "explicit"
+
+    @property
+    def schedule_spec(self):
+        """``"1f1b"``/``"gpipe"`` or the explicit op lists (strings)."""
+        return self.schedule if isinstance(self.schedule, str) else self.schedule.ops
+
+    def gpus_per_domain(self) -> Counter:
+        """GPUs the plan uses in each domain."""
+        c: Counter = Counter()
+        for row in self.placement:
+            for d in row:
+                c[d] += self.tp
+        return c
+
+    def bounds(self) -> list[tuple[int, int]]:
+        return [(s.start, s.end) for s in self.stages]
+
+    def check_against(self, instance: Instance) -> None:
+        """Raise ``InputError`` if the plan does not fit the instance's shape."""
+        n = instance.num_units
+        if self.stages[-1].end != n:
+            raise InputError(f"stages end at unit {self.stages[-1].end} but the model has {n} units",
+                             f"stages[{len(self.stages) - 1}].end")
+        for r, row in enumerate(self.placement):
+            for j, d in enumerate(row):
+                if d not in instance.domain_index:
+                    raise InputError(f"unknown domain {d!r}", f"placement[{r}][{j}]")
+        gbs = instance.workload.global_batch_size
+        if self.replicas * self.micro_batch_size * self.num_micro_batches != gbs:
+            raise InputError(f"replicas x micro_batch_size x num_micro_batches = "
+                             f"{self.replicas}x{self.micro_batch_size}x{self.num_micro_batches} "
+                             f"!= global_batch_size {gbs}", "num_micro_batches")
+
+    # -- display and tables ---------------------------------------------------
+    def __str__(self) -> str:
+        return view("plan_text")(self)
+
+    def _repr_html_(self) -> str:
+        return view("plan_html")(self)
+
+    def gantt(self, instance: Instance, **kwargs):
+        """Gantt chart of one simulated iteration (see :func:`planner.presentation.plot.gantt`)."""
+        return view("gantt")(instance, self, **kwargs)
+
+    def to_dataframe(self, instance: Instance, kind: str = "stages"):
+        """Stages (``kind="stages"``) or boundary transfers (``"transfers"``) as a
+        pandas DataFrame (or a list of dicts without pandas)."""
+        if kind not in ("stages", "transfers"):
+            raise ValueError("kind is 'stages' or 'transfers'")
+        return view("plan_frame")(instance, self, kind)
+
+    # -- construction and JSON -----------------------------------------------
+    @classmethod
+    def build(cls, bounds, placement, *, tp: int, micro_batch_size: int, instance: Instance,
+              schedule="1f1b", **extra) -> "Plan":
+        """Convenience constructor: ``bounds`` = [(start, end), ...]; m from the batch."""
+        R = len(placement)
+        gbs = instance.workload.global_batch_size
+        if gbs % (R * micro_batch_size):
+            raise InputError(f"global_batch_size {gbs} is not a multiple of replicas x micro_batch_size "
+                             f"= {R}x{micro_batch_size}", "micro_batch_size")
+        if not isinstance(schedule, str):
+            schedule = ExplicitSchedule(ops=[list(o) for o in schedule])
+        return cls(instance=instance.name, replicas=R, tp=tp, micro_batch_size=micro_batch_size,
+                   num_micro_batches=gbs // (R * micro_batch_size),
+                   stages=[Stage(start=a, end=b) for a, b in bounds],
+                   placement=[list(row) for row in placement], schedule=schedule, **extra)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Plan":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise input_error_from_pydantic(err) from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        if not isinstance(data, dict):
+            raise InputError("a plan file holds one JSON object")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)

@@ -1,0 +1,92 @@
+"""Lower bounds on the iteration time of any feasible plan of an instance.
+
+Each part is a valid bound on its own; :func:`lower_bound` reports their
+maximum and names the part that binds.  Parts (seconds):
+
+* ``compute``: all the iteration's FLOPs spread over every GPU of the
+  instance at peak * mfu.
+* ``stage_work``: the heaviest unit cannot be split across stages; its
+  stage processes a replica's whole batch, and at most
+  min(GPUs, global_batch/min_micro_batch * max_tp) GPUs share that work.
+* ``round_trip``: one micro-batch of the smallest size must go forward
+  and backward through every unit at the largest tp (pipeline fill); when
+  no single domain can host the whole plan, it also crosses the WAN and
+  back, at least twice the smallest link latency (the Little's-law term of
+  SPEC 7 is >= this round trip divided by the in-flight count, and T >= one
+  round trip).
+* ``wan_volume``: when every plan must cross the WAN, each replica sends
+  its micro-batches' activations over at least one link; all replicas
+  together send global_batch * seq_len * (cheapest cut's bytes per token)
+  each way, through at most the sum of all link bandwidths.
+
+Example
+-------
+>>> lb = lower_bound(instance)                            # doctest: +SKIP
+>>> lb.value, lb.binding
+(12.3, 'compute')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..problem.network import GBPS, MS
+from ..problem.space import PlanSpace
+
+
+@dataclass(frozen=True)
+class Bound:
+    value: float  # seconds
+    binding: str
+    parts: dict[str, float]
+    wan_forced: bool
+
+
+def single_domain_possible(space: PlanSpace) -> bool:
+    """True when some plan uses one domain only (no WAN traffic at all)."""
+    inst = space.instance
+    gbs = inst.workload.global_batch_size
+    for d in inst.domains:
+        for tp in inst.workload.tensor_parallel:
+            if tp > d.gpus_per_node or tp > d.gpus:
+                continue
+            slots = d.gpus // tp
+            for b in inst.workload.micro_batch_sizes:
+                for sched in inst.options.schedules:
+                    for S in range(1, min(slots, inst.max_stages, inst.num_units) + 1):
+                        R = max(r for r in space.replica_options[b] if r * S <= slots) \
+                            if any(r * S <= slots for r in space.replica_options[b]) else None
+                        if R and space.feasible(tp, b, sched, S, gbs // (R * b)):
+                            return True
+    return False
+
+
+def lower_bound(instance, space: PlanSpace | None = None) -> Bound:
+    """The instance's lower bound on iteration time (seconds); see module docstring."""
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    if "lower_bound" in cache:
+        return cache["lower_bound"]
+    space = space or PlanSpace(instance)
+    wl = instance.workload
+    gbs, s = wl.global_batch_size, wl.seq_len
+    flops = instance.gpu.flops_per_s
+    mult = 1 + space.bwd
+    units = instance.units
+    n_gpus = instance.total_gpus
+    t_max = max(t for t in wl.tensor_parallel if any(d.gpus_per_node >= t for d in instance.domains))
+    b_min = min(wl.micro_batch_sizes)
+    parts = {"compute": gbs * s * mult * space.flops_total / (n_gpus * flops)}
+    heaviest = max(u.fwd_flops_per_token for u in units)
+    parts["stage_work"] = gbs * s * mult * heaviest / (min(n_gpus, gbs // b_min * t_max) * flops)
+    fill = b_min * s * mult * space.flops_total / (t_max * flops)
+    forced = len(instance.domains) > 1 and not single_domain_possible(space)
+    if forced and instance.links:
+        fill += 2 * min(link.latency_ms for link in instance.links) * MS
+        cut = min(u.out_bytes_per_token for u in units[:-1]) if len(units) > 1 else 0.0
+        total_bw = sum(link.bandwidth_gbps for link in instance.links) * GBPS
+        parts["wan_volume"] = gbs * s * cut / total_bw
+    parts["round_trip"] = fill
+    binding = max(parts, key=parts.get)
+    bound = Bound(parts[binding], binding, parts, forced)
+    cache["lower_bound"] = bound
+    return bound

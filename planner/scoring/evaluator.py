@@ -1,0 +1,224 @@
+"""The evaluator: exact iteration time, the estimate, memory, cost and
+feasibility of a plan (SPEC sections 5-8), vectorised over network states.
+
+``Evaluator(instance, plan)`` compiles the plan once; its methods score it
+under the base network or a batch of K states:
+
+>>> ev = Evaluator(instance, plan)                       # doctest: +SKIP
+>>> ev.iteration_times(states)        # (K,) seconds, exact simulation
+>>> ev.estimate_times(states)         # (K,) seconds, T_est of SPEC 7
+>>> evaluate(instance, plan).iteration_time_s            # base network
+
+Every solver's plan passes through :func:`evaluate`; its ``violations``
+list every broken feasibility rule with the figures involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from .figures import PlanFigures
+from ..problem.network import NetworkStates
+from .estimate import estimate_times
+from ..problem.oplists import Deadlock
+from .simulator import Program, compile_program, simulate_times
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken feasibility rule: ``rule`` is a short tag, ``message`` says
+    which GPUs, which memory, which link, with the numbers."""
+
+    rule: str
+    message: str
+
+
+@dataclass
+class Evaluation:
+    """The evaluator's figures for one plan under one network state."""
+
+    iteration_time_s: float
+    estimate_s: float
+    throughput_tokens_per_s: float
+    cost_per_iteration: float
+    cost_estimate: float  # cost with T_est in place of T
+    feasible: bool
+    violations: list[Violation] = field(default_factory=list)
+    memory_gb_per_gpu: list[float] = field(default_factory=list)
+    memory_limit_gb: float = 0.0
+    compute_s: list[float] = field(default_factory=list)  # c_j per micro-batch
+    allreduce_s: list[float] = field(default_factory=list)  # AR_j
+    gpus_used: dict[str, int] = field(default_factory=dict)
+    wan_gb_per_iteration: float = 0.0
+    lower_bound_s: float | None = None
+
+    @property
+    def bound_ratio(self) -> float | None:
+        """Iteration time over the instance's lower bound (>= 1)."""
+        if not self.lower_bound_s:
+            return None
+        return self.iteration_time_s / self.lower_bound_s
+
+    def objective(self, kind: str = "time") -> float:
+        """T_est or its cost counterpart: what solvers optimise."""
+        return self.estimate_s if kind == "time" else self.cost_estimate
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["violations"] = [asdict(v) for v in self.violations]
+        d["bound_ratio"] = self.bound_ratio
+        return d
+
+
+@lru_cache(maxsize=256)
+def _program(schedule, stages: int, micro_batches: int, keep_all: bool = False) -> Program:
+    return compile_program(schedule, stages, micro_batches, keep_all)
+
+
+def program_for(plan, keep_all: bool = False) -> Program:
+    """The compiled (cached) program of ``plan``'s schedule; may raise Deadlock."""
+    spec = plan.schedule_spec
+    key = spec if isinstance(spec, str) else tuple(tuple(ops) for ops in spec)
+    return _program(key, plan.num_stages, plan.num_micro_batches, keep_all)
+
+
+class Evaluator:
+    """A plan compiled for fast repeated scoring (see module docstring)."""
+
+    def __init__(self, instance, plan):
+        plan.check_against(instance)
+        self.instance, self.plan = instance, plan
+        self.fig = PlanFigures(instance, plan)
+        self._base = None
+
+    def _states(self, states) -> NetworkStates:
+        if states is None:
+            if self._base is None:
+                self._base = NetworkStates.base(self.instance)
+            return self._base
+        states.check_links(self.instance)
+        return states
+
+    def one_state(self, states: NetworkStates | None, caller: str) -> NetworkStates:
+        """``states`` (or the base network) checked to hold exactly one state."""
+        st = self._states(states)
+        if st.count != 1:
+            raise ValueError(f"{caller}() takes one network state; use iteration_times() for a batch")
+        return st
+
+    def iteration_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """Exact simulated iteration time per state, shape (K,), seconds.
+
+        Raises :class:`planner.problem.oplists.Deadlock` for a deadlocking schedule.
+        """
+        st = self._states(states)
+        fig = self.fig
+        comm = fig.comm(st)
+        E = simulate_times(program_for(self.plan), fig.f, fig.g, comm.x, comm.l)  # (K, S)
+        return (E + comm.ar).max(axis=1)
+
+    def estimate_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """T_est per state, shape (K,), seconds."""
+        st = self._states(states)
+        fig = self.fig
+        comm = fig.comm(st)
+        return estimate_times(fig.f, fig.g, comm.x, comm.l, comm.ar, fig.m, fig.inflight,
+                              gpipe=self.plan.schedule == "gpipe")
+
+    def cost(self, seconds) -> np.ndarray:
+        """Cost per iteration for iteration times ``seconds`` (SPEC 6)."""
+        fig = self.fig
+        t = np.asarray(seconds, dtype=float)
+        with np.errstate(invalid="ignore"):  # inf * 0 for free GPUs
+            cost = t / 3600.0 * fig.gpu_hour_price() + fig.wan_bytes() / 1e9 * self.instance.options.wan_price_per_gb
+        return np.where(np.isinf(t), np.inf, cost)  # a plan that never ends costs without bound
+
+    def throughput(self, seconds) -> np.ndarray:
+        wl = self.instance.workload
+        with np.errstate(divide="ignore"):
+            return wl.global_batch_size * wl.seq_len / np.asarray(seconds)
+
+    def violations(self) -> list[Violation]:
+        return check_plan(self.instance, self.plan, self.fig)
+
+    def evaluate(self, states: NetworkStates | None = None, lower_bound_s: float | None = None) -> Evaluation:
+        """All figures under one state (the base network by default)."""
+        self.one_state(states, "evaluate")
+        fig, inst = self.fig, self.instance
+        violations = self.violations()
+        deadlock = any(v.rule == "deadlock" for v in violations)
+        T = float("inf") if deadlock else float(self.iteration_times(states)[0])
+        Te = float("inf") if deadlock else float(self.estimate_times(states)[0])
+        comm = fig.comm(self._states(states))
+        return Evaluation(
+            iteration_time_s=T, estimate_s=Te,
+            throughput_tokens_per_s=float(self.throughput(T)),
+            cost_per_iteration=float(self.cost(T)), cost_estimate=float(self.cost(Te)),
+            feasible=not violations, violations=violations,
+            memory_gb_per_gpu=[float(v) / 1e9 for v in fig.memory],
+            memory_limit_gb=inst.memory_limit_bytes / 1e9,
+            compute_s=[float(v) for v in fig.c], allreduce_s=[float(v) for v in comm.ar[0]],
+            gpus_used=dict(self.plan.gpus_per_domain()),
+            wan_gb_per_iteration=fig.wan_bytes() / 1e9, lower_bound_s=lower_bound_s)
+
+
+def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation]:
+    """Every feasibility rule the plan breaks (SPEC 4-6), with its figures."""
+    fig = fig or PlanFigures(instance, plan)
+    wl, opt = instance.workload, instance.options
+    out: list[Violation] = []
+    for d, used in sorted(plan.gpus_per_domain().items(), key=lambda kv: instance.domain_index[kv[0]]):
+        have = instance.domain(d).gpus
+        if used > have:
+            out.append(Violation("gpu_capacity", f"domain {d}: plan uses {used} GPUs, {have} available"))
+    if plan.tp not in wl.tensor_parallel:
+        out.append(Violation("tensor_parallel", f"tp={plan.tp} is not a candidate {wl.tensor_parallel}"))
+    for d in sorted({d for row in plan.placement for d in row}, key=instance.domain_index.__getitem__):
+        if plan.tp > instance.domain(d).gpus_per_node:
+            out.append(Violation("tensor_parallel", f"domain {d}: tp={plan.tp} exceeds gpus_per_node="
+                                 f"{instance.domain(d).gpus_per_node}"))
+    if plan.micro_batch_size not in wl.micro_batch_sizes:
+        out.append(Violation("micro_batch_size", f"micro_batch_size={plan.micro_batch_size} is not a "
+                             f"candidate {wl.micro_batch_sizes}"))
+    if isinstance(plan.schedule, str) and plan.schedule not in opt.schedules:
+        out.append(Violation("schedule", f"schedule {plan.schedule} not allowed (options.schedules = "
+                             f"{opt.schedules})"))
+    if plan.num_stages > instance.max_stages:
+        out.append(Violation("max_stages", f"{plan.num_stages} stages > max_stages={instance.max_stages}"))
+    limit = instance.memory_limit_bytes
+    for j, mem in enumerate(fig.memory):
+        if mem > limit * (1 + 1e-12):
+            s = plan.stages[j]
+            out.append(Violation("memory", f"stage {j} (units {s.start}-{s.end - 1}): "
+                                 f"{mem / 1e9:.2f} GB per GPU > {limit / 1e9:.2f} GB usable "
+                                 f"(tp={plan.tp}, {int(fig.inflight[j])} micro-batches in flight, "
+                                 f"weights+optimizer {16 * fig.P[j] / plan.tp / 1e9:.2f} GB)"))
+    for r, row in enumerate(plan.placement):
+        for k in range(len(row) - 1):
+            if row[k] != row[k + 1] and (row[k], row[k + 1]) not in instance.routes:
+                out.append(Violation("route", f"replica {r}: no route between {row[k]} and {row[k + 1]}"))
+    try:
+        program_for(plan)
+    except Deadlock as err:
+        out.append(Violation("deadlock", str(err)))
+    return out
+
+
+def evaluate(instance, plan, states: NetworkStates | None = None) -> Evaluation:
+    """Evaluate ``plan`` on ``instance`` (base network unless one state is given).
+
+    The result carries the exact iteration time (s), T_est (s), throughput
+    (tokens/s), cost per iteration, memory per GPU (GB), feasibility with
+    every violation, and the ratio to the instance's lower bound.
+    """
+    from .bounds import lower_bound
+
+    return Evaluator(instance, plan).evaluate(states, lower_bound_s=lower_bound(instance).value)
+
+
+def iteration_times(instance, plan, states: NetworkStates) -> np.ndarray:
+    """Exact iteration times (s) of ``plan`` under K states, shape (K,)."""
+    return Evaluator(instance, plan).iteration_times(states)

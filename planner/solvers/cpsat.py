@@ -1,0 +1,155 @@
+"""The CP-SAT planner: the joint problem of :mod:`planner.solvers.milp` (domain
+assignment, partition, tensor parallelism, replicas, micro-batch size and
+schedule kind, minimising T_est or its cost counterpart) solved with an
+independent OR-Tools CP-SAT formulation (:mod:`planner.solvers.formulations.cpsat`).
+
+The outer search over shapes is :func:`planner.solvers.shapesearch.shape_search`
+(shared with the MILP): greedy incumbent and hint, shapes best-first by a
+combinatorial bound, each shape's model with a share of the remaining time
+and the cutoff ``objective <= incumbent`` (plus the rounding bound); its
+CP-SAT bound, converted back through the rounding bound, becomes the
+shape's bound.  Gap = (incumbent - smallest shape bound) / incumbent.
+Every returned plan is re-scored by the evaluator: the reported objective
+is the evaluator's T_est (or cost with T_est), seconds (or currency).
+
+Example
+-------
+>>> plan = cpsat(instance, time_limit=30, seed=0)                # doctest: +SKIP
+>>> plan.solver.status, plan.solver.gap
+('optimal', 0.0)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..problem.errors import InfeasibleError
+from ..problem.plan import Plan
+from .shapesearch import (ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search,
+                          simulation_exceeds_estimate)
+
+log = logging.getLogger("planner.cpsat")
+
+
+def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int = 2, gap: float = 1e-3,
+          stages: int | None = None, replicas: int | None = None, tp: int | None = None,
+          micro_batch_size: int | None = None, schedule: str | None = None,
+          forbid=(), require=(), deterministic: bool = False, warm_start: bool = True,
+          rounding: float = 1e-4, presolve: str = "noprobe", polish: bool = True,
+          log_progress: bool = False, **_) -> Plan:
+    """Plan with CP-SAT; see the module docstring.
+
+    ``time_limit`` seconds in all (None: no limit); with ``deterministic``
+    it is CP-SAT deterministic time summed over the shapes' solves (so a
+    seed gives the same plan whatever the load, wall time varies; several
+    workers then interleave deterministically).  ``gap`` relative optimality
+    tolerance, ``workers`` and ``seed`` for CP-SAT, ``rounding`` the largest
+    relative rounding error of the integer time unit (see
+    :mod:`planner.solvers.formulations.cpsat`).  Pins (``stages``, ``replicas``,
+    ``tp``, ``micro_batch_size``, ``schedule``, ``forbid``/``require``
+    domain names) restrict the plan space as for the MILP.
+    """
+    from ortools.sat.python import cp_model
+
+    from .formulations.cpsat import build, configure
+
+    kind = instance.options.objective
+
+    def solve_shape(shape, share, ctx) -> ShapeOutcome:
+        tb = time.perf_counter()
+        best = ctx.incumbent
+        try:
+            cm = build(instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
+                       cutoff=best if best < float("inf") else None, stage_bounds=ctx.stage_bounds,
+                       rounding=rounding)
+        except NotImplementedError as err:
+            raise InfeasibleError(str(err)) from None
+        except ValueError as err:  # no room for this shape
+            return ShapeOutcome("skipped", detail=str(err))
+        hinted = False
+        if warm_start:
+            for cand in (ctx.shape_plan, ctx.incumbent_plan):
+                if cand is not None and same_shape(cand, shape) and cm.hint(cand):
+                    hinted = True
+                    break
+        build_s = time.perf_counter() - tb
+        limit = share if deterministic else share - build_s
+        if limit <= 0.05:
+            return ShapeOutcome("unknown", build_s=build_s, detail="no time left after building")
+        solver = configure(cp_model.CpSolver(), time_limit=limit, workers=workers, seed=seed,
+                           gap=max(0.0, gap - 2 * rounding),  # leave room for the rounding bound
+                           deterministic=deterministic, presolve=presolve)
+        if log_progress:
+            solver.parameters.log_search_progress = True
+            solver.log_callback = lambda line: log.info("cpsat: %s", line)
+        status = solver.solve(cm.model)
+        note = ("hinted, " if hinted else "") + f"unit {cm.unit_s:.0e} s"
+        spent = solver.response_proto.deterministic_time
+        if status == cp_model.INFEASIBLE:  # nothing in this shape beats the incumbent (or no plan)
+            return ShapeOutcome("infeasible", build_s=build_s, spent=spent, detail=note)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # out of time before anything was proven
+            return ShapeOutcome("unknown", build_s=build_s, spent=spent, detail=note)
+        cuts, placement = cm.extract(solver)
+        cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
+                          instance=instance, schedule=shape.schedule)
+        return ShapeOutcome("optimal" if status == cp_model.OPTIMAL else "feasible",
+                            bound=cm.true_lower(solver.best_objective_bound / cm.obj_scale), plan=cand,
+                            build_s=build_s, spent=spent, detail=note)
+
+    def polish_plan(plan, best, seconds, ctx) -> Plan:
+        return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
+                       deterministic, rounding, presolve, windows=ctx.misjudged)
+
+    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
+    return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
+                        forbid=forbid, require=require, polish=polish_plan if polish else None,
+                        deterministic=deterministic, log=log)
+
+
+def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limit, workers, seed,
+            deterministic, rounding, presolve, windows: bool | None = None) -> Plan:
+    """Among plans of the incumbent's shape with T_est <= T_est* (up to the rounding),
+    prefer the one the exact simulation finds fastest: minimise every replica's period,
+    transfer and synchronisation time and (1f1b) its window period (a secondary
+    objective, as the MILP's polish), and keep the result only
+    if the evaluator confirms T_est <= T_est* and a shorter simulated iteration.  T_est is
+    many-to-one; this changes neither the objective nor the bound."""
+    from ortools.sat.python import cp_model
+
+    from .formulations.cpsat import build, configure
+
+    shape = plan_shape(plan)
+    try:
+        cm = build(instance, shape, objective="time", forbid=forbid, require=require, space=space,
+                   cutoff=best, rounding=rounding)
+    except (ValueError, NotImplementedError):
+        return plan
+    cm.hint(plan)
+    x = [v for row in cm.extra["x"] for v in row]
+    l = [v for row in cm.extra["l"] for v in row]
+    secondary = sum(cm.extra["tau"]) + sum(x) + sum(l) + sum(cm.extra["AR"])
+    if windows is None:  # the window period when the plan simulates more than 2% above T_est
+        windows = simulation_exceeds_estimate(instance, plan)
+    if shape.schedule == "1f1b" and windows:
+        # the window period the exact simulation obeys (see planner.solvers.milp._window_period):
+        # tw_r >= (compute of stages j..k + both ways over their boundaries) / (w_j - w_k + 1)
+        S, m, ec = plan.num_stages, cm.m, cm.extra["ec"]
+        w = [min(m, S - j) for j in range(S)]
+        for r, (xr, lr) in enumerate(zip(cm.extra["x"], cm.extra["l"])):
+            tw = cm.model.new_int_var(0, cm.extra["T_ub"], f"tw{r}")
+            for j in range(S):
+                for k in range(j, S):
+                    comm = sum(xr[b] + lr[b] for b in range(j, k))
+                    cm.model.add((w[j] - w[k] + 1) * tw >= ec[k + 1] - ec[j] + 2 * comm)
+            secondary += (m - 1) * tw
+    cm.model.minimize(secondary)
+    solver = configure(cp_model.CpSolver(), time_limit=time_limit, workers=workers, seed=seed,
+                       deterministic=deterministic, presolve=presolve)
+    status = solver.solve(cm.model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return plan
+    cuts, placement = cm.extract(solver)
+    cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=instance,
+                      schedule=shape.schedule)
+    return keep_if_faster(instance, plan, cand, best, log, "cpsat")

@@ -1,0 +1,806 @@
+"""The planning problem for one *shape* as a CP-SAT model (OR-Tools), exact
+for the analytic estimate T_est of SPEC section 7 up to a stated rounding.
+
+A shape fixes tensor parallelism ``t``, micro-batch size ``b``, the
+schedule kind and the replica count ``R`` (hence ``m``); the model chooses
+the number of stages S, the contiguous partition and the domain of every
+(replica, stage).  :mod:`planner.solvers.cpsat` enumerates shapes best-first.  The
+formulation is written up in ``docs/formulations.md`` ("The CP-SAT joint
+formulation").  It is written independently of the MILP
+(:mod:`planner.solvers.formulations.milp`): stages are counted from the front, the
+partition is a vector of cut positions read through ``add_element`` tables,
+memory is a table of the last unit a stage may end at, link shares are
+element tables over integer user counts, the (K-1)/K and 2(n-1)/n factors
+come from one-hot counts, and every communication quantity is *defined*
+(``add_max_equality``, ceilings of exact integer divisions); only the
+period ``tau_r`` and T itself are bounded from below (they only lengthen
+T_est, so they sit at their maximum in an optimal solution; as
+``add_max_equality`` of long expressions they made CP-SAT 9.15's presolve
+take tens of seconds).
+
+Decision variables
+------------------
+* ``cut[i]`` (i = 0..Q, Q the most stages the shape allows): stage j holds
+  units ``[cut[j], cut[j+1])``; ``cut[0] = 0``, ``cut[Q] = N`` (units),
+  non-decreasing; stage j is used iff ``cut[j] < N``, so the used stages are
+  a prefix 0..S-1 and unused ones are empty at ``N``;
+* ``b[r][j][d]`` one-hot over the D hostable domains plus "none" (index D,
+  exactly the unused stages); ``dom[r][j] = sum_d d b[r][j][d]``;
+* ``is_s[S]``: one-hot over the admissible stage counts (S enters the
+  1f1b in-flight limit w_j = min(m, S - j) through enforced constraints).
+
+Units and scaling (CP-SAT is integral)
+--------------------------------------
+Times are integers in units of ``unit_s`` seconds, a power of ten chosen so
+that the shape's lower bound is >= 1e5 units *and* the rounding bound below
+is <= ``rounding`` (1e-4) of it, hence of every plan's T_est (iteration
+times are then ~1e5-1e8 units; more when m is large, since (m - 1) tau
+amplifies the error of a per-micro-batch period).  Every rounded figure is
+round-to-nearest:
+
+* compute: prefix sums of f and c = f + g over units, rounded, read at the
+  cuts, so f_j, c_j are within 1 unit, g_j within 2, and the telescoping
+  sums sum_{i>=j} c_i, sum_{i<j} g_i within 1;
+* transfers: a WAN link used by n pipeline flows gives each
+  ``round(n A / bw / unit)`` (a table over n), intra-domain ``round(A / bw)``,
+  latencies ``round(lat)``: each within 1/2 unit;
+* Little's term ``ceil(Q_j / w_j)`` (tau is an integer): +1;
+* gradient synchronisation ``AR_j = ceil(sum_{u in j} pq_u phi_j / RS) + 2(K-1) lat_ring``:
+  ``pq_u`` a unit's parameters in quanta of ``param_quantum`` (the gcd of
+  the units' parameters, exact, when that gives <= 1e6 quanta in all; else
+  a power of ten giving the smallest unit >= 1e4 quanta or the model ~1e6
+  quanta, each unit within 1/2),
+  ``phi_j`` the time per quantum (intra ring + 2(K-1)/K x cross ring) in
+  units of ``unit / RS``, within 2.5; ``RS`` is chosen so that this costs at
+  most a quarter of the other rounding.
+
+Hence, with e_tau = 3 (gpipe) or 1 + max_k (2k - 1)/min(m, k) (1f1b,
+k = 1..Q), the CP-SAT value of a plan differs from its T_est by at most
+``err_abs + err_rel * value`` where (in units)
+``err_abs = (m - 1) e_tau + 2 + 3 (Q - 1) [+ K_max + 2.5 P / RS when R > 1]``
+(P the model's parameters in quanta) and ``err_rel = 1 / (2 x quanta of the
+smallest unit)`` (0 when the quanta are exact); :meth:`CpsatModel.error`
+states it in seconds.  The cost objective is
+``T x sum_{(r,j) on d} round(t price_d PS) + round(CC) crossings + round(CR) sum_j (K_j - 1) Pq_j``
+in units of ``1/obj_scale`` currency; its error is stated relatively.
+
+Magnitudes: T is bounded above by the cutoff, or by the T_est of a plan of
+the shape built greedily (no better plan is lost), and every table is
+clamped there, which keeps linear activities near or below 1e10.  With
+activities of 1e14-1e17 (an earlier version), CP-SAT 9.15.6755's presolve
+returned INFEASIBLE for feasible models and non-optimal values as OPTIMAL;
+see :func:`configure`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from ...problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
+from ...problem.network import GBPS, MS
+from ...problem.space import PlanSpace, Shape
+
+INT_SAFE = 2 ** 60  # no linear activity may come near CP-SAT's int64 limit
+MAGNITUDE = 1e13  # scales are chosen to keep activities below this where the precision allows
+
+
+def configure(solver: cp_model.CpSolver, time_limit: float | None = None, workers: int = 2, seed: int = 0,
+              gap: float = 0.0, deterministic: bool = False, presolve: str = "noprobe") -> cp_model.CpSolver:
+    """Set the CP-SAT parameters these models are solved with and return ``solver``.
+
+    ``time_limit`` seconds (wall clock, or deterministic time with
+    ``deterministic``, several workers then interleaving deterministically);
+    ``gap`` CP-SAT's relative gap limit; ``presolve`` ``"noprobe"``
+    (default: CP-SAT's presolve without probing), ``"on"`` (CP-SAT's
+    default) or ``"off"``.  Why probing is off by default: while this
+    formulation still let linear activities reach 1e14-1e17, OR-Tools
+    9.15.6755 (the latest on PyPI) declared feasible models INFEASIBLE and
+    reported non-optimal values as OPTIMAL, twice in its probing (cf.
+    google/or-tools#5274).  The scales of :func:`build` now keep activities
+    near or below 1e10 and every mode agrees with brute force on thousands of
+    random instances; leaving probing out is a second line of defence that
+    costs little on the packaged instances.
+    """
+    p = solver.parameters
+    if time_limit is not None and math.isfinite(time_limit):
+        if deterministic:
+            p.max_deterministic_time = time_limit
+        else:
+            p.max_time_in_seconds = time_limit
+    if deterministic and workers > 1:
+        p.interleave_search = True
+    p.num_workers = int(workers)
+    p.random_seed = int(seed)
+    p.relative_gap_limit = gap
+    p.absolute_gap_limit = 0.0
+    if presolve == "off":
+        p.cp_model_presolve = False
+    elif presolve == "noprobe":
+        p.cp_model_probing_level = 0
+    elif presolve != "on":
+        raise ValueError(f"presolve is 'noprobe', 'on' or 'off', not {presolve!r}")
+    return solver
+
+
+def _heuristic_plan(instance, space, shape, admissible, domains, slots, require, m):
+    """A feasible plan of ``shape`` or None: the balanced partition of the smallest
+    admissible stage count that places, replicas laid out stage by stage over the
+    domains with the most free slots (a replica stays in its domain while it can).
+    Its T_est bounds T from above without losing the optimum."""
+    from ...scoring.evaluator import check_plan
+    from ...problem.plan import Plan
+
+    for S in admissible[:3]:
+        cuts = space.partition(shape.tp, shape.micro_batch, shape.schedule, S, m)
+        if cuts is None:
+            continue
+        free = {d: slots[d] for d in domains}
+        placement = []
+        for _ in range(shape.replicas):
+            row = []
+            for j in range(S):
+                prev = row[-1] if row else None
+                if prev is not None and free[prev] > 0:
+                    d = prev
+                else:
+                    cands = [d for d in domains if free[d] > 0 and
+                             (prev is None or (prev, d) in instance.routes)]
+                    if not cands:
+                        break
+                    d = max(cands, key=lambda d: (free[d], -domains.index(d)))
+                row.append(d)
+                free[d] -= 1
+            if len(row) < S:
+                break
+            placement.append(row)
+        if len(placement) < shape.replicas:
+            continue
+        if require and not set(require) <= {d for row in placement for d in row}:
+            continue
+        plan = Plan.build(cuts, sorted(placement), tp=shape.tp, micro_batch_size=shape.micro_batch,
+                          instance=instance, schedule=shape.schedule)
+        if not check_plan(instance, plan):
+            return plan
+    return None
+
+
+def _pow10_floor(x: float) -> float:
+    return 10.0 ** math.floor(math.log10(x))
+
+
+@dataclass
+class CpsatModel:
+    """A built CP-SAT model of one shape and the handles to read it.
+
+    ``value(solver)`` is the objective in seconds (time) or currency (cost);
+    ``error(v)`` the rounding bound (same units) between the CP-SAT value
+    ``v`` of a plan and its T_est (cost with T_est) per the evaluator.
+    """
+
+    model: cp_model.CpModel
+    shape: Shape
+    objective: str
+    Q: int  # most stages
+    N: int  # units
+    m: int  # micro-batches per replica
+    domains: list[str]  # hostable domains; index D means "no stage"
+    unit_s: float  # seconds per time unit
+    obj_scale: float  # objective integers per second (time) or per currency (cost)
+    err_abs: float  # seconds or currency
+    err_rel: float
+    admissible: list[int]  # stage counts allowed
+    cut: list = field(default_factory=list)
+    used: list = field(default_factory=list)
+    is_s: dict = field(default_factory=dict)
+    b: list = field(default_factory=list)  # [r][j][d], d = 0..D (D: none)
+    dom: list = field(default_factory=list)  # [r][j]
+    T: cp_model.IntVar | None = None  # T_est in units
+    obj_expr: object = None
+    extra: dict = field(default_factory=dict)
+
+    # -- reading --------------------------------------------------------------
+    def value(self, solver: cp_model.CpSolver) -> float:
+        return solver.objective_value / self.obj_scale
+
+    def error(self, value: float) -> float:
+        """Rounding bound (s or currency) for a CP-SAT value ``value`` (same units)."""
+        return self.err_abs + self.err_rel * abs(value)
+
+    def true_lower(self, model_bound: float) -> float:
+        """A valid lower bound on T_est (cost) from a bound on the CP-SAT value."""
+        return max(0.0, (model_bound - self.err_abs) / (1 + self.err_rel))
+
+    def cutoff_int(self, value: float) -> int:
+        """The largest objective integer a plan whose T_est (cost) is <= ``value`` can have."""
+        return int(math.floor((value + self.error(value)) * (1 + self.err_rel) * self.obj_scale)) + 1
+
+    def extract(self, solver: cp_model.CpSolver):
+        """(cuts, placement) of the solver's solution, stages front to back."""
+        cuts_v = [solver.value(c) for c in self.cut]
+        S = sum(1 for j in range(self.Q) if cuts_v[j] < self.N)
+        cuts = [(cuts_v[j], cuts_v[j + 1]) for j in range(S)]
+        placement = [[self.domains[solver.value(self.dom[r][j])] for j in range(S)]
+                     for r in range(self.shape.replicas)]
+        return cuts, placement
+
+    def hint(self, plan) -> bool:
+        """Hint the decision variables with ``plan`` (same shape); False if it does not fit."""
+        S = plan.num_stages
+        if S > self.Q or S not in self.admissible or plan.replicas != self.shape.replicas:
+            return False
+        idx = {d: i for i, d in enumerate(self.domains)}
+        if any(d not in idx for row in plan.placement for d in row):
+            return False
+        rows = sorted(([idx[d] for d in row] for row in plan.placement))  # lexicographic, as constrained
+        M = self.model
+        ends = [s.end for s in plan.stages]
+        for i in range(1, self.Q):
+            M.add_hint(self.cut[i], ends[i - 1] if i <= S else self.N)
+        for j in range(self.Q):
+            M.add_hint(self.used[j], j < S)
+        for s, lit in self.is_s.items():
+            M.add_hint(lit, s == S)
+        D = len(self.domains)
+        for r, row in enumerate(rows):
+            for j in range(self.Q):
+                v = row[j] if j < S else D
+                M.add_hint(self.dom[r][j], v)
+                for d in range(D + 1):
+                    M.add_hint(self.b[r][j][d], d == v)
+        return True
+
+
+def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
+          space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
+          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4) -> CpsatModel:
+    """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
+
+    ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
+    default: the instance's); ``forbid`` domains host nothing, ``require``
+    domains host at least one stage; ``ref_s`` overrides the reference
+    iteration time (s) that sets the time unit (default: the shape's
+    smallest stage bound, so the rounding bound holds relative to every
+    plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
+    may be <= it (rounding included); ``stage_bounds`` maps each admissible
+    number of stages to a lower bound on T_est in seconds (default:
+    :func:`planner.solvers.shapesearch.stage_bounds`; other stage counts are excluded);
+    ``rounding`` the largest rounding error allowed relative to the
+    reference.  Plans slower than a greedily built plan of the shape are
+    excluded (T <= its T_est, which never cuts off the optimum).
+
+    Raises ValueError when the shape has no room (no stage slot, no
+    admissible stage count) and NotImplementedError for models whose units
+    send unequal boundary bytes.
+    """
+    from ..shapesearch import stage_bounds as _stage_bounds
+
+    objective = objective or instance.options.objective
+    space = space or PlanSpace(instance)
+    wl = instance.workload
+    units = instance.units
+    N = len(units)
+    t, bsz, R, sched = shape.tp, shape.micro_batch, shape.replicas, shape.schedule
+    m = shape.micro_batches(wl.global_batch_size)
+    gpipe = sched == "gpipe"
+    forbid = set(forbid)
+    slots = {d: n for d, n in space.slots(t).items() if d not in forbid and n > 0}
+    domains = [d for d in instance.domain_names if d in slots]
+    D = len(domains)
+    NONE = D
+    Q = min(instance.max_stages, N, sum(slots.values()) // R) if D else 0
+    if shape.stages:
+        if Q < shape.stages:
+            raise ValueError(f"shape {shape} has room for only {Q} stages")
+        Q = shape.stages
+    if Q < 1:
+        raise ValueError(f"shape {shape} has no room: {sum(slots.values())} stage slots of tp={t} for {R} replicas")
+    sb = stage_bounds if stage_bounds is not None else _stage_bounds(space, shape)
+    admissible = sorted(S for S in sb if 1 <= S <= Q and (not shape.stages or S == shape.stages))
+    if not admissible:
+        raise ValueError(f"shape {shape} has no admissible number of stages within {Q}")
+    Q = max(admissible)  # more slots than the largest admissible S are never used
+    outs = {u.out_bytes_per_token for u in units[:-1]}
+    if len(outs) > 1:
+        raise NotImplementedError("the CP-SAT formulation assumes every unit sends the same bytes per token "
+                                  "across a boundary (true for architecture-defined models)")
+    tok = bsz * wl.seq_len
+    A = (units[0].out_bytes_per_token if units else 0.0) * tok  # bytes per micro-batch per boundary
+    rate = t * instance.gpu.flops_per_s
+    bwd = space.bwd
+    Kmax = min(R, D) if R > 1 else 1
+
+    # ---- parameter quanta and the rounding budget (in units) ------------------------
+    params = [float(u.params) for u in units]
+    pos = [p for p in params if p > 0]
+    exact_p = bool(pos) and all(p.is_integer() for p in params)
+    quantum = 1.0
+    if exact_p:  # the gcd of the units' parameters: exact small integers (identical blocks)
+        g = 0
+        for p in params:
+            g = math.gcd(g, int(p))
+        quantum = float(g)
+        exact_p = sum(params) / g <= 1e6
+    if not exact_p and pos:  # round: the smallest unit >= 1e4 quanta, or all units ~1e6 quanta
+        quantum = max(_pow10_floor(min(pos) / 1e4), _pow10_floor(sum(params) / 1e6))
+    pq_u = [int(round(p / quantum)) for p in params]  # parameters per unit in quanta
+    p_max = sum(pq_u)
+    pq_min = min([v for v in pq_u if v > 0] or [1])
+    if gpipe:
+        e_tau = 3.0
+    else:
+        e_tau = 1.0 + max((2 * k - 1) / min(m, k) for k in range(1, Q + 1))
+    E_abs = (m - 1) * e_tau + 2 + 3 * (Q - 1)  # units: compute, transfers, latencies, tau
+    if R > 1:
+        E_abs += 1 + (Kmax - 1)  # ceil of AR, ring latencies
+        # phi (units x RS per quantum) is within 2.5 of its value: 2.5 p_max / RS units of AR,
+        # a quarter of the rest of the budget; a smaller RS keeps CP-SAT's numbers small
+        RS = max(1, int(math.ceil(10 * p_max / E_abs)))
+        E_abs += 2.5 * p_max / RS
+        rel_p = 0.0 if exact_p else 0.5 / (min(pos) / quantum)  # each unit's quanta within 1/2
+    else:
+        RS, rel_p = 1, 0.0
+
+    # ---- the time unit -------------------------------------------------------------
+    lb_min = min(sb[S] for S in admissible)
+    known = _heuristic_plan(instance, space, shape, admissible, domains, slots, set(require), m)
+    known_te = None
+    if known is not None:
+        from ...scoring.evaluator import Evaluator
+
+        ev = Evaluator(instance, known)
+        known_te = float(ev.estimate_times()[0])
+        known_cost = float(ev.cost(known_te))
+    # the reference is the shape's lower bound, so the rounding bound is <= `rounding` x T_est of every plan
+    ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (lb_min if lb_min > 0 else (known_te or 1.0))
+    unit = min(_pow10_floor(ref / 1e5), _pow10_floor(ref * rounding / E_abs))
+    q = lambda seconds: int(round(seconds / unit))
+
+    # compute prefix tables (units)
+    flops = [0.0]
+    for u in units:
+        flops.append(flops[-1] + u.fwd_flops_per_token)
+    FPt = [q(fl * tok / rate) for fl in flops]
+    CPt = [q((1 + bwd) * fl * tok / rate) for fl in flops]
+    ctot = CPt[N]
+
+    # memory: the last end a stage starting at a may have, per in-flight count w
+    limit = instance.memory_limit_bytes
+    def maxend_table(w):
+        tab = []
+        for a in range(N + 1):
+            e, P, st = a, 0.0, 0.0
+            while e < N:
+                P2 = P + units[e].params
+                st2 = st + units[e].stored_bytes_per_token
+                if (BYTES_PER_PARAM_STATE * P2 + (w * tok) * st2) / t > limit * (1 + 1e-12):
+                    break
+                e, P, st = e + 1, P2, st2
+            tab.append(e)
+        return tab
+
+    def w_of(S, j):
+        return m if gpipe else min(m, S - j)
+
+    w_values = sorted({w_of(S, j) for S in admissible for j in range(S)})
+    MAXEND = {w: maxend_table(w) for w in w_values}
+
+    # routes between hostable domains (index pairs); tables over pair index p = d*(D+1)+e
+    routes = {}
+    for i, d in enumerate(domains):
+        for k, e in enumerate(domains):
+            if i != k and (d, e) in instance.routes:
+                routes[(i, k)] = instance.routes[(d, e)]
+    link_bw = [l.bandwidth_gbps * GBPS for l in instance.links]  # bytes/s
+    intra_bw = [instance.domain(d).intra_bandwidth_gbps * GBPS for d in domains]
+    W = D + 1
+    allowed, XIN, LATP, CROSS = [], [0] * (W * W), [0] * (W * W), [0] * (W * W)
+    for d in range(W):
+        for e in range(W):
+            p = d * W + e
+            if d < D and e < D:
+                if d == e:
+                    XIN[p] = q(A / intra_bw[d])
+                    allowed.append(p)
+                elif (d, e) in routes:
+                    LATP[p] = q(routes[(d, e)].latency_ms * MS)
+                    CROSS[p] = 1
+                    allowed.append(p)
+            elif e == NONE:  # a last used stage, or two unused ones
+                allowed.append(p)
+    pipe_links = sorted({l for r in routes.values() for l in r.links})
+    Umax = R * (Q - 1)
+    ST = {l: [q(n * A / link_bw[l]) for n in range(Umax + 1)] for l in pipe_links}
+    x_max = max([0] + [max(XIN)] + [ST[l][-1] for l in pipe_links])
+    lat_max = max([0] + LATP)
+
+    # gradient synchronisation tables (phi: units x RS per parameter quantum)
+    G_q = BYTES_PER_PARAM_GRAD * quantum  # gradient bytes per quantum
+    HT, RT, ring_links, Umax_ring = [], {}, [], 0
+    if R > 1:
+        HT = [[int(round(2 * (n - 1) / n * (G_q / t) / intra_bw[d] / unit * RS)) if n > 1 else 0
+               for n in range(R + 1)] for d in range(D)]
+        ring_links = sorted({l for r in routes.values() for l in r.links})
+        Umax_ring = Q * Kmax if Kmax > 1 else 0
+        RT = {l: [int(round(U * G_q / link_bw[l] / unit * RS)) for U in range(Umax_ring + 1)] for l in ring_links}
+
+    def phi_bound():
+        hi = max([0] + [max(h) for h in HT])
+        ro = max([0] + [RT[l][-1] for l in ring_links])
+        return hi, ro, hi + (2 * (Kmax - 1) * ro + Kmax - 1) // max(Kmax, 1) + 1
+
+    # ---- an upper bound on T (units) --------------------------------------------------
+    # structural, then the cutoff, then a plan of the shape that is known (no better plan
+    # is lost: any plan slower than a known one is not optimal)
+    _, _, phi_max = phi_bound()
+    Q0_max = ctot + 2 * (Q - 1) * (x_max + lat_max)
+    tau_max = 2 * max(ctot, x_max) if gpipe else max(ctot, x_max, Q0_max)
+    AR_max = (int(math.ceil(p_max * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
+    T_ub = (m - 1) * tau_max + Q0_max + AR_max + 1
+    kind_cost = objective == "cost"
+    prices = [instance.domain(d).price_per_gpu_hour for d in domains]
+    wp = instance.options.wan_price_per_gb
+    to_units = lambda seconds: int(math.ceil((seconds / unit + E_abs) * (1 + rel_p))) + 2
+    pmin = min(prices)
+    if kind_cost:
+        for c_ in (cutoff, known_cost if known is not None else None):
+            if c_ is not None and math.isfinite(c_) and pmin > 0:  # >= R S t GPUs at >= the cheapest price
+                T_ub = min(T_ub, to_units(c_ * 3600.0 / (pmin * t * R * admissible[0])))
+    else:
+        for c_ in (cutoff, known_te):
+            if c_ is not None and math.isfinite(c_):
+                T_ub = min(T_ub, to_units(c_))
+    T_ub = max(T_ub, 1)
+    lb_units = {S: max(0, int(math.floor(sb[S] / unit / (1 + rel_p) - E_abs))) for S in admissible}
+
+    # clamp the tables at T_ub + 1: a larger figure makes T > T_ub whatever it is exactly
+    big = T_ub + 1
+    XIN = [min(v, big) for v in XIN]
+    LATP = [min(v, big) for v in LATP]
+    ST = {l: [min(v, big) for v in ST[l]] for l in ST}
+    x_max, lat_max = min(x_max, big), min(lat_max, big)
+    Q0_max = min(Q0_max, big + ctot + 2 * (Q - 1) * (x_max + lat_max))
+    tau_max = min(tau_max, 2 * big)
+    phi_cap = int(math.ceil(big * RS / pq_min)) + 1  # a stage with parameters and more phi: AR > T_ub
+    HT = [[min(v, phi_cap) for v in h] for h in HT]
+    RT = {l: [min(v, phi_cap) for v in RT[l]] for l in RT}
+    phiI_max, rho_max, phi_max = phi_bound()
+    AR_dom = min(big, int(math.ceil(p_max * phi_max / RS))) + 2 * (Kmax - 1) * lat_max if R > 1 else 0
+    if R > 1 and sum(pq_u[u] * min(phi_max, big * RS / pq_u[u] + 1) for u in range(N) if pq_u[u]) > INT_SAFE:
+        raise ValueError(f"shape {shape}: gradient-synchronisation figures overflow 64-bit integers")
+
+    M = cp_model.CpModel()
+
+    # ---- partition --------------------------------------------------------------
+    cut = [M.new_constant(0)] + [M.new_int_var(1, N, f"cut{i}") for i in range(1, Q)] + [M.new_constant(N)]
+    used = [M.new_bool_var(f"used{j}") for j in range(Q)]
+    M.add(used[0] == 1)
+    for j in range(Q):
+        M.add(cut[j + 1] >= cut[j] + 1).only_enforce_if(used[j])
+        M.add(cut[j] == N).only_enforce_if(~used[j])
+        M.add(cut[j] <= cut[j + 1])
+        if j + 1 < Q:
+            M.add_implication(used[j + 1], used[j])
+    is_s = {S: M.new_bool_var(f"S{S}") for S in admissible}
+    M.add_exactly_one(is_s.values())
+    M.add(sum(S * v for S, v in is_s.items()) == sum(used))
+    if shape.stages:
+        for j in range(Q):
+            M.add(used[j] == 1)
+    # compute at the cuts
+    ef = [M.new_int_var(0, FPt[N], f"ef{i}") for i in range(Q + 1)]
+    ec = [M.new_int_var(0, CPt[N], f"ec{i}") for i in range(Q + 1)]
+    for i in range(Q + 1):
+        M.add_element(cut[i], FPt, ef[i])
+        M.add_element(cut[i], CPt, ec[i])
+    f = [ef[j + 1] - ef[j] for j in range(Q)]
+    c = [ec[j + 1] - ec[j] for j in range(Q)]
+    g = [c[j] - f[j] for j in range(Q)]
+    # memory: cut[j+1] <= the last end a stage starting at cut[j] may have with w_j in flight
+    for j in range(Q):
+        me = {}
+        for w in sorted({w_of(S, j) for S in admissible if S > j}):
+            me[w] = M.new_int_var(0, N, f"maxend{j}_{w}")
+            M.add_element(cut[j], MAXEND[w], me[w])
+        for S in admissible:
+            if S > j:
+                M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if(is_s[S])
+
+    # ---- placement ------------------------------------------------------------------
+    b = [[[M.new_bool_var(f"b{r}_{j}_{d}") for d in range(W)] for j in range(Q)] for r in range(R)]
+    dom = [[M.new_int_var(0, D, f"dom{r}_{j}") for j in range(Q)] for r in range(R)]
+    for r in range(R):
+        for j in range(Q):
+            M.add_exactly_one(b[r][j])
+            M.add(b[r][j][NONE] + used[j] == 1)
+            M.add(dom[r][j] == sum(d * b[r][j][d] for d in range(W)))
+    cnt = [sum(b[r][j][d] for r in range(R) for j in range(Q)) for d in range(D)]
+    for d in range(D):
+        M.add(cnt[d] <= slots[domains[d]])
+    for name in require:
+        if name not in domains:
+            raise ValueError(f"shape {shape}: required domain {name} cannot host a stage of tp={t}")
+        M.add(cnt[domains.index(name)] >= 1)
+    # replicas are interchangeable: their domain vectors in lexicographic order
+    for r in range(R - 1):
+        eq_prev = None  # prefix 0..j-1 equal (None: the empty prefix)
+        for j in range(Q):
+            eq = M.new_bool_var(f"lex{r}_{j}")
+            a, bb = dom[r][j], dom[r + 1][j]
+            if eq_prev is None:
+                M.add(a <= bb)
+                M.add(a < bb).only_enforce_if(~eq)
+            else:
+                M.add_implication(eq, eq_prev)
+                M.add(a <= bb).only_enforce_if(eq_prev)
+                M.add(a < bb).only_enforce_if([eq_prev, ~eq])
+            M.add(a == bb).only_enforce_if(eq)
+            eq_prev = eq
+
+    # ---- pipeline transfers -----------------------------------------------------------
+    xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
+    crossing = []
+    uses = {}
+    use_tab = {l: [1 if (p // W, p % W) in routes and l in routes[(p // W, p % W)].links else 0
+                   for p in range(W * W)] for l in pipe_links}
+    for r in range(R):
+        for k in range(Q - 1):
+            pidx = M.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"pair{r}_{k}")
+            M.add(pidx == W * dom[r][k] + dom[r][k + 1])
+            xin = M.new_int_var(0, max(XIN), f"xin{r}_{k}")
+            M.add_element(pidx, XIN, xin)
+            lat = M.new_int_var(0, lat_max, f"lat{r}_{k}")
+            M.add_element(pidx, LATP, lat)
+            ls[r][k] = lat
+            if kind_cost and wp > 0:
+                cr = M.new_bool_var(f"cross{r}_{k}")
+                M.add_element(pidx, CROSS, cr)
+                crossing.append(cr)
+            for l in pipe_links:
+                u = M.new_bool_var(f"use{r}_{k}_{l}")
+                M.add_element(pidx, use_tab[l], u)
+                uses[r, k, l] = u
+            xs[r][k] = (xin, pidx)
+    share = {}
+    for l in pipe_links:
+        n_l = M.new_int_var(0, Umax, f"users{l}")
+        M.add(n_l == sum(uses[r, k, l] for r in range(R) for k in range(Q - 1)))
+        share[l] = M.new_int_var(0, ST[l][-1], f"share{l}")
+        M.add_element(n_l, ST[l], share[l])
+    for r in range(R):
+        for k in range(Q - 1):
+            xin, _ = xs[r][k]
+            terms = [xin]
+            for l in pipe_links:
+                z = M.new_int_var(0, ST[l][-1], f"xl{r}_{k}_{l}")
+                M.add(z == share[l]).only_enforce_if(uses[r, k, l])
+                M.add(z == 0).only_enforce_if(~uses[r, k, l])
+                terms.append(z)
+            x = M.new_int_var(0, x_max, f"x{r}_{k}")
+            M.add_max_equality(x, terms)
+            xs[r][k] = x
+
+    # ---- gradient synchronisation -------------------------------------------------------
+    AR = [0] * Q
+    ring_bytes = []
+    if R > 1:
+        order = list(range(D))  # hostable domains in instance order
+        hops = [(a, e) for a in range(D) for e in range(D) if a != e]
+
+        def between(a, e):
+            return [c for c in order[a + 1:e]] if a < e else order[a + 1:] + order[:e]
+
+        # unit u on stage j (exactly one j with cut[j] <= u < cut[j+1]); Pq_j its parameters in quanta
+        y = [[M.new_bool_var(f"y{u}_{j}") for j in range(Q)] for u in range(N)]
+        for u in range(N):
+            M.add_exactly_one(y[u])
+            for j in range(Q):
+                M.add(cut[j] <= u).only_enforce_if(y[u][j])
+                M.add(cut[j + 1] >= u + 1).only_enforce_if(y[u][j])
+        Pq = [M.new_int_var(0, sum(pq_u), f"Pq{j}") for j in range(Q)]
+        for j in range(Q):
+            M.add(Pq[j] == sum(pq_u[u] * y[u][j] for u in range(N) if pq_u[u]))
+        h, o, Kis, K = {}, {}, {}, {}
+        for j in range(Q):
+            for d in range(D):
+                o[j, d] = M.new_bool_var(f"o{j}_{d}")
+                M.add_max_equality(o[j, d], [b[r][j][d] for r in range(R)])
+            K[j] = M.new_int_var(0, Kmax, f"K{j}")
+            M.add(K[j] == sum(o[j, d] for d in range(D)))
+            for k in range(Kmax + 1):
+                Kis[j, k] = M.new_bool_var(f"K{j}is{k}")
+            M.add_exactly_one(Kis[j, k] for k in range(Kmax + 1))
+            M.add(sum(k * Kis[j, k] for k in range(Kmax + 1)) == K[j])
+            for a, e in hops:
+                v = M.new_bool_var(f"hop{j}_{a}_{e}")
+                h[j, a, e] = v
+                btw = between(a, e)
+                M.add_implication(v, o[j, a])
+                M.add_implication(v, o[j, e])
+                for cc in btw:
+                    M.add_implication(v, ~o[j, cc])
+                M.add_bool_or([~o[j, a], ~o[j, e], v] + [o[j, cc] for cc in btw])
+                if (a, e) not in routes:
+                    M.add(v == 0)  # no route: such a ring cannot synchronise
+        ring_share = {}
+        for l in ring_links:
+            U = M.new_int_var(0, Umax_ring, f"ringusers{l}")
+            M.add(U == sum(h[j, a, e] for j in range(Q) for (a, e) in hops
+                           if (a, e) in routes and l in routes[(a, e)].links))
+            ring_share[l] = M.new_int_var(0, RT[l][-1], f"ringshare{l}")
+            M.add_element(U, RT[l], ring_share[l])
+        for j in range(Q):
+            # intra rings: the slowest domain holding n > 1 replicas of stage j
+            intra = []
+            for d in range(D):
+                n = M.new_int_var(0, R, f"n{j}_{d}")
+                M.add(n == sum(b[r][j][d] for r in range(R)))
+                v = M.new_int_var(0, max(HT[d]), f"phiI{j}_{d}")
+                M.add_element(n, HT[d], v)
+                intra.append(v)
+            phiI = M.new_int_var(0, phiI_max, f"phiI{j}")
+            M.add_max_equality(phiI, intra)
+            # cross ring: slowest share over the links its hops cross (1 / ring bandwidth)
+            terms = [0]
+            for l in ring_links:
+                pairs = [h[j, a, e] for (a, e) in hops if (a, e) in routes and l in routes[(a, e)].links]
+                if not pairs:
+                    continue
+                mu = M.new_bool_var(f"mu{j}_{l}")
+                M.add_max_equality(mu, pairs)
+                z = M.new_int_var(0, RT[l][-1], f"rho{j}_{l}")
+                M.add(z == ring_share[l]).only_enforce_if(mu)
+                M.add(z == 0).only_enforce_if(~mu)
+                terms.append(z)
+            rho = M.new_int_var(0, rho_max, f"rho{j}")
+            M.add_max_equality(rho, terms)
+            lat_terms = [0]
+            for (a, e) in hops:
+                if (a, e) in routes:
+                    lv = q(routes[(a, e)].latency_ms * MS)
+                    z = M.new_int_var(0, lv, f"hl{j}_{a}_{e}")
+                    M.add(z == lv).only_enforce_if(h[j, a, e])
+                    M.add(z == 0).only_enforce_if(~h[j, a, e])
+                    lat_terms.append(z)
+            rlat = M.new_int_var(0, lat_max, f"ringlat{j}")
+            M.add_max_equality(rlat, lat_terms)
+            # phi = phiI + ceil(2(K-1)/K rho), through the one-hot K
+            phi = M.new_int_var(0, phi_max, f"phi{j}")
+            ar = M.new_int_var(0, AR_dom, f"AR{j}")
+            # Pq_j * phi_j as a linear sum over the stage's units of pq_u * (phi_j if u on j else 0);
+            # (add_multiplication_equality here made CP-SAT 9.15's presolve declare feasible
+            # models infeasible, see the docs)
+            prod = []
+            for u in range(N):
+                if pq_u[u]:
+                    z = M.new_int_var(0, min(phi_max, int(math.ceil(big * RS / pq_u[u])) + 1), f"phiu{u}_{j}")
+                    M.add(z == phi).only_enforce_if(y[u][j])
+                    M.add(z == 0).only_enforce_if(~y[u][j])
+                    prod.append(pq_u[u] * z)
+            prod = sum(prod)
+            arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
+            M.add(int(RS) * arv >= prod)
+            M.add(int(RS) * arv <= prod + int(RS) - 1)
+            for k in range(Kmax + 1):
+                lit = Kis[j, k]
+                if k <= 1:
+                    M.add(phi == phiI).only_enforce_if(lit)
+                    M.add(ar == arv).only_enforce_if(lit)
+                else:
+                    M.add(k * phi >= k * phiI + 2 * (k - 1) * rho).only_enforce_if(lit)
+                    M.add(k * phi <= k * phiI + 2 * (k - 1) * rho + k - 1).only_enforce_if(lit)
+                    M.add(ar == arv + 2 * (k - 1) * rlat).only_enforce_if(lit)
+            AR[j] = ar
+            if kind_cost and wp > 0 and Kmax > 1:
+                rb = M.new_int_var(0, (Kmax - 1) * sum(pq_u), f"ringbytes{j}")
+                for k in range(Kmax + 1):
+                    M.add(rb == max(k - 1, 0) * Pq[j]).only_enforce_if(Kis[j, k])
+                ring_bytes.append(rb)
+
+    # ---- T_est ----------------------------------------------------------------------------
+    T = M.new_int_var(0, T_ub, "T")
+    terms = []
+    taus = []
+    for r in range(R):
+        xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
+        # round trip from stage j: compute of stages >= j, both ways over boundaries >= j
+        qrt = []
+        for j in range(Q):
+            v = M.new_int_var(0, Q0_max, f"Q{r}_{j}")
+            M.add(v == ctot - ec[j] + 2 * sum(xl[j:]))
+            qrt.append(v)
+        tau = M.new_int_var(-2, tau_max, f"tau{r}")  # a rounded g_j may be -2 for a compute-free stage
+        if gpipe:
+            a = M.new_int_var(0, max(FPt[N], x_max), f"alpha{r}")
+            be = M.new_int_var(-2, max(ctot, x_max), f"beta{r}")
+            for e in f + [xs[r][k] for k in range(Q - 1)]:
+                M.add(a >= e)
+            for e in g + [xs[r][k] for k in range(Q - 1)]:
+                M.add(be >= e)
+            M.add(tau == a + be)
+        else:
+            little = []
+            for j in range(Q):
+                v = M.new_int_var(0, Q0_max, f"little{r}_{j}")
+                M.add(v == 0).only_enforce_if(~used[j])
+                for S in admissible:
+                    if S > j:
+                        w = w_of(S, j)
+                        M.add(w * v >= qrt[j]).only_enforce_if(is_s[S])
+                        M.add(w * v <= qrt[j] + w - 1).only_enforce_if(is_s[S])
+                little.append(v)
+            for e in c + [xs[r][k] for k in range(Q - 1)] + little:
+                M.add(tau >= e)
+        taus.append(tau)
+        for j in range(Q):
+            drain = (ec[j] - ef[j]) + sum(xl[:j])
+            terms.append((m - 1) * tau + qrt[0] - drain + AR[j])
+    for e in terms:  # T >= every (replica, stage) term: T = their max at any optimum
+        M.add(T >= e)
+    for S, v in is_s.items():  # valid lower bounds per stage count (cuts)
+        if lb_units[S] > 0:
+            M.add(T >= lb_units[S]).only_enforce_if(v)
+
+    # ---- objective -------------------------------------------------------------------------
+    if kind_cost:
+        cap_total = {d: slots[domains[d]] for d in range(D)}
+        pmax = max(prices) if prices else 0.0
+        # prices per stage (t GPUs) as integers: exact with the smallest power of ten that makes
+        # them whole (<= 1e4), else rounded with the dearest stage at ~1e4-1e5
+        PS = None
+        for k in range(5):
+            if all(abs(t * pr * 10 ** k - round(t * pr * 10 ** k)) <= 1e-9 * max(1.0, t * pr * 10 ** k)
+                   for pr in prices):
+                PS = float(10 ** k)
+                break
+        if PS is None:
+            PS = _pow10_floor(1e5 / (t * pmax)) if pmax > 0 else 1.0
+        OS = lambda PS: 3600.0 * PS / unit  # objective integers per currency
+        CCf = lambda PS: 2 * A * m * wp / 1e9 * OS(PS)  # per crossing boundary (both ways, m micro-batches)
+        CRf = lambda PS: 2 * BYTES_PER_PARAM_GRAD * quantum * wp / 1e9 * OS(PS)  # per (K-1) x quantum
+        psum_max = lambda PS: sum(round(t * prices[d] * PS) * cap_total[d] for d in range(D))
+        pint = [int(round(t * prices[d] * PS)) for d in range(D)]
+        pmx = max(1, psum_max(PS))
+        if T_ub * pmx > INT_SAFE:
+            raise ValueError(f"shape {shape}: cost figures overflow 64-bit integers")
+        # T x (price of the used GPUs) = sum over (replica, stage, domain) of price_d * (T if placed there)
+        TP = []
+        for d in range(D):
+            if pint[d] == 0:
+                continue
+            for r in range(R):
+                for j in range(Q):
+                    z = M.new_int_var(0, T_ub, f"Tz{r}_{j}_{d}")
+                    M.add(z == T).only_enforce_if(b[r][j][d])
+                    M.add(z == 0).only_enforce_if(~b[r][j][d])
+                    TP.append(pint[d] * z)
+        TP = sum(TP)
+        CC, CR = int(round(CCf(PS))), int(round(CRf(PS)))
+        obj = TP + (CC * sum(crossing) if crossing else 0) + (CR * sum(ring_bytes) if ring_bytes else 0)
+        obj_scale = OS(PS)
+        # relative rounding: T (E_abs units over T >= the smallest stage bound), prices, WAN coefficients
+        T_lb = max(1e-300, lb_min / unit)
+        rel = E_abs / T_lb + rel_p
+        pos_p = [d for d in range(D) if pint[d] > 0]
+        rel += max([abs(pint[d] - t * prices[d] * PS) / (t * prices[d] * PS) for d in pos_p] or [0.0])
+        for exact, rounded in ((CCf(PS), CC), (CRf(PS), CR) if ring_bytes else (0.0, 0)):
+            if exact > 0:
+                rel += abs(rounded - exact) / exact
+        if ring_bytes:
+            rel += rel_p
+        err_abs, err_rel = 0.0, 1.01 * rel
+    else:
+        obj = T
+        obj_scale = 1.0 / unit
+        err_abs, err_rel = E_abs * unit, rel_p
+    cm = CpsatModel(model=M, shape=shape, objective=objective, Q=Q, N=N, m=m, domains=domains, unit_s=unit,
+                    obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel, admissible=admissible, cut=cut,
+                    used=used, is_s=is_s, b=b, dom=dom, T=T, obj_expr=obj,
+                    extra=dict(tau=taus, x=xs, l=ls, AR=AR, param_quantum=quantum, RS=RS, E_abs_units=E_abs,
+                               T_ub=T_ub, ec=ec))
+    if cutoff is not None and math.isfinite(cutoff):
+        M.add(obj <= cm.cutoff_int(cutoff))
+    M.minimize(obj)
+    return cm

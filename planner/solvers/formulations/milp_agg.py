@@ -1,0 +1,261 @@
+"""The planning problem for one shape with *aggregated* replicas: a MILP whose
+variables count replicas instead of naming them.
+
+Replicas are interchangeable, so a placement is fully described, up to
+renaming replicas, by how many replicas put each slot in each domain,
+``n[q,d]``, and how many go from domain d (slot q+1) to domain e (slot q),
+``f[q,d,e]``: the flows of a layered network whose every integral flow splits
+into R replica paths.  The model has no replica index at all, so it neither
+grows with R nor has symmetric copies for the branch-and-bound to explore.
+
+What it keeps exact: the partition, memory, GPU capacity, routes, the link
+sharing of pipeline flows (users of a link = the flows whose route uses it),
+every gradient ring (intra and cross-domain, with its link sharing) and every
+term of T_est that depends on the compute alone or on one boundary of one
+replica.  What it relaxes: terms that add up several boundaries of one
+replica (its round trip through two or more WAN crossings) are bounded by the
+*average* replica's round trip.  The model's optimum is therefore a lower
+bound on T_est over the shape (proof in ``docs/formulations.md``, MILP
+section 3), and :func:`decompose` turns its solution into a plan, whose exact
+T_est the caller scores: when the two meet, the shape is solved.
+
+Example
+-------
+>>> from planner.solvers.formulations.milp_agg import build, decompose       # doctest: +SKIP
+>>> M = build(instance, shape, ts=1.0)
+>>> cuts, placement = decompose(M)                                   # after solving
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyomo.environ as pyo
+
+from ...problem.space import PlanSpace, Shape
+from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, arc_figures, pairs_of_link,
+                   read_partition, shape_data, t_upper_bound)
+
+
+def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None = None, ts: float = 1.0,
+          cutoff: float | None = None, stage_bounds: dict[int, float] | None = None,
+          cuts: bool = True) -> pyo.ConcreteModel:
+    """The aggregated MILP (time objective) of ``instance`` for ``shape``.
+
+    Arguments as in :func:`planner.solvers.formulations.milp.build`; ``cutoff`` is
+    the incumbent's T_est in seconds (stage counts whose bound exceeds it are
+    left out and the big-M values shrink to it); time is in model units of
+    1/``ts`` seconds.  The objective ``T`` is a lower bound on the T_est of
+    every plan of the shape and equals the T_est of the plans whose
+    most-crossing replica crosses at most once.
+    """
+    space = space or PlanSpace(instance)
+    D = shape_data(instance, shape, space, frozenset(forbid), ts)
+    M = pyo.ConcreteModel(name=f"{instance.name}-agg-t{shape.tp}-b{shape.micro_batch}-{shape.schedule}"
+                               f"-R{shape.replicas}")
+    M.data = D
+    lbs, dropped = _admissible(instance, shape, D, space, frozenset(forbid), "time", stage_bounds, cutoff, cuts)
+    if not lbs:
+        if dropped is None:
+            raise ValueError(f"shape {shape} has no admissible number of stages within {D.Q} slots")
+        return _pruned_model(M, D, "time", dropped, None)
+    D.stage_lb = lbs
+    Q = max(lbs)
+    D.Q, D.w = Q, D.w[:Q]
+    R, m, t = shape.replicas, D.m, shape.tp
+    doms = D.domains
+    gpipe = shape.schedule == "gpipe"
+    T_cap = t_upper_bound(D, R, Q)
+    if cutoff is not None:
+        T_cap = min(T_cap, cutoff * ts * (1 + 1e-9))
+
+    used, P, C, F, G = _partition(M, D, lbs)
+    c_tot = sum(D.f) + sum(D.g)
+
+    # ---- counts: n[q,d] replicas put slot q in domain d ------------------------------
+    M.n = pyo.Var(M.Qs, M.Dm, domain=pyo.NonNegativeIntegers,
+                  bounds=lambda M, q, d: (0, min(R, D.cap[d])))
+    M.place = pyo.Constraint(M.Qs, rule=lambda M, q: sum(M.n[q, d] for d in M.Dm) == R * used[q])
+    M.capacity = pyo.Constraint(M.Dm, rule=lambda M, d: sum(M.n[q, d] for q in M.Qs) <= D.cap[d])
+    for i, d in enumerate(require):
+        if d in doms:
+            setattr(M, f"require_{i}", pyo.Constraint(expr=sum(M.n[q, d] for q in M.Qs) >= 1))
+
+    # ---- flows: f[q,d,e] replicas go from d (slot q+1) to e (slot q) -----------------------
+    # integral flows of a layered network with integral margins split into R paths
+    arcs, solo, lat = arc_figures(D)
+    M.Arcs = pyo.Set(initialize=arcs, dimen=2)
+    M.f = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeIntegers, bounds=(0, R))
+    M.flow_out = pyo.Constraint(M.B, M.Dm, rule=lambda M, q, d: sum(
+        M.f[q, a, b] for a, b in arcs if a == d) == M.n[q + 1, d])
+    # (<=: the boundary above the front stage carries nothing)
+    M.flow_in = pyo.Constraint(M.B, M.Dm, rule=lambda M, q, e: sum(
+        M.f[q, a, b] for a, b in arcs if b == e) <= M.n[q, e])
+    # u[q,d,e] = 1 when some replica takes the arc
+    M.u = pyo.Var(M.B, M.Arcs, domain=pyo.Binary)
+    M.u_ub = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.f[q, a, b] <= R * M.u[q, a, b])
+    M.u_lb = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.u[q, a, b] <= M.f[q, a, b])
+    if cuts and Q > 1:
+        # run lengths: a replica's run of consecutive slots in d holds at most
+        # L_d = min(cap_d, Q) slots and stays inside d for all but one of them, so the
+        # staying flows in d are at most (1 - 1/L_d) of d's slots (the LP's "spread"
+        # point, half a replica in d over every slot, violates it)
+        def runs(M, d):
+            L_d = min(D.cap[d], Q)
+            return sum(M.f[k, d, d] for k in M.B) <= (1 - 1 / L_d) * sum(M.n[q, d] for q in M.Qs)
+        M.run_length = pyo.Constraint(M.Dm, rule=runs)
+
+    # ---- link sharing of pipeline flows -------------------------------------------------
+    link_pairs = pairs_of_link(D)
+    M.Lu = pyo.Set(initialize=sorted(link_pairs))
+    M.users = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
+    M.users_def = pyo.Constraint(M.Lu, rule=lambda M, l: M.users[l] == sum(
+        M.f[q, d, e] for q in M.B for d, e in link_pairs[l]))
+    k_of = {l: D.A / D.link_bw[l] for l in link_pairs}  # transfer time of one flow alone
+    # a flow on link l takes A * users_l / bw_l per micro-batch; its replica's
+    # T_r >= (m - 1) X + Q_0 >= (m + 1) X + c_tot (gpipe: 2 m X + c_tot); with no
+    # user the row reads T >= c_tot, true of every plan: no big-M needed
+    M.T = pyo.Var(domain=pyo.NonNegativeReals, bounds=(0, T_cap))
+    coef = 2 * m if gpipe else m + 1
+    M.link_load = pyo.Constraint(M.Lu, rule=lambda M, l: M.T >= coef * k_of[l] * M.users[l] + c_tot)
+    umax = {l: min(R * max(Q - 1, 0), math.floor(T_cap / (coef * k_of[l]) * (1 + 1e-9)) if k_of[l] > 0 else R * Q)
+            for l in link_pairs}
+    for l in link_pairs:
+        M.users[l].setub(max(umax[l], 0))
+
+    # ---- one boundary of one replica: the arc's transfer X, and its period -------------------
+    M.Xa = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeReals)
+    M.Xa_solo = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.Xa[q, a, b] >= solo[(a, b)] * M.u[q, a, b])
+    M.Xa_share = pyo.ConstraintList()
+    for (d, e), (links, _) in D.routes.items():
+        for l in links:
+            if umax[l] <= 1:
+                continue
+            for q in range(Q - 1):
+                M.Xa_share.add(M.Xa[q, d, e] >= k_of[l] * M.users[l] - k_of[l] * umax[l] * (1 - M.u[q, d, e]))
+
+    # every boundary of every replica costs at least b_min (its transfer on the fastest arc);
+    # below[q] = boundaries below a used slot q (counted twice in its round trip), above[q]
+    # = boundaries from q on (counted once after its drain), both 0 when q is unused
+    b_min = min(solo.values()) if Q > 1 else 0.0
+    admissible = list(M.Sset)
+    below = {q: q * used[q] for q in range(Q)}
+    above = {q: sum((S - 1 - q) * M.sigma[S] for S in admissible if S > q) for q in range(Q)}
+    # compute period tau0 (every replica): slowest stage; Little's law with b_min transfers
+    M.tau0 = pyo.Var(domain=pyo.NonNegativeReals)
+    M.est = pyo.ConstraintList()
+    if gpipe:
+        M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
+        M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
+        for q in range(Q):
+            M.est.add(M.Fmax >= F[q])
+            M.est.add(M.Gmax >= G[q])
+        M.est.add(M.tau0 >= M.Fmax + M.Gmax)
+    else:
+        M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
+        for q in range(Q):
+            M.est.add(M.Cmax >= C[q])
+            M.est.add(M.tau0 * D.w[q] >= M.Cs[q] + 2 * b_min * below[q])
+        M.est.add(M.tau0 >= M.Cmax)
+    # one boundary of one replica.  one[k,a] = X + l of arc a at boundary k when used;
+    # V[k] = the largest over the arcs (some replica's).  Every term of T_est below is, for
+    # a fixed boundary k, non-decreasing in the replica's X and X + l there, so the max over
+    # replicas splits into a max over arcs (terms in X) and a term in V[k] (Little's law)
+    one = {(k, a): M.Xa[k, a] + lat[a] * M.u[k, a] for k in range(Q - 1) for a in arcs}
+    M.V = pyo.Var(M.B, domain=pyo.NonNegativeReals)
+    M.V_def = pyo.Constraint(M.B, M.Arcs, rule=lambda M, k, a, b: M.V[k] >= one[(k, (a, b))])
+    # W1[k] / W2[k]: (m - 1) tau_r + (X + l) once / twice, largest over the replicas crossing
+    # boundary k; counted once in T_r - D_j when k >= j's slot, twice when k is below it
+    M.W1 = pyo.Var(M.B, domain=pyo.NonNegativeReals)
+    M.W2 = pyo.Var(M.B, domain=pyo.NonNegativeReals)
+    M.tl = pyo.Var(M.B, domain=pyo.NonNegativeReals)  # period of the replica with V[k]
+    for k in range(Q - 1):
+        M.est.add(M.tl[k] >= M.tau0)
+        if not gpipe:
+            # Little's law at the slots above the boundary, whose round trips include it
+            for j in range(k + 1, Q):
+                M.est.add(M.tl[k] * D.w[j] >= M.Cs[j] + 2 * M.V[k] + 2 * b_min * (below[j] - used[j]))
+        M.est.add(M.W1[k] >= (m - 1) * M.tl[k] + M.V[k])
+        M.est.add(M.W2[k] >= (m - 1) * M.tl[k] + 2 * M.V[k])
+        for a in arcs:
+            x, o = M.Xa[k, a], one[(k, a)]
+            # the period's transfer terms: 1f1b tau >= X; gpipe max(F, X) + max(G, X)
+            periods = [M.Fmax + x, M.Gmax + x, 2 * x] if gpipe else [x]
+            for per in periods:
+                M.est.add(M.W1[k] >= (m - 1) * per + o)
+                M.est.add(M.W2[k] >= (m - 1) * per + 2 * o)
+
+    # the average replica's one-way communication (the most-crossing replica has at least
+    # this much): Kbar = sum of the flows' alone-transfer + latency / R
+    Kbar = sum((solo[a] + lat[a]) * M.f[q, a] for q in range(Q - 1) for a in arcs) / R
+    M.tau_bar = pyo.Var(domain=pyo.NonNegativeReals)
+    M.est.add(M.tau_bar >= M.tau0)
+    if not gpipe:
+        k_hi = (Q - 1) * max(solo[a] + lat[a] for a in arcs) if Q > 1 else 0.0
+        for S in M.Sset:
+            w0 = min(m, S)
+            big = (c_tot + 2 * k_hi) / w0
+            M.est.add(M.tau_bar * w0 >= c_tot + 2 * Kbar - big * w0 * (1 - M.sigma[S]))
+    M.est.add(M.T >= (m - 1) * M.tau_bar + c_tot + 2 * Kbar)
+
+    # ---- gradient synchronisation per slot (exact, on the counts) ---------------------------
+    M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
+    if R > 1:
+        _gradient_sync(M, D, R, Q, P, t, cuts, count=lambda q, d: M.n[q, d], members=None)
+    else:
+        for q in range(Q):
+            M.AR[q].setub(0.0)
+    # T >= T_r - D_j + AR_j with the communication dropped: (m - 1) tau0 + forward compute
+    # before slot q + compute from q on + AR_q
+    for q in range(Q):
+        M.est.add(M.T >= (m - 1) * M.tau0 + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * (above[q] + 2 * below[q]))
+    # the same with one boundary's communication (W) and the others at b_min each
+    for k in range(Q - 1):
+        for q in range(Q):
+            rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
+            M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
+
+    # ---- valid lower bounds per number of stages --------------------------------------------
+    if any(v > 0 for v in lbs.values()):
+        M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
+        M.T.setlb(min(lbs.values()))
+    M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
+    return M
+
+
+def decompose(M) -> tuple[list[tuple[int, int]], list[list[str]]]:
+    """(cuts, placement) of the model's current solution, stages front to back.
+
+    The flows are split into R replica paths from the front slot down; at each
+    boundary the replicas that have crossed least so far take the crossing
+    arcs, so the crossings spread evenly over the replicas (the model bounds
+    the most-crossing replica by the average)."""
+    D = M.data
+    cuts, used = read_partition(M)
+    S = len(used)
+    top = S - 1
+    cnt = lambda v: int(round(pyo.value(v)))
+    rows: list[list[str]] = []
+    for d in D.domains:
+        rows += [[d] for _ in range(cnt(M.n[top, d]))]
+    crossed = [0] * len(rows)
+    for q in range(top - 1, -1, -1):
+        nxt = [None] * len(rows)
+        for d in D.domains:
+            here = sorted((i for i, row in enumerate(rows) if row[-1] == d), key=lambda i: (crossed[i], i))
+            # crossings first go to the replicas that have crossed least; staying is free
+            outs = [(e, cnt(M.f[q, d, e])) for e in D.domains if (d, e) in M.Arcs and d != e]
+            stay = cnt(M.f[q, d, d])
+            k = 0
+            for e, c in outs:
+                for _ in range(c):
+                    nxt[here[k]] = e
+                    k += 1
+            for _ in range(stay):
+                nxt[here[k]] = d
+                k += 1
+        for i, e in enumerate(nxt):
+            if e != rows[i][-1]:
+                crossed[i] += 1
+            rows[i].append(e)
+    return cuts, rows

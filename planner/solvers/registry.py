@@ -1,0 +1,170 @@
+"""One calling convention for every planner.
+
+``plan(instance, solver="greedy", time_limit=..., seed=...)`` runs a solver,
+checks its plan with the evaluator and returns a :class:`planner.problem.plan.Plan`
+carrying ``solver`` (name, status, objective, bound, gap, time) and
+``predicted`` (exact iteration time, T_est, throughput, cost, ratio to the
+lower bound).  A solver is a function
+``solve(instance, *, time_limit, seed, **options) -> Plan`` registered in
+``SOLVERS``; it may fill ``plan.solver`` with its own status and bound.
+
+Example
+-------
+>>> p = plan(instance, solver="greedy")                    # doctest: +SKIP
+>>> p.solver.status, p.predicted.iteration_time_s
+('heuristic', 12.5)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from ..scoring.bounds import lower_bound
+from ..problem.errors import InputError
+from ..scoring.evaluator import Evaluator
+from .greedy import greedy
+from ..problem.plan import Plan, Predicted, SolverInfo
+
+from .milp import milp
+from .cpsat import cpsat
+
+SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat}
+DEFAULT_SOLVER = "greedy"
+log = logging.getLogger("planner")
+
+
+def _rl(instance, **options) -> Plan:
+    from .rl import rl
+
+    return rl(instance, **options)
+
+
+SOLVERS["rl"] = _rl
+
+
+def register(name: str, solve: Callable[..., Plan]) -> None:
+    """Add a solver under ``name`` (used by the MILP, CP-SAT and RL modules)."""
+    SOLVERS[name] = solve
+
+
+class PlanCheckError(RuntimeError):
+    """A solver returned a plan the evaluator rejects: a bug, never user input."""
+
+
+def cost_lower_bound(instance) -> float:
+    """Every FLOP runs on some GPU-second priced at least the cheapest GPU-hour."""
+    from ..problem.space import PlanSpace
+
+    sp = PlanSpace(instance)
+    wl = instance.workload
+    gpu_seconds = (wl.global_batch_size * wl.seq_len * (1 + sp.bwd) * sp.flops_total
+                   / instance.gpu.flops_per_s)
+    return gpu_seconds / 3600.0 * min(d.price_per_gpu_hour for d in instance.domains)
+
+
+def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
+    """Score ``result`` with the evaluator and attach predicted/solver figures."""
+    ev = Evaluator(instance, result)
+    e = ev.evaluate(lower_bound_s=lower_bound(instance).value)
+    if not e.feasible:
+        raise PlanCheckError(f"solver {name} returned an infeasible plan: "
+                             + "; ".join(v.message for v in e.violations))
+    objective = e.objective(instance.options.objective)
+    info = result.solver
+    if info is None:
+        bound = (lower_bound(instance).value if instance.options.objective == "time"
+                 else cost_lower_bound(instance))
+        info = SolverInfo(name=name, status="heuristic", objective=objective, bound=bound)
+    bound = info.bound
+    gap = info.gap
+    if gap is None and bound is not None and objective > 0:
+        gap = max(0.0, (objective - bound) / objective)
+    info = info.model_copy(update={"name": name, "objective": objective, "gap": gap, "time_s": elapsed})
+    predicted = Predicted(iteration_time_s=e.iteration_time_s, estimate_s=e.estimate_s,
+                          throughput_tokens_per_s=e.throughput_tokens_per_s,
+                          cost_per_iteration=e.cost_per_iteration,
+                          lower_bound_s=e.lower_bound_s, bound_ratio=e.bound_ratio)
+    return result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
+
+
+def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
+           memory: str = "gpu", equal_memory: bool = False, deterministic: bool = False) -> Plan:
+    """``p`` with its schedule replaced by the CP-SAT optimum (same placement and
+    partition), scored by the evaluator; ``p`` itself when no schedule within
+    the budget simulates faster.  ``memory`` is the budget
+    (:func:`planner.solvers.schedule_opt.budget_caps`): ``"gpu"`` each stage's GPU
+    memory, ``"peak"`` the same peak memory per GPU as ``p``'s own schedule,
+    ``"stage"`` (or ``equal_memory=True``) no stage holding more
+    micro-batches than under ``p``'s own schedule.
+
+    The result keeps ``p``'s solver figures (objective, bound and gap of the
+    plan search, over plans with a gpipe or 1f1b schedule: the refined plan's
+    own T_est may differ, its ``predicted`` figures say) and adds ``schedule_status``, ``schedule_makespan_s``,
+    ``schedule_bound_s``, ``schedule_gap`` and ``schedule_time_s``; its
+    ``predicted`` figures are the evaluator's for the new schedule.
+    """
+    from .schedule_opt import ScheduleTooLarge, budget_caps, optimize_schedule
+
+    t0 = time.perf_counter()
+    if p.predicted is None or p.solver is None:
+        p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
+    cap = budget_caps(instance, p, "stage" if equal_memory else memory)
+    try:
+        new = optimize_schedule(instance, p, time_limit=time_limit, seed=seed, workers=workers, inflight_cap=cap,
+                                deterministic=deterministic)
+    except ScheduleTooLarge as err:
+        log.warning("schedule not refined: %s", err)
+        info = p.solver.model_copy(update={"schedule_status": "too large", "schedule_makespan_s": None,
+                                           "schedule_bound_s": None, "schedule_gap": None,
+                                           "schedule_time_s": time.perf_counter() - t0})
+        return p.model_copy(update={"solver": info})
+    sched = new.solver
+    elapsed = time.perf_counter() - t0
+    extra = {"schedule_status": sched.status, "schedule_makespan_s": sched.objective,
+             "schedule_bound_s": sched.bound, "schedule_gap": sched.gap, "schedule_time_s": elapsed}
+    base = p.solver
+    info = base.model_copy(update={"time_s": (base.time_s or 0.0) + elapsed, **extra})
+    if sched.model_extra["simulated_s"] >= p.predicted.iteration_time_s * (1 - 1e-12):
+        return p.model_copy(update={"solver": info})  # the original schedule is as good
+    done = finish(instance, new.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
+    info = info.model_copy(update={"name": f"{base.name}+schedule"})
+    return done.model_copy(update={"solver": info})
+
+
+def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
+         **options) -> Plan:
+    """Plan ``instance`` with ``solver``; see the module docstring.
+
+    ``time_limit`` in seconds (None: the solver's default); ``seed`` makes
+    randomised solvers reproducible.  ``refine_schedule=True`` (the default
+    for ``cpsat``) then optimises the micro-batch schedule with CP-SAT
+    (:func:`refine`) within the last quarter of the time limit (15 s without
+    one).  ``robust=K`` (with ``robust_stat="mean"`` or ``"p95"``) plans
+    against K sampled network states (:mod:`planner.solvers.robust`).  Raises ``InfeasibleError`` (with the
+    reason) when the instance has no feasible plan.
+    """
+    if solver not in SOLVERS:
+        raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
+    t0 = time.perf_counter()
+    refine_schedule = options.pop("refine_schedule", None)
+    if refine_schedule is None:
+        refine_schedule = solver == "cpsat"
+    if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
+        options["time_limit"] = 0.75 * time_limit if refine_schedule else time_limit
+    robust, robust_stat = options.pop("robust", 0), options.pop("robust_stat", "mean")
+    if robust and solver != "greedy":
+        from .robust import robust_plan
+
+        result = robust_plan(instance, SOLVERS[solver], robust, robust_stat, seed=seed, **options)
+    else:
+        if robust:
+            options.update(robust=robust, robust_stat=robust_stat)
+        result = SOLVERS[solver](instance, seed=seed, **options)
+    done = finish(instance, result, solver, time.perf_counter() - t0)
+    if refine_schedule:
+        left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
+        done = refine(instance, done, time_limit=max(1.0, left), seed=seed,
+                      deterministic=bool(options.get("deterministic", False)))
+    return done

@@ -1,0 +1,141 @@
+"""Bad input gets one clear message naming the file and the field, exit 2;
+an infeasible instance gets the reason, exit 3; never a traceback."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+from planner.problem.io import instances_dir
+
+BASE = instances_dir() / "tiny-3dc.toml"
+
+
+def write_variant(tmp_path, edit, name="bad.toml"):
+    data = tomllib.loads(BASE.read_text())
+    edit(data)
+    path = tmp_path / name
+    path.write_text(_to_toml(data))
+    return path
+
+
+def _val(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_val(x) for x in v) + "]"
+    return repr(v)
+
+
+def _to_toml(data):
+    """Minimal TOML writer for the instance layout (tables and arrays of tables)."""
+    lines = [f"{k} = {_val(v)}" for k, v in data.items() if not isinstance(v, (dict, list))
+             or (isinstance(v, list) and not (v and isinstance(v[0], dict)))]
+    for k, v in data.items():
+        if isinstance(v, dict):
+            lines.append(f"[{k}]")
+            lines += [f"{kk} = {_val(vv)}" for kk, vv in v.items()]
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            for item in v:
+                lines.append(f"[[{k}]]")
+                lines += [f"{kk} = {_val(vv)}" for kk, vv in item.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)))
+
+
+CASES = [
+    ("negative bandwidth", lambda d: d["links"][1].update(bandwidth_gbps=-5.0), "links[1].bandwidth_gbps"),
+    ("mfu above 1", lambda d: d["gpu"].update(mfu=1.5), "gpu.mfu"),
+    ("mfu zero", lambda d: d["gpu"].update(mfu=0.0), "gpu.mfu"),
+    ("zero GPUs", lambda d: d["domains"][2].update(gpus=0), "domains[2].gpus"),
+    ("unknown key", lambda d: d["domains"][0].update(colour="red"), "domains[0].colour"),
+    ("unknown top key", lambda d: d.update(foo=1), "foo"),
+    ("wrong type", lambda d: d["workload"].update(global_batch_size="many"), "workload.global_batch_size"),
+    ("unknown domain in link", lambda d: d["links"][0].update(b="atlantis"), "links[0].b"),
+    ("duplicate domain", lambda d: d["domains"][1].update(name="alpha"), "domains[1].name"),
+    ("disconnected WAN", lambda d: d.update(links=[d["links"][0]]), "links"),
+    ("micro-batch never divides", lambda d: d["workload"].update(micro_batch_sizes=[1, 3]),
+     "workload.micro_batch_sizes[1]"),
+    ("no model file", lambda d: d["workload"].update(model="gpt-9"), "workload.model"),
+    ("missing field", lambda d: d["gpu"].pop("memory_gb"), "gpu.memory_gb"),
+    ("bad objective", lambda d: d["options"].update(objective="speed"), "options.objective"),
+    ("tp above node", lambda d: d["workload"].update(tensor_parallel=[1, 16]), "workload.tensor_parallel[1]"),
+    ("self loop", lambda d: d["links"][0].update(b="alpha"), "links[0].b"),
+]
+
+
+@pytest.mark.parametrize("label,edit,field", CASES, ids=[c[0] for c in CASES])
+def test_bad_instance_names_file_and_field(tmp_path, label, edit, field):
+    path = write_variant(tmp_path, edit)
+    res = run("validate", path)
+    assert res.exit_code == 2, res.output
+    msg = res.stderr.strip()
+    assert "\n" not in msg and "Traceback" not in msg
+    assert str(path) in msg and f"{field}:" in msg
+
+
+def test_good_instance_validates():
+    res = run("validate", BASE)
+    assert res.exit_code == 0 and res.stdout.startswith("ok: tiny-3dc")
+
+
+def test_not_toml_and_missing_file(tmp_path):
+    bad = tmp_path / "x.toml"
+    bad.write_text("name = \n")
+    res = run("validate", bad)
+    assert res.exit_code == 2 and str(bad) in res.stderr and "TOML" in res.stderr
+    res = run("validate", tmp_path / "nope.toml")
+    assert res.exit_code == 2 and "no such file" in res.stderr
+
+
+def test_json_instance_accepted(tmp_path):
+    import json
+    data = tomllib.loads(BASE.read_text())
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(data))
+    # the model name resolves from the packaged models even next to a JSON file elsewhere
+    assert run("validate", path).exit_code == 0
+
+
+def test_bad_model_file_named(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.toml").write_text('name = "mine"\nnum_layers = -2\n')
+    path = write_variant(tmp_path, lambda d: d["workload"].update(model="mine"))
+    res = run("validate", path)
+    assert res.exit_code == 2
+    assert "mine.toml" in res.stderr and "num_layers" in res.stderr
+
+
+def test_infeasible_instance_exit_3_with_reason(tmp_path):
+    # 70B-style memory need on toy GPUs: the model cannot fit
+    path = write_variant(tmp_path, lambda d: d["gpu"].update(memory_gb=0.001))
+    res = run("plan", path)
+    assert res.exit_code == 3
+    assert "no feasible plan" in res.stderr and "usable per GPU" in res.stderr and "tp=" in res.stderr
+
+
+def test_plan_file_errors(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"replicas": 1}')
+    res = run("evaluate", BASE, bad)
+    assert res.exit_code == 2 and str(bad) in res.stderr
+    bad.write_text("{not json")
+    res = run("evaluate", BASE, bad)
+    assert res.exit_code == 2 and "JSON" in res.stderr
+
+
+def test_console_script_no_traceback(tmp_path):
+    path = write_variant(tmp_path, lambda d: d["links"][0].update(bandwidth_gbps=-1.0))
+    exe = Path(sys.executable).with_name("planner")
+    proc = subprocess.run([str(exe), "validate", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
