@@ -1,0 +1,65 @@
+"""Regenerate the README's headline table from benchmarks/results/portfolio.csv.
+
+    .venv/bin/python benchmarks/readme_table.py [--check]
+
+The table sits in README.md between the markers ``<!-- headline:start -->``
+and ``<!-- headline:end -->``; nothing else of the README is touched.  With
+``--check`` it only says (exit 1) whether the README is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- headline:start -->", "<!-- headline:end -->"
+SOLVERS = ("greedy", "milp", "cpsat", "auto")
+
+
+def table(csv_path: Path, md_path: Path) -> str:
+    rows = list(csv.DictReader(csv_path.open()))
+    by = {(r["instance"], r["solver"]): r for r in rows}
+    names = sorted({r["instance"] for r in rows})
+    first = md_path.read_text().splitlines()[0].strip()  # "Command: `...`"
+    out = [f"Simulated iteration time (s; cost per iteration on cost instances), each solver with the "
+           f"same time limit, from [{md_path.relative_to(ROOT)}]({md_path.relative_to(ROOT)}) "
+           f"({first[0].lower() + first[1:]}). Gap: auto's proven gap on `T_est`.", "",
+           "| instance | " + " | ".join(SOLVERS) + " | auto vs greedy | auto gap |",
+           "|---|" + "---|" * (len(SOLVERS) + 2)]
+    for n in names:
+        cells = []
+        for s in SOLVERS:
+            r = by.get((n, s))
+            cells.append(f"{float(r['score']):.4g}" if r else "-")
+        a, g = by.get((n, "auto")), by.get((n, "greedy"))
+        gain = f"{1 - float(a['score']) / float(g['score']):+.1%}" if a and g else "-"
+        gap = f"{float(a['gap']):.1%}" if a else "-"
+        out.append(f"| {n} | " + " | ".join(cells) + f" | {gain} | {gap} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--name", default="portfolio")
+    args = ap.parse_args(argv)
+    res = ROOT / "benchmarks" / "results"
+    new = table(res / f"{args.name}.csv", res / f"{args.name}.md")
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    a, b = text.index(START) + len(START), text.index(END)
+    updated = text[:a] + "\n" + new + "\n" + text[b:]
+    if args.check:
+        if updated != text:
+            print("README.md's headline table is out of date: run benchmarks/readme_table.py")
+            return 1
+        return 0
+    readme.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
