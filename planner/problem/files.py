@@ -39,13 +39,28 @@ def instances_dir() -> Path:
     return _root("instances")
 
 
-def read_mapping(path: Path) -> dict:
+def read_text(path: str | Path) -> str:
+    """A file's text (UTF-8); ``InputError`` naming the file when it is missing, a
+    directory, unreadable or not UTF-8 text (with the line of the first bad byte)."""
+    path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise InputError("no such file", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", file=str(path)) from None
     except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", file=str(path)) from None
+        raise InputError(f"cannot read: {err.strerror or err}", file=str(path)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text: byte 0x{raw[err.start]:02x} at line {line} "
+                         "(a binary file, or text saved in another encoding)", file=str(path)) from None
+
+
+def read_mapping(path: Path) -> dict:
+    text = read_text(path)
     try:
         if path.suffix == ".json":
             data = json.loads(text)

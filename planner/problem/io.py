@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import (DEFAULT_INSTANCE, available, find_model, instances_dir, load_model,  # noqa: F401
-                    models_dir, read_mapping)
+                    models_dir, read_mapping, read_text)
 from .instance import Instance
 from .model import ModelSpec
 from .plan import Plan
@@ -64,10 +64,7 @@ def load_instance(ref: str | Path | None = None) -> Instance:
 def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
     """Read a plan JSON; with ``instance``, also check it fits its shape."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError:
-        raise InputError("no such file", file=str(path)) from None
+    text = read_text(path)
     try:
         plan = Plan.from_json(text)
         if instance is not None:

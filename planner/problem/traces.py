@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
+from .files import read_text
 from .network import NetworkStates
 
 EPOCH_S = 300.0  # SWAN recomputes allocations every 5 minutes (wan_variability_facts.csv)
@@ -150,10 +151,7 @@ def save(trace: Trace, path, header: str = "") -> None:
 def load(path, instance) -> Trace:
     """Read a trace CSV for ``instance``; errors name the file, line and column."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError:
-        raise InputError("no such file", file=str(path)) from None
+    text = read_text(path)
     rows = [r for r in csv.reader(line for line in text.splitlines() if line and not line.startswith("#"))]
     if not rows:
         raise InputError("empty trace", file=str(path))
