@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .problem.files import atomic_path, write_atomic
+
 STATIC_METHODS = ("greedy", "milp", "cpsat", "rl", "megatron", "random")
 TEST_TRACE_SEED = 1000  # rollout traces use seed TEST_TRACE_SEED + seed, RL trains on seed
 
@@ -283,7 +285,7 @@ def code_version() -> str | None:
 def _table(rows, cols, base: Path, command: str, code: str | None = None) -> dict[str, Path]:
     """``base``.csv and ``base``.md (headed by the command) of ``rows``."""
     csv_path, md_path = base.with_suffix(".csv"), base.with_suffix(".md")
-    with open(csv_path, "w", newline="") as fh:
+    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, cols)
         w.writeheader()
         for r in rows:
@@ -291,7 +293,7 @@ def _table(rows, cols, base: Path, command: str, code: str | None = None) -> dic
     md = [f"Command: `{command}`", ""] + ([f"Code: `{code}` (git describe)", ""] if code else [])
     md += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
-    md_path.write_text("\n".join(md) + "\n")
+    write_atomic(md_path, "\n".join(md) + "\n")
     return {csv_path.name: csv_path, md_path.name: md_path}
 
 
@@ -330,7 +332,8 @@ def _grouped_bars(rows, group_key, series_key, series, value_key, ylabel, title,
     ax.set_title(title, fontsize=10)
     ax.legend(ncol=3, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return path
 

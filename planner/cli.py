@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from .problem import io as pio
+from .problem.files import atomic_path
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, InputError, PlannerError
 from .scoring.evaluator import Evaluator
@@ -133,7 +134,8 @@ def _pictures(inst, p, gantt_path, map_path) -> None:
         if path:
             fig = draw(inst, p)
             try:
-                fig.savefig(path, dpi=120, bbox_inches="tight")
+                with atomic_path(path) as tmp:
+                    fig.savefig(tmp, dpi=120, bbox_inches="tight")
             except (OSError, ValueError) as e:
                 raise click.ClickException(f"cannot write {path}: {e}") from None
 

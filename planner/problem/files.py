@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -104,3 +106,33 @@ def available(kind: str) -> list[str]:
     root = instances_dir() if kind == "instances" else models_dir()
     return sorted(p.stem for p in root.glob("*.toml") if not p.name.startswith("_")) + \
         sorted(p.stem for p in root.glob("*.json") if not p.name.startswith("_"))
+
+
+@contextmanager
+def atomic_path(path: str | Path):
+    """Yield a temporary path beside ``path``; when the block ends without an
+    error, it replaces ``path`` in one rename (a crash or Ctrl-C never leaves a
+    half-written file); otherwise it is removed and ``path`` is untouched.
+
+    >>> with atomic_path("plan.json") as tmp:        # doctest: +SKIP
+    ...     tmp.write_text("{}")
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part" + path.suffix, dir=path.parent or ".")
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import (DEFAULT_INSTANCE, available, find_model, instances_dir, load_model,  # noqa: F401
-                    models_dir, read_mapping, read_text)
+                    models_dir, read_mapping, read_text, write_atomic)
 from .instance import Instance
 from .model import ModelSpec
 from .plan import Plan
@@ -75,4 +75,4 @@ def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    Path(path).write_text(plan.to_json() + "\n")
+    write_atomic(path, plan.to_json() + "\n")

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .files import read_text
+from .files import read_text, write_atomic
 from .network import NetworkStates
 
 EPOCH_S = 300.0  # SWAN recomputes allocations every 5 minutes (wan_variability_facts.csv)
@@ -145,7 +145,7 @@ def to_csv(trace: Trace, header: str = "") -> str:
 
 
 def save(trace: Trace, path, header: str = "") -> None:
-    Path(path).write_text(to_csv(trace, header))
+    write_atomic(path, to_csv(trace, header))
 
 
 def load(path, instance) -> Trace:

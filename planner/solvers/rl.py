@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..scoring.evaluator import Evaluator
+from ..problem.files import atomic_path, write_atomic
 from ..problem.network import NetworkStates
 from ..problem.plan import Plan, SolverInfo
 
@@ -177,10 +178,12 @@ def train(instance, steps: int = 20_000, seed: int = 0, out: str | Path | None =
     train_s = time.perf_counter() - t0
     if out is not None:
         out = Path(out)
-        model.save(out)
+        out = out if out.suffix == ".zip" else out.with_name(out.name + ".zip")  # where stable-baselines3 writes
+        with atomic_path(out) as tmp:
+            model.save(tmp)
         meta = {"instance": instance.name, "template": env.template.to_dict(), "steps": steps, "seed": seed,
                 "train_s": train_s}
-        Path(str(out) + ".json").write_text(json.dumps(meta, indent=2))
+        write_atomic(str(out) + ".json", json.dumps(meta, indent=2))
     if curve_png is not None:
         _plot_curve(curve, curve_png, instance.name, steps)
     return model, curve
@@ -205,7 +208,8 @@ def _plot_curve(curve: _Curve, path, name: str, steps: int) -> None:
     ax.set_title(f"MaskablePPO on {name}: {steps} steps")
     ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
 

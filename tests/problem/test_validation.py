@@ -139,3 +139,30 @@ def test_console_script_no_traceback(tmp_path):
     proc = subprocess.run([str(exe), "validate", str(path)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_writes_are_atomic(tmp_path):
+    """A write that fails half-way leaves the old file as it was and no temporary file."""
+    from planner.problem.files import atomic_path, write_atomic
+
+    target = tmp_path / "plan.json"
+    write_atomic(target, "old\n")
+    try:
+        with atomic_path(target) as tmp:
+            tmp.write_text("half of the new")
+            raise KeyboardInterrupt  # Ctrl-C in the middle of writing
+    except KeyboardInterrupt:
+        pass
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]
+    write_atomic(target, "new\n")
+    assert target.read_text() == "new\n" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_undecodable_and_directory_inputs_name_the_file(tmp_path):
+    bad = tmp_path / "inst.toml"
+    bad.write_bytes("name = \"caf\u00e9\"\n".encode("latin-1"))
+    res = run("validate", bad)
+    assert res.exit_code == 2 and str(bad) in res.stderr and "UTF-8" in res.stderr and "line 1" in res.stderr
+    res = run("validate", tmp_path)
+    assert res.exit_code == 2 and "directory" in res.stderr
