@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import seed as hseed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -63,7 +63,8 @@ def main(argv=None) -> int:
             print(f"{counts['cases']} cases, {sum(len(v) for v in findings.values())} findings", file=sys.stderr)
         return out
 
-    @settings(max_examples=args.cases, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=args.cases, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate])  # count findings; no replay or shrinking
     @given(data=st.data())
     def one(data):
         kind = data.draw(st.sampled_from(["instance", "plan", "trace", "corrupt"]))

@@ -57,7 +57,8 @@ class PlanSpace:
     def replica_options(self) -> dict[int, list[int]]:
         """Micro-batch size -> replica counts R with R*b dividing the global batch."""
         gbs = self.instance.workload.global_batch_size
-        return {b: [r for r in range(1, gbs // b + 1) if (gbs // b) % r == 0]
+        most = self.instance.total_gpus  # R * S * tp <= GPUs: never more replicas than GPUs
+        return {b: [r for r in divisors(gbs // b) if r <= most] if gbs % b == 0 else []
                 for b in self.instance.workload.micro_batch_sizes}
 
     # -- compute -----------------------------------------------------------
@@ -109,3 +110,20 @@ class PlanSpace:
                             if R * S > total_slots:
                                 break
                             yield Shape(tp, b, sched, S, R)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` >= 1 in increasing order, in O(sqrt n) steps.
+
+    >>> divisors(12)
+    [1, 2, 3, 4, 6, 12]
+    """
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i * i != n:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]

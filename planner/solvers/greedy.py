@@ -94,8 +94,9 @@ def domain_chain(instance, tp: int, start: str, slots: dict[str, int]) -> list[s
 
 def place_fill(chain, slots, stages: int, replicas: int):
     """Replica r takes slots r*S .. r*S+S-1 along the chain."""
-    seq = [d for d in chain for _ in range(slots[d])]
-    if len(seq) < stages * replicas:
+    need = stages * replicas  # never more slots than the plan needs (a domain may have 10^9 GPUs)
+    seq = [d for d in chain for _ in range(min(slots[d], need))]
+    if len(seq) < need:
         return None
     return [seq[r * stages:(r + 1) * stages] for r in range(replicas)]
 

@@ -1,0 +1,30 @@
+"""The plan space's replica options: divisors, without scanning the global batch."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import make_instance
+from planner.problem.space import PlanSpace, divisors
+
+DOMAINS = [("a", 3), ("b", 2)]
+LINKS = [("a", "b", 10.0, 5.0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5000))
+def test_divisors_match_brute_force(n):
+    assert divisors(n) == [r for r in range(1, n + 1) if n % r == 0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40).map(lambda k: 6 * k))
+def test_replica_options_give_whole_micro_batch_counts_and_no_more_replicas_than_gpus(gbs):
+    inst = make_instance(DOMAINS, LINKS, global_batch_size=gbs, micro_batch_sizes=[1, 2, 3])
+    for b, rs in PlanSpace(inst).replica_options.items():
+        assert rs == [r for r in range(1, inst.total_gpus + 1) if gbs % (r * b) == 0], (gbs, b, rs)
+
+
+def test_a_huge_global_batch_is_not_scanned():
+    # 2^40 sequences: a linear scan would take hours; the square-root scan is capped by the 5 GPUs
+    inst = make_instance(DOMAINS, LINKS, global_batch_size=2 ** 40, micro_batch_sizes=[1])
+    assert PlanSpace(inst).replica_options == {1: [1, 2, 4]}
