@@ -441,8 +441,19 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
             M.est.add(M.tau[r] == alpha + beta)
         else:
             M.est.add(M.tau[r] >= M.Cmax)
-            for q in range(Q):
-                M.est.add(M.tau[r] * D.w[q] >= Qrt[q])  # Little's law
+            # Little's law on every window of slots [lo, hi] (stages S-1-hi .. S-1-lo) whose
+            # front slot holds fewer than m micro-batches (SPEC 7 v2): it then holds
+            # w_hi - w_lo + 1 = hi - lo + 1 of them while one goes from hi to lo and back.
+            # Slot indexing makes w_q = min(m, q + 1) independent of S, so each row is linear;
+            # a window reaching into unused front slots is the window from the front stage
+            # with a larger divisor, hence weaker: the rows are exactly v2's
+            for hi in range(Q):
+                if D.w[hi] >= m:
+                    continue  # the front slot holds every micro-batch: never binds (dropped)
+                for lo in range(hi + 1):
+                    compute = M.Cs[hi] - (M.Cs[lo - 1] if lo else 0.0)
+                    M.est.add(M.tau[r] * (D.w[hi] - D.w[lo] + 1)
+                              >= compute + 2 * (M.Kc[r, hi] - M.Kc[r, lo]))
             for q in range(Q - 1):
                 M.est.add(M.tau[r] >= M.X[r, q])
         # T >= T_r - D_j + AR_j, written with positive terms only: (m-1) tau + forward
