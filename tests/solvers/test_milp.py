@@ -39,6 +39,9 @@ def _random_instances(draw, slots=2, layers=4, bw_min=0.5, lat=20.0, intra=False
     model = tiny_model(layers=draw(st.integers(1, layers)), hidden=draw(st.sampled_from([256, 512, 1024])),
                        vocab=draw(st.sampled_from([1000, 8000])))
     gpu = {"name": "G", "peak_tflops": draw(st.floats(1, 50)), "memory_gb": draw(st.floats(0.05, 1)), "mfu": 0.5}
+    nvlink = draw(st.sampled_from([None, 10.0, 100.0]))  # tensor-parallel all-reduces (SPEC 5 v2)
+    if nvlink is not None:
+        gpu["nvlink_bandwidth_gbps"] = nvlink
     objective = draw(st.sampled_from(["time", "time", "cost"]))
     options = {"objective": objective, "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05])),
                **workload.pop("options", {})}

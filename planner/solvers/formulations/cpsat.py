@@ -38,7 +38,8 @@ times are then ~1e5-1e8 units; more when m is large, since (m - 1) tau
 amplifies the error of a per-micro-batch period).  Every rounded figure is
 round-to-nearest:
 
-* compute: prefix sums of f and c = f + g over units, rounded, read at the
+* compute: prefix sums of f and c = f + g over units (tensor-parallel
+  all-reduces included), rounded, read at the
   cuts, so f_j, c_j are within 1 unit, g_j within 2, and the telescoping
   sums sum_{i>=j} c_i, sum_{i<j} g_i within 1;
 * transfers: a WAN link used by n pipeline flows gives each
@@ -361,11 +362,13 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     q = lambda seconds: int(round(seconds / unit))
 
     # compute prefix tables (units)
-    flops = [0.0]
+    # (with the tensor-parallel all-reduces of SPEC 5 v2, y per unit, forward and backward)
+    flops, ys = [0.0], [0.0]
     for u in units:
         flops.append(flops[-1] + u.fwd_flops_per_token)
-    FPt = [q(fl * tok / rate) for fl in flops]
-    CPt = [q((1 + bwd) * fl * tok / rate) for fl in flops]
+        ys.append(ys[-1] + float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)))
+    FPt = [q(fl * tok / rate + yy) for fl, yy in zip(flops, ys)]
+    CPt = [q((1 + bwd) * fl * tok / rate + 2 * yy) for fl, yy in zip(flops, ys)]
     ctot = CPt[N]
 
     # memory: the last end a stage starting at a may have, per in-flight count w

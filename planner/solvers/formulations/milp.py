@@ -41,8 +41,8 @@ class Data:
     Q: int  # slots
     units: list[int]
     domains: list[str]  # domains that can host a stage of tp t
-    f: list[float]  # forward time per micro-batch, per unit
-    g: list[float]
+    f: list[float]  # forward time per micro-batch, per unit (compute + tensor-parallel all-reduce)
+    g: list[float]  # backward time, the same
     p: list[float]  # parameters per unit (billions)
     mem: list[float]  # 16 * params per unit (GB)
     act: list[float]  # stored GB per micro-batch per unit (b*s*stored)
@@ -97,7 +97,10 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
                                   "across a boundary (true for architecture-defined models)")
     tok = b * wl.seq_len
     rate = t * instance.gpu.flops_per_s
-    f = [u.fwd_flops_per_token * tok / rate * ts for u in units]
+    # tensor-parallel all-reduces per unit (SPEC 5 v2), the same forward and backward:
+    # linear in the partition like the FLOPs, so a per-unit figure
+    y = [float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)) * ts for u in units]
+    f = [u.fwd_flops_per_token * tok / rate * ts + y_u for u, y_u in zip(units, y)]
     bwd = space.bwd
     w = [m if shape.schedule == "gpipe" else min(m, q + 1) for q in range(Q)]
     doms = [d for d in instance.domain_names if d in slots]
@@ -108,7 +111,7 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
                 r = instance.routes[(d, e)]
                 routes[(d, e)] = (r.links, r.latency_ms * MS * ts)
     return Data(shape=shape, m=m, Q=Q, units=list(range(len(units))), domains=doms, f=f,
-                g=[bwd * x for x in f], p=[u.params / GB for u in units],
+                g=[bwd * (x - y_u) + y_u for x, y_u in zip(f, y)], p=[u.params / GB for u in units],
                 mem=[16 * u.params / GB for u in units],
                 act=[u.stored_bytes_per_token * tok / GB for u in units],
                 A=(units[0].out_bytes_per_token if units else 0.0) * tok / GB,
