@@ -110,8 +110,20 @@ def fact(rows: list[dict[str, str]], key: str, col: str = "fact") -> dict[str, s
 # Common figures (each with its source)
 # --------------------------------------------------------------------------
 
+def nvlink_one_way_gbps(total_gb_per_s: str) -> float | None:
+    """SPEC 2 (v2) ``nvlink_bandwidth_gbps`` from gpu_specs.csv's ``nvlink_gbps_total``:
+    that column is the datasheet's bidirectional total per GPU in GB/s (e.g. "600" for
+    A100 SXM); one direction is half of it, times 8 bits: 600 GB/s -> 300 GB/s -> 2400
+    Gbit/s.  None when the cell is empty or not a leading number."""
+    head = total_gb_per_s.strip().split(" ")[0]
+    try:
+        return float(head) / 2 * 8
+    except ValueError:
+        return None
+
+
 def gpu(name: str, mfu: float, mfu_reason: str) -> tuple[dict, list[str]]:
-    """GPU table from gpu_specs.csv (dense bf16 TFLOP/s and HBM GB)."""
+    """GPU table from gpu_specs.csv (dense bf16 TFLOP/s, HBM GB, NVLink one way)."""
     _, rows = read_csv("gpu_specs.csv")
     key = {"A100-40GB": ("A100-40GB", "SXM4"), "A100-80GB": ("A100-80GB", "SXM4"),
            "H100": ("H100", "SXM5")}[name]
@@ -119,19 +131,29 @@ def gpu(name: str, mfu: float, mfu_reason: str) -> tuple[dict, list[str]]:
     table = {"name": name if name != "H100" else "H100-SXM-80GB",
              "peak_tflops": float(r["bf16_dense_tflops"]),
              "memory_gb": float(r["hbm_gb"]), "mfu": mfu}
+    nv = nvlink_one_way_gbps(r["nvlink_gbps_total"])
     lines = [
         f"GPU {table['name']}: peak {r['bf16_dense_tflops']} TFLOP/s dense bf16, {r['hbm_gb']} GB "
         f"{r['hbm_type']} -- gpu_specs.csv (NVIDIA {key[0].split('-')[0]} datasheet / whitepaper).",
-        f"MFU {mfu}: {mfu_reason} -- mfu_reported.csv.",
     ]
+    if nv is not None:
+        table["nvlink_bandwidth_gbps"] = nv
+        lines.append(
+            f"nvlink_bandwidth_gbps {nv:g}: gpu_specs.csv gives NVLink {r['nvlink_gbps_total']} GB/s per "
+            f"GPU, the bidirectional total; one direction (SPEC 2) is half: {float(r['nvlink_gbps_total']) / 2:g} "
+            f"GB/s = {nv:g} Gbit/s. It prices tensor-parallel all-reduces (SPEC 5, v2).")
+    else:
+        lines.append(f"nvlink_bandwidth_gbps absent: gpu_specs.csv has no NVLink figure for {name}; "
+                     "tensor-parallel communication is free.")
+    lines.append(f"MFU {mfu}: {mfu_reason} -- mfu_reported.csv.")
     return table, lines
 
 
 MFU_A100 = 0.45
 MFU_A100_REASON = ("published A100-80GB bf16 runs report 41.5% (Megatron-LM 22B), 51.4% (Megatron-LM "
                    "175B), 52% (Narayanan et al. SC21, 3072 GPUs) and 53.3% (llm-foundry 70B, 64 GPUs); "
-                   "0.45 is a conservative mid-low value because this v1 model charges no tensor-parallel "
-                   "communication")
+                   "0.45 is a conservative mid-low value, chosen when the model (v1) charged no tensor-parallel "
+                   "communication and kept in v2, which charges it from nvlink_bandwidth_gbps")
 MFU_H100 = 0.42
 MFU_H100_REASON = ("published H100 bf16 runs report 43% / 41% (Llama 3 405B on 8K / 16K GPUs) and "
                    "42.6% (llm-foundry 70B, 64 GPUs)")
@@ -792,6 +814,8 @@ TOY_HDR = [
     "  latency (ms) are of the same order, and memory binds: the 109 MB of weight state plus",
     "  activations exceed one toy GPU (72 MB usable): a plan needs t = 4, or S >= 2 at t = 2,",
     "  or S >= 3 at t = 1 (generator check below).",
+    "  nvlink_bandwidth_gbps absent: gpu_specs.csv has no NVLink figure for the toy GPU, so",
+    "  tensor-parallel communication is free here (SPEC 5, v2: as in v1).",
 ]
 
 
@@ -999,6 +1023,7 @@ def render(inst: dict, header: list[str], summary: list[str]) -> str:
 
 TOP_KEYS = {"name", "description", "gpu", "domains", "links", "workload", "options"}
 GPU_KEYS = {"name", "peak_tflops", "memory_gb", "mfu"}
+GPU_OPTIONAL_KEYS = {"nvlink_bandwidth_gbps"}  # SPEC 2, v2
 DOMAIN_KEYS = {"name", "gpus", "gpus_per_node", "intra_bandwidth_gbps", "price_per_gpu_hour",
                "region", "lat", "lon", "utc_offset_hours"}
 LINK_KEYS = {"a", "b", "bandwidth_gbps", "latency_ms"}
@@ -1048,7 +1073,9 @@ def check(inst: dict) -> list[str]:
     """Validate; return summary lines. Raises AssertionError on a problem."""
     name = inst["name"]
     assert set(inst) <= TOP_KEYS, name
-    assert set(inst["gpu"]) == GPU_KEYS, name
+    assert GPU_KEYS <= set(inst["gpu"]) <= GPU_KEYS | GPU_OPTIONAL_KEYS, name
+    nv = inst["gpu"].get("nvlink_bandwidth_gbps")
+    assert nv is None or (math.isfinite(nv) and nv > 0), (name, nv)
     names = [d["name"] for d in inst["domains"]]
     assert len(set(names)) == len(names), name
     for d in inst["domains"]:

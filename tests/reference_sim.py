@@ -1,4 +1,4 @@
-"""An independent, deliberately simple reference for SPEC sections 2, 3, 5, 6, 7.
+"""An independent, deliberately simple reference for SPEC sections 2, 3, 5, 6, 7 (v2).
 
 Written from /work/shared/SPEC.md alone, without looking at the package's
 simulator, figures or estimate modules, so that the property tests in
@@ -80,6 +80,35 @@ def ref_inflight(plan):
 
 
 # ---------------------------------------------------------------- figures
+def ref_tp_comm(instance, plan):
+    """y_j of SPEC 5 (v2), seconds per pass: the tensor-parallel all-reduces.
+
+    Formula models: every block all-reduces V = 2 b s h bytes twice per pass, as a
+    ring over t GPUs: y_j = n_j * 2 * 2(t-1)/t * V / B.  Explicit units: each unit's
+    tp_bytes_per_token replaces 2 V / (b s), so it adds 2(t-1)/t * tp * b * s / B.
+    t = 1 or no nvlink_bandwidth_gbps: 0.
+    """
+    t, b, s = plan.tp, plan.micro_batch_size, instance.workload.seq_len
+    S = len(plan.stages)
+    nv = instance.gpu.nvlink_bandwidth_gbps
+    if t == 1 or nv is None:
+        return [0.0] * S
+    B = nv * 1e9 / 8
+    ring = 2 * (t - 1) / t
+    model = instance.workload.model
+    listed = model.units_
+    y = []
+    for st in plan.stages:
+        if listed is None:
+            # units: embed (0), blocks 1..N, head (N + 1)
+            n_blocks = sum(1 for u in range(st.start, st.end) if 1 <= u <= model.num_layers)
+            V = 2 * b * s * model.hidden_size
+            y.append(n_blocks * 2 * ring * V / B)
+        else:
+            y.append(sum(ring * u.tp_bytes_per_token * b * s / B for u in listed[st.start:st.end]))
+    return y
+
+
 def ref_stage_figures(instance, plan):
     """Per-stage figures of SPEC 5 as a dict of lists (seconds, bytes)."""
     units = instance.units
@@ -89,13 +118,14 @@ def ref_stage_figures(instance, plan):
     speed = t * gpu.peak_tflops * 1e12 * gpu.mfu
     bwd_factor = 3.0 if wl.recompute else 2.0
     inflight = ref_inflight(plan)
+    y = ref_tp_comm(instance, plan)
     fig = {"f": [], "g": [], "c": [], "A": [], "P": [], "stored": [], "inflight": inflight,
-           "memory_bytes": []}
+           "memory_bytes": [], "y": y}
     for j, st in enumerate(plan.stages):
         us = units[st.start:st.end]
         F = sum(u.fwd_flops_per_token for u in us)
-        f = F * b * s / speed
-        g = bwd_factor * F * b * s / speed
+        f = F * b * s / speed + y[j]
+        g = bwd_factor * F * b * s / speed + y[j]
         P = sum(u.params for u in us)
         stored = sum(u.stored_bytes_per_token for u in us)
         fig["f"].append(f)
@@ -306,7 +336,19 @@ def ref_estimate(instance, plan, bw_gbps, lat_ms):
         if plan.schedule == "gpipe":
             tau = max(max(f), xmax) + max(max(g), xmax)
         else:
-            tau = max(max(c), xmax, max(Q[j] / w[j] for j in range(S)))
+            # v2: Little's law on every window [j, k]; a first stage holding all
+            # m micro-batches drops its windows, an empty window is skipped
+            tau = max(max(c), xmax)
+            for j in range(S):
+                if w[j] >= m:
+                    continue
+                for k in range(j, S):
+                    held = w[j] - w[k] + 1
+                    if held <= 0:
+                        continue
+                    W = (sum(c[i] for i in range(j, k + 1))
+                         + 2 * sum(x[b] + l[b] for b in range(j, k)))
+                    tau = max(tau, W / held)
         if math.isinf(Q[0]) or math.isinf(tau):
             return INF
         T_r = (m - 1) * tau + Q[0]

@@ -65,7 +65,6 @@ class Explanation:
     suggestion: str = ""
     suggestion_gain: float = 0.0
     tau_term: str = ""  # which term sets the T_est period
-    window_term: str = ""  # a 1f1b window the simulation obeys and T_est does not see, if it binds
 
     def lines(self) -> list[str]:
         T = self.iteration_time_s
@@ -78,9 +77,7 @@ class Explanation:
         else:
             out.append("No single resource shortens the iteration when relaxed by 10%.")
         if self.tau_term:
-            out.append(f"Pipeline period (T_est): set by {self.tau_term}.")
-        if self.window_term:
-            out.append(f"Pipeline period (simulation): {self.window_term}.")
+            out.append(f"Pipeline period (T_est): the period is set by {self.tau_term}.")
         total = sum(self.critical_path.values()) or 1.0
         parts = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(self.critical_path.items(),
                                                                       key=lambda kv: -kv[1]) if v > 0)
@@ -212,7 +209,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
         suggestion, sgain = _bigger_step(instance, plan, ev, base, single[0], T0)
     Te = float(ev.estimate_times(base)[0])
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
-                       util, headroom, suggestion, sgain, *_period_terms(fig, comm, plan))
+                       util, headroom, suggestion, sgain, _tau_term(fig, comm, plan))
 
 
 def _category(b: Sensitivity | None, cp: dict, fig) -> str:
@@ -234,47 +231,25 @@ def _category(b: Sensitivity | None, cp: dict, fig) -> str:
     return "WAN bandwidth of pipeline transfers"
 
 
-def _period_terms(fig, comm, plan) -> tuple[str, str]:
-    """(which term of the T_est period binds, the 1f1b window the simulation obeys
-    when it sets a longer period; "" if none) -- see :func:`_tau_term`, :func:`_window_term`."""
-    tau, text = _tau_term(fig, comm, plan)
-    return text, _window_term(fig, comm, plan, tau)
-
-
-def _window_term(fig, comm, plan, tau: float) -> str:
-    """The 1f1b window [j, k] (k before the last stage) whose round trip sets a period
-    more than 2% longer than T_est's ``tau`` (s), for the replica where it is largest;
-    "" if none."""
-    if plan.schedule != "1f1b" or plan.num_stages < 3:
-        return ""
-    c, x, l, w = fig.c, comm.x[0], comm.l[0], fig.inflight
-    v, j, k, r = max((window_period(c, x[r], l[r], w) + (r,) for r in range(plan.replicas)), key=lambda t: t[0])
-    if k >= plan.num_stages - 1 or v <= tau * 1.02:
-        return ""
-    held = int(w[j] - w[k] + 1)
-    return (f"1f1b also obeys Little's law between stages {j} and {k} (replica {r}): a {v * held:.3g} s round "
-            f"trip with {held} micro-batches between them, a {v:.3g} s period where T_est's is {tau:.3g} s "
-            f"(T_est only sees windows that end at the last stage)")
-
-
-def _tau_term(fig, comm, plan) -> tuple[float, str]:
-    """The T_est period (s; nan for gpipe) and which of its terms binds (for the
-    replica with the largest period)."""
+def _tau_term(fig, comm, plan) -> str:
+    """Which term sets the T_est period (SPEC 7), for the replica with the largest
+    period: a stage's compute, a boundary's transfer, or (1f1b and explicit) the window
+    of stages whose round trip over its micro-batches is longest -- the window comes
+    from :func:`planner.scoring.estimate.window_period`, the estimate's own code."""
     if plan.schedule == "gpipe":
-        return float("nan"), "compute and transfers with forward and backward phases apart (gpipe)"
-    c = fig.c
-    S = plan.num_stages
-    best = (c.max(), f"compute of stage {int(np.argmax(c))}")
+        return "compute and transfers with forward and backward phases apart (gpipe)"
+    c, S, w = fig.c, plan.num_stages, fig.inflight
+    best = (float(c.max()), f"the compute of stage {int(np.argmax(c))}")
     x, l = comm.x[0], comm.l[0]
     for r in range(plan.replicas):
         if S > 1 and x[r].max() > best[0]:
-            best = (x[r].max(), f"the transfer over boundary {int(np.argmax(x[r]))} (replica {r})")
-        for j in range(S):
-            q = c[j:].sum() + 2 * (x[r, j:].sum() + l[r, j:].sum())
-            if q / fig.inflight[j] > best[0]:
-                best = (q / fig.inflight[j], f"Little's law at stage {j} (replica {r}): a "
-                        f"{q:.3g} s round trip with only {int(fig.inflight[j])} micro-batches in flight")
-    return float(best[0]), best[1]
+            best = (float(x[r].max()), f"the transfer over boundary {int(np.argmax(x[r]))} (replica {r})")
+        v, j, k = window_period(c, x[r], l[r], w, fig.m)
+        if v > best[0]:
+            held = int(w[j] - w[k] + 1)
+            best = (v, f"the window between stages {j} and {k} (replica {r}): a {v * held:.3g} s round "
+                       f"trip with {held} micro-batches per round trip, a {v:.3g} s period")
+    return best[1]
 
 
 def _bigger_step(instance, plan, ev, base, b: Sensitivity, T0) -> tuple[str, float]:

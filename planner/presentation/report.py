@@ -52,11 +52,6 @@ def plan_summary(instance, plan, ev) -> Group:
                  f"{plan.gpus_used} GPUs; micro-batch {plan.micro_batch_size} x "
                  f"{plan.num_micro_batches} per replica; schedule {plan.schedule_kind}")
     head.add_row("iteration", f"{_fmt_s(ev.iteration_time_s)} simulated, {_fmt_s(ev.estimate_s)} estimated")
-    if ev.estimate_s > 0 and ev.iteration_time_s > 1.1 * ev.estimate_s:
-        # the exact solvers optimise (and bound) the estimate; say when it misjudges the plan
-        head.add_row("note", Text(f"the estimate T_est (SPEC 7), which milp and cpsat optimise, is "
-                                  f"{1 - ev.estimate_s / ev.iteration_time_s:.0%} below the simulation for "
-                                  f"this plan; `planner explain` shows what limits it", style="yellow"))
     head.add_row("throughput", f"{ev.throughput_tokens_per_s:,.0f} tokens/s")
     head.add_row("cost", f"{ev.cost_per_iteration:.4g} per iteration, "
                  f"{ev.wan_gb_per_iteration:.2f} GB over the WAN")

@@ -52,11 +52,24 @@ class GPU(_Strict):
     peak_tflops: float = Field(gt=0, description="dense bf16 peak, TFLOP/s")
     memory_gb: float = Field(gt=0, description="memory per GPU, GB")
     mfu: float = Field(gt=0, le=1, description="model-FLOPs utilisation in (0, 1]")
+    nvlink_bandwidth_gbps: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, strict=True,
+        description="per-GPU NVLink bandwidth inside a node, one direction, Gbit/s "
+                    "(half the datasheet's bidirectional total); absent: TP communication is free")
 
     @property
     def flops_per_s(self) -> float:
         """Achieved FLOP/s per GPU: peak * mfu."""
         return self.peak_tflops * 1e12 * self.mfu
+
+    def tp_allreduce_s(self, nbytes, t: int):
+        """Seconds to all-reduce ``nbytes`` bytes as a ring over the ``t`` GPUs of one
+        node (SPEC 5, v2): ``2 (t - 1) / t * nbytes / B`` with B the NVLink bandwidth in
+        bytes/s; 0 when t = 1 or the GPU has no ``nvlink_bandwidth_gbps``.  ``nbytes``
+        may be a NumPy array."""
+        if t <= 1 or self.nvlink_bandwidth_gbps is None:
+            return 0.0 * nbytes
+        return 2.0 * (t - 1) / t * nbytes / (self.nvlink_bandwidth_gbps * 1e9 / 8)
 
 
 class Domain(_Strict):

@@ -9,6 +9,10 @@ rest of the planner works with:
 * ``fwd_flops_per_token``    forward FLOPs per token
 * ``out_bytes_per_token``    bytes per token that cross a stage boundary
 * ``stored_bytes_per_token`` activation bytes per token kept for backward
+* ``tp_bytes_per_token``     bytes per token all-reduced across the tensor-parallel
+                             GPUs in one pass (forward or backward): ``4h`` for a
+                             block (two all-reduces of ``2h``), 0 for embed and head
+                             (SPEC 5, v2); an explicit unit gives it, default 0
 
 Example
 -------
@@ -37,6 +41,7 @@ class Unit:
     fwd_flops_per_token: float
     out_bytes_per_token: float
     stored_bytes_per_token: float
+    tp_bytes_per_token: float = 0.0
 
 
 class _Strict(BaseModel):
@@ -51,6 +56,7 @@ class UnitSpec(_Strict):
     fwd_flops_per_token: float = Field(ge=0)
     out_bytes_per_token: float = Field(ge=0)
     stored_bytes_per_token: float = Field(ge=0)
+    tp_bytes_per_token: float = Field(default=0.0, ge=0, allow_inf_nan=False, strict=True)
 
 
 class ModelSpec(_Strict):
@@ -106,13 +112,14 @@ class ModelSpec(_Strict):
         """Units of work in order, for sequences of ``seq_len`` tokens."""
         if self.units_ is not None:
             return [Unit(u.name, u.params, u.fwd_flops_per_token, u.out_bytes_per_token,
-                         u.stored_bytes_per_token) for u in self.units_]
+                         u.stored_bytes_per_token, u.tp_bytes_per_token) for u in self.units_]
         h, V, s = self.hidden_size, self.vocab_size, seq_len
         P = self.block_params
         out = 2.0 * h
         stored_block = (2.0 if recompute else 34.0) * h
         units = [Unit("embed", V * h, 0.0, out, 0.0)]
-        units += [Unit(f"block{i}", P, 2 * P + 4.0 * s * h, out, stored_block)
+        tp_block = 4.0 * h  # two all-reduces of the 2h-byte activation per pass
+        units += [Unit(f"block{i}", P, 2 * P + 4.0 * s * h, out, stored_block, tp_block)
                   for i in range(self.num_layers)]
         units.append(Unit("head", V * h, 2.0 * V * h, out, 4.0 * V))
         return units

@@ -115,14 +115,17 @@ def balanced_partition(tab: UnitTable, stages: int, limit: Callable[[int], float
 
 def little_period(tab: UnitTable, w: Sequence[int], lsuf: Sequence[float], rate: float,
                   limit: Callable[[int], float], act: Callable[[int], float], tau0: float = 0.0,
-                  iters: int = 40) -> float:
+                  iters: int = 40, m: int | None = None) -> float:
     """Lower bound (s) on the 1f1b period of a pipeline of S = len(w) stages: the
     smallest tau >= ``tau0`` for which some memory-feasible partition has every
-    stage's compute c_j <= tau and Little's law at every stage (SPEC 7),
+    stage's compute c_j <= tau and Little's law on every suffix window (SPEC 7),
 
         sum_{i >= j} c_i + 2 lsuf[j] <= w[j] tau,
 
-    ``w[j]`` the in-flight limit of stage j, ``lsuf[j]`` (s) a lower bound on the
+    for the stages whose in-flight limit ``w[j]`` is below ``m`` (the micro-batches
+    per replica; v2 drops the windows of a stage that holds all m, so with ``m``
+    given those stages impose nothing; ``None`` keeps every stage, v1's law).
+    ``lsuf[j]`` (s) is a lower bound on the
     sum of x_k + l_k over the boundaries k >= j, ``rate`` seconds of compute per
     flop per token.  Little's law at the front alone lets compute sit anywhere;
     here the stages behind a WAN crossing must stay light while the stages in
@@ -139,6 +142,9 @@ def little_period(tab: UnitTable, w: Sequence[int], lsuf: Sequence[float], rate:
     def feasible(tau: float) -> bool:
         floor = []
         for j in range(S):
+            if m is not None and w[j] >= m:
+                floor.append(0)  # the window from j is dropped: no floor
+                continue
             budget = (w[j] * tau - 2 * lsuf[j]) / rate  # flops per token allowed from stage j on
             if budget < 0:
                 return False

@@ -1,31 +1,84 @@
-"""The analytic estimate T_est that solvers optimise (SPEC section 7).
+"""The analytic estimate T_est that solvers optimise (SPEC section 7, v2).
 
 Vectorised over K network states: all arguments are NumPy arrays and the
 result has shape (K,).  For S equal stages with no communication,
 T_est = (m + S - 1) * c for gpipe and 1f1b, the exact simulated time.
 
+The 1f1b (and explicit) period obeys Little's law on every window of stages
+[j, k]: the window holds ``w_j - w_k + 1`` micro-batches while one of them
+goes from j to k and back (``W_{j,k}``), so the period is at least
+``W_{j,k} / (w_j - w_k + 1)``.  Windows whose first stage holds all m
+micro-batches (``w_j >= m``) never wait for a backward and are dropped;
+windows holding no micro-batch (``w_j - w_k + 1 <= 0``) are skipped.
+:func:`window_terms` is the one place that computes them, for
+:func:`estimate_times` and :func:`window_period` alike.
+
 Example
 -------
+Four stages, f = 1 s and g = 2 s, 1 s of latency on the middle boundary only
+(the WAN crossing), m = 8.  The inner window [1, 2] holds w_1 - w_2 + 1 = 2
+micro-batches over a round trip of 3 + 3 + 2 * 1 = 8 s, so the period is 4 s,
+more than any suffix window (v1 took (12 + 2) / 4 = 3.5 s):
+
 >>> import numpy as np
 >>> f, g = np.ones(4), 2 * np.ones(4)
->>> x = np.zeros((1, 1, 3)); l = np.ones((1, 1, 3)); ar = np.zeros((1, 4))
->>> estimate_times(f, g, x, l, ar, m=8, w=np.array([8, 8, 8, 8]), gpipe=True).tolist()
-[39.0]
+>>> x = np.zeros((1, 1, 3)); l = np.array([[[0.0, 1.0, 0.0]]]); ar = np.zeros((1, 4))
+>>> w = np.array([4, 3, 2, 1])
+>>> window_period(f + g, x[0, 0], l[0, 0], w, m=8)
+(4.0, 1, 2)
+>>> estimate_times(f, g, x, l, ar, m=8, w=w, gpipe=False).tolist()  # 7 * 4 + 12 + 2
+[42.0]
+>>> estimate_times(f, g, x, l, ar, m=8, w=np.full(4, 8), gpipe=True).tolist()  # 7 * 3 + 14
+[35.0]
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 
+def window_terms(c, comm, w, m: int | None) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Little's-law periods of every window [j, k], one first stage j at a time.
+
+    c    : (S,) compute seconds per micro-batch of each stage.
+    comm : (..., S-1) seconds ``2 (x_b + l_b)`` of each boundary (any leading shape,
+           e.g. (K, R) states and replicas).
+    w    : (S,) in-flight limit per stage; m : micro-batches per replica (``None``:
+           drop no window).
+
+    Yields ``(j, k, v)`` with ``k`` the (n,) last stages of the windows that count and
+    ``v`` the (..., n) periods ``W_{j,k} / (w_j - w_k + 1)`` in seconds, where
+    ``W_{j,k} = sum_{i=j..k} c_i + sum_{b=j..k-1} 2 (x_b + l_b)``.  First stages with
+    ``w_j >= m`` yield nothing.  Memory is O(size of ``comm``): one j at a time.
+    """
+    c = np.asarray(c, float)
+    w = np.asarray(w, float)
+    comm = np.asarray(comm, float)
+    S = len(c)
+    for j in range(S):
+        if m is not None and w[j] >= m:
+            continue  # stage j holds every micro-batch: it never waits for a backward
+        held = w[j] - w[j:] + 1  # micro-batches the window [j, k] holds, k = j..S-1
+        ok = held > 0
+        if not ok.any():
+            continue
+        W = np.zeros(comm.shape[:-1] + (S - j,))
+        W[..., 1:] = np.cumsum(comm[..., j:], axis=-1)  # sum_{b=j..k-1} 2 (x_b + l_b)
+        W += np.cumsum(c[j:])  # + sum_{i=j..k} c_i
+        yield j, np.arange(j, S)[ok], W[..., ok] / held[ok]
+
+
 def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
-    """T_est for K states.
+    """T_est for K states, seconds, shape (K,).
 
     f, g : (S,) forward/backward seconds per micro-batch of each stage.
-    x, l : (K, R, S-1) transfer time and latency of each boundary, per replica.
+    x, l : (K, R, S-1) transfer time and latency (s) of each boundary, per replica.
     ar   : (K, S) gradient synchronisation seconds of each stage.
     m    : micro-batches per replica; w : (S,) in-flight limit per stage.
-    gpipe: use the gpipe period (forward and backward phases apart).
+    gpipe: use the gpipe period (forward and backward phases apart); otherwise the
+           window period of 1f1b and explicit schedules.
     """
     f, g = np.asarray(f, float), np.asarray(g, float)
     c = f + g
@@ -42,7 +95,9 @@ def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
     if gpipe:
         tau = np.maximum(f.max(), xmax) + np.maximum(g.max(), xmax)
     else:
-        tau = np.maximum(np.maximum(c.max(), xmax), (Q / np.asarray(w, float)).max(axis=2))
+        tau = np.maximum(c.max(), xmax)  # (K, R)
+        for _, _, v in window_terms(c, comm, w, m):
+            tau = np.maximum(tau, v.max(axis=2))
     with np.errstate(invalid="ignore"):  # (m-1) * inf with m = 1 is 0 * inf
         T = np.where(np.isinf(tau), np.inf, (m - 1) * tau) + Q[:, :, 0]  # (K, R)
     # drain D_j = sum_{i<j} (g_i + x_i + l_i): prefix sums with D_0 = 0
@@ -55,31 +110,24 @@ def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
     return out
 
 
-def window_period(c, x, l, w) -> tuple[float, int, int]:
-    """The largest 1f1b window period (s) of one replica, with its window [j, k].
+def window_period(c, x, l, w, m: int | None = None) -> tuple[float, int, int]:
+    """The largest window period (s) of one replica, with its window [j, k].
 
-    Between stages j and k a 1f1b pipeline holds w_j - w_k + 1 micro-batches while
-    one of them runs forward from j to k and back, so its steady-state period is at
-    least ``(sum_{i=j..k} c_i + 2 sum_{j<=b<k} (x_b + l_b)) / (w_j - w_k + 1)`` for
-    every window.  SPEC 7's Little's law is the case k = S - 1 only; the exact
-    simulation obeys every window (docs/model.md, section 9, item 13).
+    The window term of T_est's 1f1b period (SPEC 7, v2), through the same
+    :func:`window_terms`: ``max W_{j,k} / (w_j - w_k + 1)`` over the windows that
+    count.  With ``m`` given, windows whose first stage has ``w_j >= m`` are dropped
+    as in T_est; ``None`` keeps them all.  Returns ``(0.0, 0, S - 1)`` when no window
+    counts.
 
     c : (S,) compute per micro-batch of each stage; x, l : (S-1,) transfer time and
     latency of each boundary; w : (S,) in-flight limit per stage.
 
-    >>> window_period([1.0, 1.0, 1.0], [0.0, 0.0], [0.0, 2.0], [3, 2, 1])  # doctest: +ELLIPSIS
+    >>> window_period([1.0, 1.0, 1.0], [0.0, 0.0], [0.0, 2.0], [3, 2, 1])
     (3.0, 1, 2)
     """
-    c = np.asarray(c, float)
-    xl = np.asarray(x, float) + np.asarray(l, float)
-    csum = np.concatenate([[0.0], np.cumsum(c)])
-    lsum = np.concatenate([[0.0], np.cumsum(xl)])
-    S = len(c)
-    best = (0.0, 0, S - 1)
-    for j in range(S):
-        k = np.arange(j, S)
-        held = np.asarray(w, float)[j] - np.asarray(w, float)[k] + 1
-        v = (csum[k + 1] - csum[j] + 2 * (lsum[k] - lsum[j])) / held
+    comm = 2.0 * (np.asarray(x, float) + np.asarray(l, float))
+    best = (0.0, 0, len(c) - 1)
+    for j, k, v in window_terms(c, comm, w, m):
         i = int(np.argmax(v))
         if v[i] > best[0]:
             best = (float(v[i]), j, int(k[i]))

@@ -38,7 +38,8 @@ class PlanFigures:
     """State-independent figures of ``plan`` on ``instance``.
 
     Attributes (numpy arrays over stages j): ``f``, ``g``, ``c`` forward,
-    backward and total compute seconds per micro-batch; ``A`` boundary bytes
+    backward and total compute seconds per micro-batch, each including ``y``, the
+    tensor-parallel all-reduce seconds of one pass; ``A`` boundary bytes
     per micro-batch (stage j -> j+1); ``P`` parameters; ``stored`` activation
     bytes per token kept for backward; ``inflight`` micro-batches in flight;
     ``memory`` bytes per GPU.
@@ -54,8 +55,11 @@ class PlanFigures:
         bwd = 3.0 if wl.recompute else 2.0
         rate = t * instance.gpu.flops_per_s
         F = np.array([sum(u.fwd_flops_per_token for u in units[s.start:s.end]) for s in plan.stages])
-        self.f = F * tokens / rate
-        self.g = bwd * self.f
+        # y_j: tensor-parallel all-reduces of one pass, the same forward and backward (SPEC 5, v2)
+        tpb = np.array([sum(u.tp_bytes_per_token for u in units[s.start:s.end]) for s in plan.stages])
+        self.y = np.asarray(instance.gpu.tp_allreduce_s(tpb * tokens, t), float)
+        self.f = F * tokens / rate + self.y
+        self.g = bwd * F * tokens / rate + self.y
         self.c = self.f + self.g
         self.A = np.array([units[s.end - 1].out_bytes_per_token * tokens for s in plan.stages])
         self.P = np.array([sum(u.params for u in units[s.start:s.end]) for s in plan.stages])

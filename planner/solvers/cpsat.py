@@ -26,8 +26,7 @@ import time
 
 from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan
-from .shapesearch import (ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search,
-                          simulation_exceeds_estimate)
+from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
 
 log = logging.getLogger("planner.cpsat")
 
@@ -99,7 +98,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
-                       deterministic, rounding, presolve, windows=ctx.misjudged)
+                       deterministic, rounding, presolve)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
@@ -108,11 +107,11 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
 
 
 def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limit, workers, seed,
-            deterministic, rounding, presolve, windows: bool | None = None) -> Plan:
+            deterministic, rounding, presolve) -> Plan:
     """Among plans of the incumbent's shape with T_est <= T_est* (up to the rounding),
     prefer the one the exact simulation finds fastest: minimise every replica's period,
-    transfer and synchronisation time and (1f1b) its window period (a secondary
-    objective, as the MILP's polish), and keep the result only
+    transfer and synchronisation time (a secondary objective, as the MILP's polish), and
+    keep the result only
     if the evaluator confirms T_est <= T_est* and a shorter simulated iteration.  T_est is
     many-to-one; this changes neither the objective nor the bound."""
     from ortools.sat.python import cp_model
@@ -129,20 +128,6 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     x = [v for row in cm.extra["x"] for v in row]
     l = [v for row in cm.extra["l"] for v in row]
     secondary = sum(cm.extra["tau"]) + sum(x) + sum(l) + sum(cm.extra["AR"])
-    if windows is None:  # the window period when the plan simulates more than 2% above T_est
-        windows = simulation_exceeds_estimate(instance, plan)
-    if shape.schedule == "1f1b" and windows:
-        # the window period the exact simulation obeys (see planner.solvers.milp._window_period):
-        # tw_r >= (compute of stages j..k + both ways over their boundaries) / (w_j - w_k + 1)
-        S, m, ec = plan.num_stages, cm.m, cm.extra["ec"]
-        w = [min(m, S - j) for j in range(S)]
-        for r, (xr, lr) in enumerate(zip(cm.extra["x"], cm.extra["l"])):
-            tw = cm.model.new_int_var(0, cm.extra["T_ub"], f"tw{r}")
-            for j in range(S):
-                for k in range(j, S):
-                    comm = sum(xr[b] + lr[b] for b in range(j, k))
-                    cm.model.add((w[j] - w[k] + 1) * tw >= ec[k + 1] - ec[j] + 2 * comm)
-            secondary += (m - 1) * tw
     cm.model.minimize(secondary)
     solver = configure(cp_model.CpSolver(), time_limit=time_limit, workers=workers, seed=seed,
                        deterministic=deterministic, presolve=presolve)

@@ -31,8 +31,7 @@ from ..problem.errors import InfeasibleError
 from ..scoring.evaluator import Evaluator
 from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from ..problem.plan import Plan
-from .shapesearch import (ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search,
-                          simulation_exceeds_estimate)
+from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
 from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public here too)
 
 log = logging.getLogger("planner.milp")
@@ -109,7 +108,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
-                       threads, ctx.forbid, ctx.require, windows=ctx.misjudged)
+                       threads, ctx.forbid, ctx.require)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
@@ -219,16 +218,14 @@ def _counts_start(M, plan: Plan) -> dict | None:
     return out
 
 
-def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require,
-            windows: bool | None = None) -> Plan:
+def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:
     """Among plans of the incumbent's shape with the same T_est, prefer the one the
     exact simulation finds fastest: minimise every replica's period, transfer and
-    synchronisation time and (1f1b) the window period of :func:`_window_period`, a
-    secondary objective, subject to T <= T_est*.  First with the plan's placement
-    fixed (only the partition moves: a small model, solved in a second or two), then
-    with the placement free from that plan for the time left.  T_est is many-to-one;
-    this tie-break changes neither the objective nor the bound.  ``windows``: use
-    the window period (None: when the plan simulates more than 2% above T_est)."""
+    synchronisation time (model time units), a secondary objective, subject to
+    T <= T_est*.  First with the plan's placement fixed (only the partition moves: a
+    small model, solved in a second or two), then with the placement free from that
+    plan for the time left.  T_est is many-to-one; this tie-break changes neither the
+    objective nor the bound."""
     import pyomo.environ as pyo
 
     from .formulations.milp import build, extract
@@ -241,10 +238,6 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     M.obj.deactivate()
     M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
-    if windows is None:
-        windows = simulation_exceeds_estimate(instance, plan)
-    if shape.schedule == "1f1b" and windows:
-        secondary += (M.data.m - 1) * _window_period(M, M.data.m)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
 
     def solve(current: Plan, seconds: float, start=None) -> Plan:
@@ -270,34 +263,6 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     if end - time.perf_counter() > 0.5:
         plan = solve(plan, end - time.perf_counter())
     return plan
-
-
-def _window_period(M, m: int):
-    """Add ``M.tw[r]`` >= every window's Little's law and return their sum (model time).
-
-    1f1b keeps w_j = min(m, S - j) micro-batches in flight on stage j, so between
-    stages j and k the pipeline holds w_j - w_k + 1 of them while a micro-batch's F
-    runs from j to k and its B back: the steady state needs
-
-        tau >= (sum_{i=j..k} c_i + 2 sum_{j <= b < k} (x_b + l_b)) / (w_j - w_k + 1)
-
-    for every window [j, k].  SPEC 7's T_est takes only the windows ending at the
-    last stage; the exact simulation obeys all of them (on azure-multiregion the
-    largest window predicts 103.6 s and 76.4 s for two partitions of T_est 72.45 s
-    that simulate at 103.0 s and 76.8 s), so the polish minimises this period among
-    the plans of equal T_est.  Slots count from the end (q = S - 1 - j)."""
-    import pyomo.environ as pyo
-
-    Q = M.data.Q
-    M.tw = pyo.Var(M.Rr, domain=pyo.NonNegativeReals)
-    M.tw_rows = pyo.ConstraintList()
-    for r in M.Rr:
-        for q1 in range(Q):
-            for q2 in range(q1, Q):
-                held = min(m, q2 + 1) - min(m, q1 + 1) + 1
-                compute = M.Cs[q2] - (M.Cs[q1 - 1] if q1 else 0.0)
-                M.tw_rows.add(M.tw[r] * held >= compute + 2 * (M.Kc[r, q2] - M.Kc[r, q1]))
-    return sum(M.tw[r] for r in M.Rr)
 
 
 def _plan_start(M, plan: Plan) -> dict | None:

@@ -22,11 +22,8 @@ outer search both use:
 5. the global bound is the smallest shape bound and the gap
    (incumbent - bound) / incumbent; optionally the last 10% of the time
    polishes the incumbent (a tie-break among plans of equal objective, which
-   may also find a lower one): the solver's own secondary objective; when the
-   exact simulation of the incumbent is more than 2% above its T_est
-   (:func:`simulation_exceeds_estimate`), that objective includes the 1f1b
-   window period and the last quarter goes to :func:`descend_partition`,
-   which moves stage boundaries while the exact simulation improves.
+   may also find a lower one): the solver's own secondary objective, kept only
+   when the exact simulation is faster (:func:`keep_if_faster`).
 
 The per-shape solve is a callable ``solve_shape(shape, share, context)``
 returning a :class:`ShapeOutcome`; everything solver-specific (model
@@ -100,7 +97,6 @@ class SearchContext:
     stage_bounds: dict[int, float]
     forbid: tuple = ()
     require: tuple = ()
-    misjudged: bool = False
 
 
 def score(instance, plan) -> float:
@@ -121,7 +117,8 @@ def shape_lower_bound(space: PlanSpace, shape: Shape) -> float | None:
       stages; each costs at least the smallest link latency and A / (largest
       link bandwidth) each way;
     * period: tau >= c_max, >= that transfer time, and for 1f1b (Little's law
-      at stage 0) >= Q_0 / min(m, S); T_est >= (m - 1) tau + Q_0.
+      on the whole pipeline, SPEC 7 v2) >= Q_0 / S when S < m (the window is
+      dropped when stage 0 holds all m); T_est >= (m - 1) tau + Q_0.
     """
     inst = space.instance
     gbs = inst.workload.global_batch_size
@@ -151,7 +148,8 @@ def shape_lower_bound(space: PlanSpace, shape: Shape) -> float | None:
     if shape.schedule == "gpipe":
         tau = max(cmax, 2 * x_min)  # forward and backward phases each wait for a transfer
     else:
-        tau = max(cmax, x_min, q0 / min(m, S))
+        # Little's law on the whole pipeline counts only when stage 0 holds fewer than m
+        tau = max(cmax, x_min, q0 / S if S < m else 0.0)
     return (m - 1) * tau + q0
 
 
@@ -361,17 +359,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         rest = (total - spent) if deterministic else (t0 + total - time.perf_counter())
         rest = min(rest, reserve)  # the last 10%, also when the search ends early
         if rest > 0.2:
-            end = time.perf_counter() + rest
-            misjudged = simulation_exceeds_estimate(instance, best_plan)
-            ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require, misjudged)
-            best_plan = polish(best_plan, best, 0.75 * rest if misjudged else rest, ctx)
+            ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
+            best_plan = polish(best_plan, best, rest, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective
-            if misjudged:
-                # the rest: move stage boundaries while the exact simulation improves
-                # (deterministic mode: a fixed number of simulations instead of a deadline)
-                cand = descend_partition(instance, best_plan, best, math.inf if deterministic else end, log,
-                                         name, max_evals=100 if deterministic else 400)
-                best_plan = keep_if_faster(instance, best_plan, cand, best, log, name)
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
@@ -398,14 +388,6 @@ def keep_if_faster(instance, plan: Plan, cand: Plan | None, objective: float, lo
     return cand if t_new < t_old else plan
 
 
-def simulation_exceeds_estimate(instance, plan: Plan, margin: float = 0.02) -> bool:
-    """Whether the exact simulation of ``plan`` is more than ``margin`` above its T_est:
-    then the polish breaks T_est ties by the simulation (1f1b windows, boundary moves);
-    otherwise it keeps its plain secondary objective, which also finds lower T_est."""
-    ev = Evaluator(instance, plan)
-    return float(ev.iteration_times()[0]) > (1 + margin) * float(ev.estimate_times()[0])
-
-
 def simulated_time_proxy(instance, plan: Plan, cache: dict | None = None) -> float:
     """The exact simulation's iteration time (s) of ``plan``, extrapolated when it has
     many micro-batches: simulate 2S and 3S micro-batches per replica and extend the
@@ -424,50 +406,3 @@ def simulated_time_proxy(instance, plan: Plan, cache: dict | None = None) -> flo
         short = plan.model_copy(update={"num_micro_batches": mm, "predicted": None, "solver": None})
         times.append(float(Evaluator(cache[gbs], short).iteration_times()[0]))
     return times[0] + (m - 2 * S) * (times[1] - times[0]) / S
-
-
-def descend_partition(instance, plan: Plan, objective: float, deadline: float, log=None, name: str = "",
-                      max_evals: int = 400) -> Plan:
-    """Polish helper: keep ``plan``'s placement and move one stage boundary at a time
-    (to any unit between its neighbours, nearest first; first improvement) while T_est
-    stays <= ``objective`` (s), the plan stays feasible and the simulated iteration time
-    (:func:`simulated_time_proxy`) drops; stop at a local optimum, after ``max_evals``
-    simulations or at ``deadline`` (``time.perf_counter()`` seconds).  T_est is
-    many-to-one and the exact simulation tells its equal-T_est partitions apart by 30%
-    and more on latency-bound pipelines (azure-multiregion: 103 s or 76.8 s at T_est
-    72.45 s); this changes neither the objective nor the bound."""
-    if plan.num_stages < 2 or plan.schedule_kind == "explicit":
-        return plan
-    cache: dict = {}
-    starts = [st.start for st in plan.stages] + [plan.stages[-1].end]
-
-    def build(bounds):
-        return Plan.build(list(zip(bounds[:-1], bounds[1:])), plan.placement, tp=plan.tp,
-                          micro_batch_size=plan.micro_batch_size, instance=instance, schedule=plan.schedule_kind)
-
-    def moves():
-        for i in range(1, len(starts) - 1):
-            lo, hi, at = starts[i - 1] + 1, starts[i + 1] - 1, starts[i]
-            for pos in sorted(range(lo, hi + 1), key=lambda q: (abs(q - at), q)):
-                if pos != at:
-                    yield i, pos
-
-    best_plan, best_t = plan, simulated_time_proxy(instance, plan, cache)
-    evals, improved = 1, True
-    while improved and evals < max_evals and time.perf_counter() < deadline:
-        improved = False
-        for i, pos in moves():
-            if evals >= max_evals or time.perf_counter() >= deadline:
-                break
-            cand = starts[:i] + [pos] + starts[i + 1:]
-            p = build(cand)
-            if float(Evaluator(instance, p).estimate_times()[0]) > objective * (1 + 1e-9) or check_plan(instance, p):
-                continue
-            t = simulated_time_proxy(instance, p, cache)
-            evals += 1
-            if t < best_t * (1 - 1e-6):
-                best_plan, best_t, starts, improved = p, t, cand, True
-                break
-    if best_plan is not plan and log is not None:
-        log.info("%s: partition descent (T_est kept, exact simulation): %d simulations", name, evals)
-    return best_plan

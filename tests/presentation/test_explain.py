@@ -79,3 +79,45 @@ def test_plot_shortcuts():
     inst = load_instance("tiny-3dc")
     p = make_plan(inst)
     assert p.gantt(inst).axes and inst.draw(p).axes
+
+
+def _mid_crossing_line(schedule="1f1b"):
+    """Four one-unit stages, f = 1 s and g = 2 s, nothing crossing boundaries (x = 0),
+    stages 0-1 in domain a and 2-3 in b, one link of 1 s latency; m = 8."""
+    from planner import Plan
+    from planner.problem.model import ModelSpec
+
+    from helpers import make_instance
+
+    gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
+    units = [{"name": f"u{i}", "params": 1e6, "fwd_flops_per_token": 5e13 / 128, "out_bytes_per_token": 0.0,
+              "stored_bytes_per_token": 0.0} for i in range(4)]
+    inst = make_instance([("a", 8), ("b", 8)], [("a", "b", 10.0, 1000.0)], model=ModelSpec(name="m", units=units),
+                         gpu=gpu, global_batch_size=8, seq_len=128, micro_batch_sizes=[1], tensor_parallel=[1])
+    return inst, Plan.build([(i, i + 1) for i in range(4)], [["a", "a", "b", "b"]], tp=1, micro_batch_size=1,
+                            instance=inst, schedule=schedule)
+
+
+def test_explain_names_the_window_that_sets_the_estimate_period():
+    # w = (4, 3, 2, 1).  The window [1, 2] around the crossing holds 2 micro-batches over a
+    # 3 + 3 + 2 * 1 = 8 s round trip: a 4 s period, above c = 3 s and every other window
+    # (suffix [1, 3]: 11 / 3 s; [0, 3]: 14 / 4 s).  T_est = 7 * 4 + 14 = 42 s.
+    inst, p = _mid_crossing_line()
+    e = explain(inst, p)
+    assert e.estimate_s == pytest.approx(42.0, rel=1e-12)
+    text = " ".join(str(e).split())
+    assert ("the period is set by the window between stages 1 and 2 (replica 0): a 8 s round trip "
+            "with 2 micro-batches per round trip, a 4 s period") in text
+    assert "Pipeline period (simulation)" not in text
+
+
+def test_explain_period_without_a_binding_window():
+    # the same pipeline in one domain: no latency, every window's period is 3 s = c,
+    # so the compute of a stage sets it (the first of the equal stages); gpipe says so
+    from planner import Plan
+
+    inst, _ = _mid_crossing_line()
+    one = Plan.build([(i, i + 1) for i in range(4)], [["a"] * 4], tp=1, micro_batch_size=1, instance=inst)
+    assert "the period is set by the compute of stage 0" in str(explain(inst, one))
+    inst, g = _mid_crossing_line("gpipe")
+    assert "forward and backward phases apart (gpipe)" in str(explain(inst, g))

@@ -70,6 +70,11 @@ CASES = [
     ("bad objective", lambda d: d["options"].update(objective="speed"), "options.objective"),
     ("tp above node", lambda d: d["workload"].update(tensor_parallel=[1, 16]), "workload.tensor_parallel[1]"),
     ("self loop", lambda d: d["links"][0].update(b="alpha"), "links[0].b"),
+    ("nvlink infinite", lambda d: d["gpu"].update(nvlink_bandwidth_gbps=float("inf")), "gpu.nvlink_bandwidth_gbps"),
+    ("nvlink nan", lambda d: d["gpu"].update(nvlink_bandwidth_gbps=float("nan")), "gpu.nvlink_bandwidth_gbps"),
+    ("nvlink negative", lambda d: d["gpu"].update(nvlink_bandwidth_gbps=-2400.0), "gpu.nvlink_bandwidth_gbps"),
+    ("nvlink zero", lambda d: d["gpu"].update(nvlink_bandwidth_gbps=0.0), "gpu.nvlink_bandwidth_gbps"),
+    ("nvlink string", lambda d: d["gpu"].update(nvlink_bandwidth_gbps="2400"), "gpu.nvlink_bandwidth_gbps"),
 ]
 
 
@@ -113,6 +118,29 @@ def test_bad_model_file_named(tmp_path):
     res = run("validate", path)
     assert res.exit_code == 2
     assert "mine.toml" in res.stderr and "num_layers" in res.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1.0", '"4h"'])
+def test_bad_tp_bytes_per_token_named(tmp_path, value):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.toml").write_text(
+        'name = "mine"\n[[units]]\nname = "u"\nparams = 1.0\nfwd_flops_per_token = 1.0\n'
+        f'out_bytes_per_token = 1.0\nstored_bytes_per_token = 1.0\ntp_bytes_per_token = {value}\n')
+    path = write_variant(tmp_path, lambda d: d["workload"].update(model="mine"))
+    res = run("validate", path)
+    assert res.exit_code == 2, res.output
+    assert "mine.toml" in res.stderr and "tp_bytes_per_token" in res.stderr
+
+
+def test_good_nvlink_and_tp_bytes_validate(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.toml").write_text(
+        'name = "mine"\n[[units]]\nname = "u"\nparams = 1.0\nfwd_flops_per_token = 1.0\n'
+        'out_bytes_per_token = 1.0\nstored_bytes_per_token = 1.0\ntp_bytes_per_token = 512\n')
+    def edit(d):
+        d["workload"].update(model="mine")
+        d["gpu"].update(nvlink_bandwidth_gbps=2400)
+    assert run("validate", write_variant(tmp_path, edit)).exit_code == 0
 
 
 def test_infeasible_instance_exit_3_with_reason(tmp_path):

@@ -2,10 +2,13 @@
 
 ``reference_sim`` is written from the SPEC alone; here hypothesis builds
 small random instances (2-4 domains, WAN graphs that are sometimes not
-complete, so multi-hop routes and shared links occur), random plans
+complete, so multi-hop routes and shared links occur; GPUs with and without
+NVLink, explicit units with and without ``tp_bytes_per_token``), random plans
 (replicas, stages, tp, micro-batch sizes, placements, gpipe / 1f1b /
-random explicit schedules, some of which deadlock) and random batches of
-network states (links sometimes down), and compares
+random explicit schedules, some of which deadlock), long unbalanced
+pipelines with a few WAN crossings in the middle (where a window that is
+not a suffix sets the 1f1b period, and m <= S drops windows), and random
+batches of network states (links sometimes down), and compares
 
 * ``Evaluator.iteration_times``  with ``ref_simulate``   (rel 1e-9),
 * ``Evaluator.estimate_times``   with ``ref_estimate``   (rel 1e-9),
@@ -22,7 +25,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from planner import Deadlock, Evaluator, Instance, NetworkStates, Plan, evaluate
@@ -57,6 +60,8 @@ def units_model(draw):
                     st.integers(0, 5)) == 0 else draw(st.floats(1.0, 1e5)),
                 "stored_bytes_per_token": draw(st.floats(0.0, 1e5)),
             })
+            if draw(st.booleans()):  # absent: 0 (SPEC 5, v2)
+                units[-1]["tp_bytes_per_token"] = draw(st.sampled_from([0.0, 1.0, 1e3, 1e5]))
         return ModelSpec(name="m", units=units)
     h = draw(st.sampled_from([32, 64, 128]))
     heads = draw(st.sampled_from([2, 4]))
@@ -64,6 +69,12 @@ def units_model(draw):
                      ffn_hidden_size=draw(st.sampled_from([2, 4])) * h, num_heads=heads,
                      num_kv_heads=draw(st.sampled_from([1, heads])),
                      vocab_size=draw(st.integers(50, 500)), gated_mlp=draw(st.booleans()))
+
+
+def gpus():
+    """The test GPU, with or without NVLink (Gbit/s one way; small ones make y_j count)."""
+    return st.sampled_from([None, 0.5, 20.0, 2400.0]).map(
+        lambda nv: GPU if nv is None else {**GPU, "nvlink_bandwidth_gbps": nv})
 
 
 @st.composite
@@ -142,7 +153,7 @@ def cases(draw, max_domains=4, tie_heavy=False):
     wl = {"model": model, "global_batch_size": R * b * m,
           "seq_len": draw(st.sampled_from([16, 64, 128])), "micro_batch_sizes": [b],
           "tensor_parallel": [tp], "recompute": draw(st.booleans())}
-    inst = Instance.from_dict({"name": "r", "gpu": GPU, "domains": domains, "links": links,
+    inst = Instance.from_dict({"name": "r", "gpu": draw(gpus()), "domains": domains, "links": links,
                                "workload": wl, "options": {"memory_reserve_fraction": 0.1}})
     n = inst.num_units
     S = min(n, draw(st.sampled_from([1, 2, 2, 3, 3, 4, 4])))
@@ -196,6 +207,52 @@ def _assert_all_close(got, want, what, inst, plan, states):
 SETTINGS = settings(max_examples=250, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SETTINGS_SMALL = settings(SETTINGS, max_examples=120)
+
+
+@st.composite
+def long_pipeline_cases(draw):
+    """(instance, plan, K >= 2 states): 5-10 stages of unbalanced explicit units, one
+    replica or two, runs of stages in one domain joined by 1-3 WAN crossings anywhere
+    in the pipeline (often the middle), 1f1b or an ordered explicit schedule, m from
+    1 to 12 (so m <= S drops windows), sometimes tensor parallel over NVLink."""
+    S = draw(st.integers(5, 10))
+    units = [{"name": f"u{i}", "params": 1e6,
+              "fwd_flops_per_token": F_ONE * draw(st.sampled_from([0.25, 0.5, 1.0, 1.0, 2.0, 4.0])),
+              "out_bytes_per_token": draw(st.sampled_from([0.0, 1e5, 1e6, 1e7])),
+              "stored_bytes_per_token": 0.0,
+              "tp_bytes_per_token": draw(st.sampled_from([0.0, 1e6, 1e8]))} for i in range(S)]
+    names = ["a", "b", "c", "d"]
+    links = [{"a": u, "b": v, "bandwidth_gbps": draw(st.sampled_from([1.0, 10.0, 100.0])),
+              "latency_ms": draw(st.sampled_from([0.0, 50.0, 500.0, 2000.0]))}
+             for u, v in zip(names, names[1:])]
+    R = draw(st.sampled_from([1, 1, 2]))
+    m = draw(st.integers(1, 12))
+    tp = draw(st.sampled_from([1, 2, 4]))
+    inst = Instance.from_dict({
+        "name": "long", "gpu": draw(gpus()),
+        "domains": [{"name": n, "gpus": 1000, "intra_bandwidth_gbps": 800.0} for n in names],
+        "links": links,
+        "workload": {"model": ModelSpec(name="m", units=units), "global_batch_size": R * m,
+                     "seq_len": 128, "micro_batch_sizes": [1], "tensor_parallel": [tp]}})
+    placement = []
+    for _ in range(R):
+        cuts = set(draw(st.lists(st.integers(1, S - 1), min_size=1, max_size=3)))
+        row, d = [], draw(st.integers(0, 3))
+        for j in range(S):
+            if j in cuts:
+                d = (d + draw(st.sampled_from([1, 2, 3]))) % 4
+            row.append(names[d])
+        placement.append(row)
+    schedule = draw(explicit_ops(S, m)) if draw(st.integers(0, 3)) == 0 else "1f1b"
+    plan = Plan.build([(i, i + 1) for i in range(S)], placement, tp=tp, micro_batch_size=1,
+                      instance=inst, schedule=schedule)
+    K = 2
+    bw = np.array([[lk["bandwidth_gbps"] for lk in links]] * K)
+    lat = np.array([[lk["latency_ms"] for lk in links]] * K)
+    for i in range(len(links)):  # the second state moves every link
+        bw[1, i] = draw(st.floats(0.5, 200.0))
+        lat[1, i] = draw(st.floats(0.0, 3000.0))
+    return inst, plan, NetworkStates(bandwidth_gbps=bw, latency_ms=lat)
 
 
 # ---------------------------------------------------------------- properties
@@ -263,6 +320,29 @@ def test_iteration_times_agree_with_reference_many_route_ties(case):
 @given(cases(max_domains=6, tie_heavy=True))
 def test_estimate_times_agree_with_reference_many_route_ties(case):
     check_estimate_times(case)
+
+
+def _binding_window(inst, plan):
+    """The (j, k) window that sets the 1f1b period of replica 0 on the base network
+    (``None`` if c_j or x_k binds); for hypothesis.event, to see the coverage."""
+    from planner.scoring.estimate import window_period
+
+    ev = Evaluator(inst, plan)
+    fig, comm = ev.fig, ev.fig.comm(NetworkStates.base(inst))
+    v, j, k = window_period(fig.c, comm.x[0, 0], comm.l[0, 0], fig.inflight, fig.m)
+    floor = max(float(fig.c.max()), float(comm.x[0, 0].max(initial=0.0)))
+    return (j, k) if v > floor * (1 + 1e-9) else None
+
+
+@SETTINGS_SMALL
+@given(long_pipeline_cases())
+def test_long_pipelines_agree_with_reference(case):
+    inst, plan, _ = case
+    win = _binding_window(inst, plan)
+    event("no window binds" if win is None else
+          "a suffix window binds" if win[1] == plan.num_stages - 1 else "an inner window binds")
+    check_estimate_times(case)
+    check_iteration_times(case)
 
 
 @st.composite
@@ -341,18 +421,13 @@ def test_equal_stages_no_communication(S, m, schedule):
     want = (m + S - 1) * 3.0
     assert T == pytest.approx(want, rel=REL)
     assert T_ref == pytest.approx(want, rel=REL)
-    # SPEC 7 claims T_est equals it too.  That holds for gpipe and for 1f1b
-    # with m >= S.  For 1f1b with m < S the SPEC's own formulas give more:
-    # w_0 = min(m, S) = m, Q_0 = S c, so tau = max(c, S c / m) = S c / m and
-    # T_est = (m - 1) S c / m + S c  (S = 4, m = 2: 6 + 12 = 18 > 15).
-    # Both implementations follow the formulas; the SPEC sentence is
-    # imprecise (it needs m >= S for 1f1b).
-    if schedule == "gpipe" or m >= S:
-        want_est = want
-    else:
-        want_est = (m - 1) * S * 3.0 / m + S * 3.0
-    assert T_est == pytest.approx(want_est, rel=REL)
-    assert T_est_ref == pytest.approx(want_est, rel=REL)
+    # SPEC 7 says T_est equals it too, for both schedules and every m.  For
+    # 1f1b with m < S this needs v2's dropped windows: stages with
+    # w_j = min(m, S - j) = m hold every micro-batch, so their windows do not
+    # count (v1 took Q_0 / w_0 = S c / m, giving 18 > 15 for S = 4, m = 2);
+    # the windows left hold w_j - w_k + 1 = k - j + 1 stages of c each: period c.
+    assert T_est == pytest.approx(want, rel=REL)
+    assert T_est_ref == pytest.approx(want, rel=REL)
 
 
 @pytest.mark.parametrize("S,m,lat_s", [(2, 1, 1.0), (2, 3, 0.5), (3, 4, 1.0), (4, 8, 1.0),
@@ -399,6 +474,60 @@ def test_four_stage_latency_examples(lat_s, gpipe, one_f_one_b):
         T, T_ref, _, _ = _both(inst, plan)
         assert T_ref == pytest.approx(want, rel=REL), (schedule, T_ref)
         assert T == pytest.approx(want, rel=REL), (schedule, T)
+
+
+def _two_domain_line(S, m, first_b, latency_ms):
+    """S one-unit stages (f = 1 s, g = 2 s, x = 0), stages < first_b in domain a, the
+    rest in b, one link a-b of ``latency_ms``; 1f1b."""
+    units = [{"name": f"u{i}", "params": 1e6, "fwd_flops_per_token": F_ONE,
+              "out_bytes_per_token": 0.0, "stored_bytes_per_token": 0.0} for i in range(S)]
+    inst = Instance.from_dict({
+        "name": "mid", "gpu": GPU,
+        "domains": [{"name": n, "gpus": 8, "intra_bandwidth_gbps": 200.0} for n in "ab"],
+        "links": [{"a": "a", "b": "b", "bandwidth_gbps": 10.0, "latency_ms": latency_ms}],
+        "workload": {"model": ModelSpec(name="m", units=units), "global_batch_size": m,
+                     "seq_len": 128, "micro_batch_sizes": [1], "tensor_parallel": [1]}})
+    placement = [["a" if j < first_b else "b" for j in range(S)]]
+    return inst, Plan.build([(i, i + 1) for i in range(S)], placement, tp=1, micro_batch_size=1,
+                            instance=inst, schedule="1f1b")
+
+
+@pytest.mark.parametrize("S,first_b", [(4, 2), (6, 3)])
+def test_inner_window_sets_the_period_closed_form(S, first_b):
+    # f = 1, g = 2 (c = 3), x = 0, latency l = 1 s on the one WAN crossing, between
+    # stages first_b - 1 and first_b; 1f1b, w_j = S - j (m >= S).  A window [j, k]
+    # holds k - j + 1 micro-batches; with the crossing inside it its round trip is
+    # 3 (k - j + 1) + 2 l, so its period is 3 + 2 / (k - j + 1): largest for the
+    # two stages around the crossing, 3 + 2 / 2 = 4 s.  The suffixes (v1) give at
+    # most 3 + 2 / (S - first_b + 1): 3.67 (S = 4) and 3.5 (S = 6).
+    # T_est = (m - 1) * 4 + Q_0 with Q_0 = 3 S + 2 l.
+    for m in (8, 16):
+        inst, plan = _two_domain_line(S, m, first_b, 1000.0)
+        T, T_ref, T_est, T_est_ref = _both(inst, plan)
+        want = (m - 1) * 4.0 + 3 * S + 2.0
+        assert T_est == pytest.approx(want, rel=REL)
+        assert T_est_ref == pytest.approx(want, rel=REL)
+        assert T == pytest.approx(T_ref, rel=REL)
+        assert T <= T_est
+    from planner.scoring.estimate import window_period
+    ev = Evaluator(inst, plan)
+    comm = ev.fig.comm(NetworkStates.base(inst))
+    assert window_period(ev.fig.c, comm.x[0, 0], comm.l[0, 0], ev.fig.inflight, m) == (4.0, first_b - 1, first_b)
+    # the simulation runs at that period: 8 more micro-batches cost 8 * 4 s
+    T8 = float(Evaluator(*_two_domain_line(S, 8, first_b, 1000.0)).iteration_times()[0])
+    T16 = float(Evaluator(*_two_domain_line(S, 16, first_b, 1000.0)).iteration_times()[0])
+    assert T16 - T8 == pytest.approx(8 * 4.0, rel=REL)
+
+
+def test_windows_of_stages_holding_every_micro_batch_are_dropped():
+    # S = 4, m = 3, the crossing (l = 1 s) between stages 1 and 2: w = (3, 3, 2, 1).
+    # Stages 0 and 1 hold all 3 micro-batches, so their windows are dropped (v1's
+    # suffix from stage 0 gave (12 + 2) / 3 = 4.67 s).  Left: [2, 2], [2, 3], [3, 3],
+    # all 3 s without the crossing: tau = 3, T_est = 2 * 3 + 12 + 2 = 20 s.
+    inst, plan = _two_domain_line(4, 3, 2, 1000.0)
+    T, T_ref, T_est, T_est_ref = _both(inst, plan)
+    assert T_est == pytest.approx(20.0, rel=REL) and T_est_ref == pytest.approx(20.0, rel=REL)
+    assert T == pytest.approx(T_ref, rel=REL) and T <= T_est
 
 
 def test_asymmetric_route_ties_hand_checked():

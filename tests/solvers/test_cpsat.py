@@ -98,3 +98,22 @@ def test_cpsat_deterministic_and_time_limit():
     q = make_plan(big, solver="cpsat", time_limit=3)
     assert time.perf_counter() - t0 <= 3 * 1.1 + q.solver.model_extra.get("build_s", 0.0) + 2.0
     assert q.solver.status in ("time_limit", "optimal", "feasible") and math.isfinite(q.solver.gap)
+
+
+def test_cpsat_is_exact_when_an_inner_window_binds():
+    """The instance whose optimum's period is set by the inner window around its WAN hop
+    (tests/solvers/test_milp.py::inner_window_instance): CP-SAT's value is the brute-force
+    optimum and the T_est of its plan, within its rounding bound."""
+    from test_milp import inner_window_instance
+
+    inst = inner_window_instance()
+    shape = Shape(1, 1, "1f1b", 0, 1)
+    want = brute(inst, shape)
+    cm = build(inst, shape)
+    s, status = solve(cm)
+    assert status == cp_model.OPTIMAL
+    got = cm.value(s)
+    cuts, placement = cm.extract(s)
+    p = Plan.build(cuts, placement, tp=1, micro_batch_size=1, instance=inst, schedule="1f1b")
+    err = cm.error(got) * (1 + 1e-9)
+    assert abs(got - objective_of(inst, p)) <= err and abs(got - want) <= err

@@ -11,7 +11,7 @@ from pyomo.common.tee import capture_output
 from pyomo.contrib.appsi.solvers.highs import Highs
 
 from helpers import all_plans, make_instance, tiny_model
-from planner import load_instance, plan as make_plan
+from planner import Instance, load_instance, plan as make_plan
 from planner.scoring.evaluator import Evaluator, check_plan
 from planner.solvers.formulations.milp import build, extract, time_scale
 from planner.solvers.milp import HIGHS_OPTIONS
@@ -39,6 +39,9 @@ def _random_instances(draw, slots=2, layers=4, bw_min=0.5, lat=20.0, intra=False
     model = tiny_model(layers=draw(st.integers(1, layers)), hidden=draw(st.sampled_from([256, 512, 1024])),
                        vocab=draw(st.sampled_from([1000, 8000])))
     gpu = {"name": "G", "peak_tflops": draw(st.floats(1, 50)), "memory_gb": draw(st.floats(0.05, 1)), "mfu": 0.5}
+    nvlink = draw(st.sampled_from([None, 10.0, 100.0]))  # tensor-parallel all-reduces (SPEC 5 v2)
+    if nvlink is not None:
+        gpu["nvlink_bandwidth_gbps"] = nvlink
     objective = draw(st.sampled_from(["time", "time", "cost"]))
     options = {"objective": objective, "wan_price_per_gb": draw(st.sampled_from([0.0, 0.05])),
                **workload.pop("options", {})}
@@ -113,6 +116,49 @@ def test_formulation_is_exact_for_a_shape(inst, data):
     assert got == pytest.approx(objective_of(inst, p), rel=rel)
     # ... and the optimum over every plan of the shape
     assert got == pytest.approx(want, rel=rel)
+
+
+def inner_window_instance():
+    """A 1f1b pipeline whose best plan (4 stages a, a, b, b; m = 4) has its period set by
+    the inner window [1, 2] around the 20 ms WAN hop, not by a suffix (SPEC 7 v2)."""
+    return make_instance([("a", 2, 1.0), ("b", 2, 1.0)], [("a", "b", 50.0, 20.0)],
+                         model=tiny_model(layers=4, hidden=1024, vocab=1000),
+                         gpu={"name": "G", "peak_tflops": 5.0, "memory_gb": 0.3, "mfu": 0.5},
+                         global_batch_size=4, seq_len=256, micro_batch_sizes=[1], tensor_parallel=[1],
+                         options={"objective": "time", "schedules": ["1f1b"]})
+
+
+def test_inner_window_instance_has_a_binding_inner_window():
+    """The instance below really exercises the v2 window rows: its optimum's period is an
+    inner window's, larger than every suffix's."""
+    from planner.scoring.estimate import window_period
+
+    inst = inner_window_instance()
+    best = min((p for p in all_plans(inst) if not check_plan(inst, p)), key=lambda p: objective_of(inst, p))
+    assert best.num_stages == 4 and best.placement == [["a", "a", "b", "b"]]
+    from planner.scoring.estimate import window_period
+    from planner.scoring.figures import PlanFigures
+    from planner.problem.network import NetworkStates
+
+    fg = PlanFigures(inst, best)
+    cm = fg.comm(NetworkStates.base(inst))
+    m, S = best.num_micro_batches, best.num_stages
+    v, j, k = window_period(fg.c, cm.x[0, 0], cm.l[0, 0], [min(m, S - i) for i in range(S)], m=m)
+    assert (j, k) == (1, 2)  # inner: not a suffix (k < S - 1)
+
+
+def test_milp_is_exact_when_an_inner_window_binds():
+    inst = inner_window_instance()
+    shape = Shape(1, 1, "1f1b", 0, 1)
+    want = brute(inst, shape)
+    ts = time_scale(want)
+    M = build(inst, shape, ts=ts)
+    assert solve(M) is not None
+    got = pyo.value(M.obj) / ts
+    cuts, placement = extract(M)
+    p = Plan.build(cuts, placement, tp=1, micro_batch_size=1, instance=inst, schedule="1f1b")
+    assert got == pytest.approx(objective_of(inst, p), rel=1e-6)
+    assert got == pytest.approx(want, rel=1e-6)
 
 
 @settings(max_examples=15, deadline=None)
@@ -217,6 +263,30 @@ def test_stage_count_bounds_never_exceed_the_optimum(inst, data):
     got = cost_stage_bounds(inst.with_options(objective="cost"), shape)
     for S, v in want.items():
         assert got.get(S, 0.0) <= v * (1 + 1e-9), f"S={S}: cost bound {got[S]} > optimum {v}"
+
+
+def test_cost_stage_bound_lets_a_replica_stay_in_one_domain():
+    """Regression: with R = 2 and S = 2 on 1 + 3 GPUs one replica must cross, but the other
+    may sit inside b; the 'every replica alone' cost bound charged both the crossing
+    (0.000185 > the optimum 0.000158)."""
+    from planner.solvers.formulations.milp_bounds import cost_stage_bounds
+
+    d = dict(name="t", gpu=dict(name="G", peak_tflops=1.0, memory_gb=1.0, mfu=0.5),
+             domains=[dict(name="a", gpus=1, intra_bandwidth_gbps=200.0, price_per_gpu_hour=1.0),
+                      dict(name="b", gpus=3, intra_bandwidth_gbps=200.0, price_per_gpu_hour=1.0)],
+             links=[dict(a="a", b="b", bandwidth_gbps=1.0, latency_ms=0.0)],
+             workload=dict(model=dict(name="m", num_layers=1, hidden_size=256, ffn_hidden_size=1024, num_heads=4,
+                                      vocab_size=1000, gated_mlp=False),
+                           global_batch_size=12, seq_len=256, micro_batch_sizes=[1], tensor_parallel=[1]),
+             options=dict(max_stages=3, objective="cost", wan_price_per_gb=0.05))
+    inst = Instance.from_dict(d)
+    for sched in ("1f1b", "gpipe"):
+        shape = Shape(1, 1, sched, 0, 2)
+        want = brute_by_stages(inst, shape)
+        got = cost_stage_bounds(inst, shape)
+        assert 2 in want
+        for S, v in want.items():
+            assert got.get(S, 0.0) <= v * (1 + 1e-9), (sched, S, got[S], v)
 
 
 @settings(max_examples=25, deadline=None)

@@ -38,13 +38,16 @@ times are then ~1e5-1e8 units; more when m is large, since (m - 1) tau
 amplifies the error of a per-micro-batch period).  Every rounded figure is
 round-to-nearest:
 
-* compute: prefix sums of f and c = f + g over units, rounded, read at the
+* compute: prefix sums of f and c = f + g over units (tensor-parallel
+  all-reduces included), rounded, read at the
   cuts, so f_j, c_j are within 1 unit, g_j within 2, and the telescoping
   sums sum_{i>=j} c_i, sum_{i<j} g_i within 1;
 * transfers: a WAN link used by n pipeline flows gives each
   ``round(n A / bw / unit)`` (a table over n), intra-domain ``round(A / bw)``,
   latencies ``round(lat)``: each within 1/2 unit;
-* Little's term ``ceil(Q_j / w_j)`` (tau is an integer): +1;
+* Little's window terms ``ceil(W_jk / (k - j + 1))`` (tau is an integer): the
+  window's compute within 1 and its 2(k - j) transfers and latencies within 1/2
+  each, so within (2n - 1)/n for n = k - j + 1 stages, +1 for the ceiling;
 * gradient synchronisation ``AR_j = ceil(sum_{u in j} pq_u phi_j / RS) + 2(K-1) lat_ring``:
   ``pq_u`` a unit's parameters in quanta of ``param_quantum`` (the gcd of
   the units' parameters, exact, when that gives <= 1e6 quanta in all; else
@@ -54,8 +57,8 @@ round-to-nearest:
   units of ``unit / RS``, within 2.5; ``RS`` is chosen so that this costs at
   most a quarter of the other rounding.
 
-Hence, with e_tau = 3 (gpipe) or 1 + max_k (2k - 1)/min(m, k) (1f1b,
-k = 1..Q), the CP-SAT value of a plan differs from its T_est by at most
+Hence, with e_tau = 3 (gpipe) or 1 + (2Q - 1)/Q (1f1b, the widest window),
+the CP-SAT value of a plan differs from its T_est by at most
 ``err_abs + err_rel * value`` where (in units)
 ``err_abs = (m - 1) e_tau + 2 + 3 (Q - 1) [+ K_max + 2.5 P / RS when R > 1]``
 (P the model's parameters in quanta) and ``err_rel = 1 / (2 x quanta of the
@@ -331,7 +334,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     if gpipe:
         e_tau = 3.0
     else:
-        e_tau = 1.0 + max((2 * k - 1) / min(m, k) for k in range(1, Q + 1))
+        e_tau = 1.0 + (2 * Q - 1) / Q  # the window of n <= Q stages: (2n - 1)/n, +1 (ceiling)
     E_abs = (m - 1) * e_tau + 2 + 3 * (Q - 1)  # units: compute, transfers, latencies, tau
     if R > 1:
         E_abs += 1 + (Kmax - 1)  # ceil of AR, ring latencies
@@ -359,11 +362,13 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     q = lambda seconds: int(round(seconds / unit))
 
     # compute prefix tables (units)
-    flops = [0.0]
+    # (with the tensor-parallel all-reduces of SPEC 5 v2, y per unit, forward and backward)
+    flops, ys = [0.0], [0.0]
     for u in units:
         flops.append(flops[-1] + u.fwd_flops_per_token)
-    FPt = [q(fl * tok / rate) for fl in flops]
-    CPt = [q((1 + bwd) * fl * tok / rate) for fl in flops]
+        ys.append(ys[-1] + float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)))
+    FPt = [q(fl * tok / rate + yy) for fl, yy in zip(flops, ys)]
+    CPt = [q((1 + bwd) * fl * tok / rate + 2 * yy) for fl, yy in zip(flops, ys)]
     ctot = CPt[N]
 
     # memory: the last end a stage starting at a may have, per in-flight count w
@@ -705,12 +710,8 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     taus = []
     for r in range(R):
         xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
-        # round trip from stage j: compute of stages >= j, both ways over boundaries >= j
-        qrt = []
-        for j in range(Q):
-            v = M.new_int_var(0, Q0_max, f"Q{r}_{j}")
-            M.add(v == ctot - ec[j] + 2 * sum(xl[j:]))
-            qrt.append(v)
+        qrt0 = M.new_int_var(0, Q0_max, f"Q{r}_0")  # the round trip from stage 0
+        M.add(qrt0 == ctot - ec[0] + 2 * sum(xl))
         tau = M.new_int_var(-2, tau_max, f"tau{r}")  # a rounded g_j may be -2 for a compute-free stage
         if gpipe:
             a = M.new_int_var(0, max(FPt[N], x_max), f"alpha{r}")
@@ -721,22 +722,26 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                 M.add(be >= e)
             M.add(tau == a + be)
         else:
-            little = []
-            for j in range(Q):
-                v = M.new_int_var(0, Q0_max, f"little{r}_{j}")
-                M.add(v == 0).only_enforce_if(~used[j])
-                for S in admissible:
-                    if S > j:
-                        w = w_of(S, j)
-                        M.add(w * v >= qrt[j]).only_enforce_if(is_s[S])
-                        M.add(w * v <= qrt[j] + w - 1).only_enforce_if(is_s[S])
-                little.append(v)
-            for e in c + [xs[r][k] for k in range(Q - 1)] + little:
+            for e in c + [xs[r][k] for k in range(Q - 1)]:
                 M.add(tau >= e)
+            # Little's law on every window [j, k] whose first stage holds fewer than m
+            # micro-batches (SPEC 7 v2): then w_j = S - j, w_k = S - k and the window holds
+            # k - j + 1 of them, so (k - j + 1) tau >= W_jk, active when k < S < j + m
+            pre = [0]  # one-way communication sum_{b<k} (x_b + l_b), as expressions
+            for k in range(Q - 1):
+                pre.append(pre[-1] + xl[k])
+            for j in range(Q):
+                for k in range(j, Q):
+                    live = [is_s[S] for S in admissible if k < S < j + m]
+                    if not live:
+                        continue
+                    act = M.new_bool_var(f"win{r}_{j}_{k}")
+                    M.add(act == sum(live))  # is_s is one-hot
+                    M.add((k - j + 1) * tau >= ec[k + 1] - ec[j] + 2 * (pre[k] - pre[j])).only_enforce_if(act)
         taus.append(tau)
         for j in range(Q):
             drain = (ec[j] - ef[j]) + sum(xl[:j])
-            terms.append((m - 1) * tau + qrt[0] - drain + AR[j])
+            terms.append((m - 1) * tau + qrt0 - drain + AR[j])
     for e in terms:  # T >= every (replica, stage) term: T = their max at any optimum
         M.add(T >= e)
     for S, v in is_s.items():  # valid lower bounds per stage count (cuts)

@@ -41,8 +41,8 @@ class Data:
     Q: int  # slots
     units: list[int]
     domains: list[str]  # domains that can host a stage of tp t
-    f: list[float]  # forward time per micro-batch, per unit
-    g: list[float]
+    f: list[float]  # forward time per micro-batch, per unit (compute + tensor-parallel all-reduce)
+    g: list[float]  # backward time, the same
     p: list[float]  # parameters per unit (billions)
     mem: list[float]  # 16 * params per unit (GB)
     act: list[float]  # stored GB per micro-batch per unit (b*s*stored)
@@ -97,7 +97,10 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
                                   "across a boundary (true for architecture-defined models)")
     tok = b * wl.seq_len
     rate = t * instance.gpu.flops_per_s
-    f = [u.fwd_flops_per_token * tok / rate * ts for u in units]
+    # tensor-parallel all-reduces per unit (SPEC 5 v2), the same forward and backward:
+    # linear in the partition like the FLOPs, so a per-unit figure
+    y = [float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)) * ts for u in units]
+    f = [u.fwd_flops_per_token * tok / rate * ts + y_u for u, y_u in zip(units, y)]
     bwd = space.bwd
     w = [m if shape.schedule == "gpipe" else min(m, q + 1) for q in range(Q)]
     doms = [d for d in instance.domain_names if d in slots]
@@ -108,7 +111,7 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
                 r = instance.routes[(d, e)]
                 routes[(d, e)] = (r.links, r.latency_ms * MS * ts)
     return Data(shape=shape, m=m, Q=Q, units=list(range(len(units))), domains=doms, f=f,
-                g=[bwd * x for x in f], p=[u.params / GB for u in units],
+                g=[bwd * (x - y_u) + y_u for x, y_u in zip(f, y)], p=[u.params / GB for u in units],
                 mem=[16 * u.params / GB for u in units],
                 act=[u.stored_bytes_per_token * tok / GB for u in units],
                 A=(units[0].out_bytes_per_token if units else 0.0) * tok / GB,
@@ -441,8 +444,19 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
             M.est.add(M.tau[r] == alpha + beta)
         else:
             M.est.add(M.tau[r] >= M.Cmax)
-            for q in range(Q):
-                M.est.add(M.tau[r] * D.w[q] >= Qrt[q])  # Little's law
+            # Little's law on every window of slots [lo, hi] (stages S-1-hi .. S-1-lo) whose
+            # front slot holds fewer than m micro-batches (SPEC 7 v2): it then holds
+            # w_hi - w_lo + 1 = hi - lo + 1 of them while one goes from hi to lo and back.
+            # Slot indexing makes w_q = min(m, q + 1) independent of S, so each row is linear;
+            # a window reaching into unused front slots is the window from the front stage
+            # with a larger divisor, hence weaker: the rows are exactly v2's
+            for hi in range(Q):
+                if D.w[hi] >= m:
+                    continue  # the front slot holds every micro-batch: never binds (dropped)
+                for lo in range(hi + 1):
+                    compute = M.Cs[hi] - (M.Cs[lo - 1] if lo else 0.0)
+                    M.est.add(M.tau[r] * (D.w[hi] - D.w[lo] + 1)
+                              >= compute + 2 * (M.Kc[r, hi] - M.Kc[r, lo]))
             for q in range(Q - 1):
                 M.est.add(M.tau[r] >= M.X[r, q])
         # T >= T_r - D_j + AR_j, written with positive terms only: (m-1) tau + forward

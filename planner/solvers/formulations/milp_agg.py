@@ -143,6 +143,8 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     above = {q: sum((S - 1 - q) * M.sigma[S] for S in admissible if S > q) for q in range(Q)}
     # compute period tau0 (every replica): slowest stage; Little's law with b_min transfers
     M.tau0 = pyo.Var(domain=pyo.NonNegativeReals)
+    # front slots of the windows that count: w_hi = hi + 1 < m (1f1b; none for gpipe)
+    windows_from = [] if gpipe else [hi for hi in range(Q) if D.w[hi] < m]
     M.est = pyo.ConstraintList()
     if gpipe:
         M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
@@ -155,8 +157,14 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
         for q in range(Q):
             M.est.add(M.Cmax >= C[q])
-            M.est.add(M.tau0 * D.w[q] >= M.Cs[q] + 2 * b_min * below[q])
         M.est.add(M.tau0 >= M.Cmax)
+        # Little's law on every window of slots [lo, hi] whose front slot holds fewer than
+        # m micro-batches (SPEC 7 v2; hi - lo + 1 in flight), each boundary at b_min: the
+        # hi - lo boundaries inside exist when hi is used
+        for hi in windows_from:
+            for lo in range(hi + 1):
+                M.est.add(M.tau0 * (hi - lo + 1) >= M.Cs[hi] - (M.Cs[lo - 1] if lo else 0.0)
+                          + 2 * b_min * (hi - lo) * used[hi])
     # one boundary of one replica.  one[k,a] = X + l of arc a at boundary k when used;
     # V[k] = the largest over the arcs (some replica's).  Every term of T_est below is, for
     # a fixed boundary k, non-decreasing in the replica's X and X + l there, so the max over
@@ -171,10 +179,14 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     M.tl = pyo.Var(M.B, domain=pyo.NonNegativeReals)  # period of the replica with V[k]
     for k in range(Q - 1):
         M.est.add(M.tl[k] >= M.tau0)
-        if not gpipe:
-            # Little's law at the slots above the boundary, whose round trips include it
-            for j in range(k + 1, Q):
-                M.est.add(M.tl[k] * D.w[j] >= M.Cs[j] + 2 * M.V[k] + 2 * b_min * (below[j] - used[j]))
+        # Little's law on the windows [lo, hi] around the boundary (lo <= k < hi): its
+        # X + l (V[k]) twice, the hi - lo - 1 other boundaries at b_min each
+        for hi in windows_from:
+            if hi <= k:
+                continue
+            for lo in range(k + 1):
+                M.est.add(M.tl[k] * (hi - lo + 1) >= M.Cs[hi] - (M.Cs[lo - 1] if lo else 0.0) + 2 * M.V[k]
+                          + 2 * b_min * (hi - lo - 1) * used[hi])
         M.est.add(M.W1[k] >= (m - 1) * M.tl[k] + M.V[k])
         M.est.add(M.W2[k] >= (m - 1) * M.tl[k] + 2 * M.V[k])
         for a in arcs:
@@ -193,9 +205,10 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     if not gpipe:
         k_hi = (Q - 1) * max(solo[a] + lat[a] for a in arcs) if Q > 1 else 0.0
         for S in M.Sset:
-            w0 = min(m, S)
-            big = (c_tot + 2 * k_hi) / w0
-            M.est.add(M.tau_bar * w0 >= c_tot + 2 * Kbar - big * w0 * (1 - M.sigma[S]))
+            if S >= m:
+                continue  # the front stage holds every micro-batch: its windows are dropped (v2)
+            big = (c_tot + 2 * k_hi) / S
+            M.est.add(M.tau_bar * S >= c_tot + 2 * Kbar - big * S * (1 - M.sigma[S]))
     M.est.add(M.T >= (m - 1) * M.tau_bar + c_tot + 2 * Kbar)
 
     # ---- gradient synchronisation per slot (exact, on the counts) ---------------------------

@@ -16,8 +16,9 @@ and why it is valid):
   some replica's path, so that replica's domains hold its S stages and
   contain the domain (:meth:`StageBounds.covering_path`, subset DP);
 * the period: best memory-feasible partition, the largest transfer,
-  Little's law at the front (1f1b), and the WAN volume of the crossing
-  flows;
+  Little's law on the suffix windows whose first stage holds fewer than m
+  micro-batches (1f1b, SPEC 7 v2: the others are dropped), and the WAN
+  volume of the crossing flows;
 * gradient rings (R > 1): per stage, the intra ring and the best cross ring
   any K domains allow; the row/column trade-off (replicas using at most k
   domains leave at most the k largest cap_d // R single-domain stages); one
@@ -388,6 +389,11 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
         best = {}
         b0 = tab._path_table(A, tuple(hostable))[0] if S > 1 else 0.0
 
+        def front(q0):
+            """The 1f1b window [0, S - 1] (Little's law at the front, round trip q0): it
+            counts (SPEC 7 v2) only when the front stage holds fewer than m, w_0 = S < m."""
+            return q0 / S if S < m else 0.0
+
         def vol_row(flows):
             """T bound from the replica owning the flow on the most loaded link: with F
             crossing flows some link has users / bandwidth >= F / sum of bandwidths."""
@@ -395,7 +401,7 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
                 return (m - 1) * c_max + c_tot
             xv = A * flows / bw_sum
             qv = c_tot + 2 * (xv + lat_min) + 2 * (S - 2) * b0
-            tv = max(c_max, 2 * xv) if shape.schedule == "gpipe" else max(c_max, xv, qv / min(m, S))
+            tv = max(c_max, 2 * xv) if shape.schedule == "gpipe" else max(c_max, xv, front(qv))
             return (m - 1) * tv + qv
 
         # the replica with the longest path (maybe not the most spread one): its own
@@ -408,17 +414,17 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
             w = [min(m, S - j) for j in range(S)]
             tau_l = little_period(space.table, w, lsuf, space.compute_time(1.0, t, b),
                                   lambda j: instance.memory_limit_bytes * t, lambda j: w[j] * tok,
-                                  tau0=max(c_max, (c_tot + 2 * lsuf[0]) / w[0]))
+                                  tau0=max(c_max, front(c_tot + 2 * lsuf[0])), m=m)
         else:
             tau_l = c_max
-        val_cover = (m - 1) * (c_max if shape.schedule == "gpipe" else max(tau_l, q_c / min(m, S))) + q_c
+        val_cover = (m - 1) * (c_max if shape.schedule == "gpipe" else max(tau_l, front(q_c))) + q_c
         for k, path in paths.items():
             x_lb = 0.0 if S == 1 else (x_wan if k >= 2 else min(x_in, x_wan))
             q0 = c_tot + 2 * path
             if shape.schedule == "gpipe":
                 tau = max(c_max, 2 * x_lb)
             else:
-                tau = max(tau_l, x_lb, q0 / min(m, S))
+                tau = max(tau_l, x_lb, front(q0))
             val_k = (m - 1) * tau + q0  # the most spread replica
             if best and val_k >= min(best.values()):
                 best[k] = val_k  # valid for k, and k cannot lower the minimum: skip the rest
@@ -551,9 +557,9 @@ def cost_stage_bounds(instance, shape: Shape, space: PlanSpace | None = None, fo
         fit_one = sum(c // S for c in caps)
         cross_rows = max(0, R - fit_one)
         best = math.inf
-        one = {}  # k -> the S cheapest slots of some k domains holding S stages
+        one = {}  # k -> the S cheapest slots of some k domains holding S stages (any replica)
         if small:
-            for k in by_k:
+            for k in range(1, min(n, S) + 1):
                 sel = np.nonzero((pc == k) & (capsum >= S))[0]
                 one[k] = min((cheapest(S, bits[i]) for i in sel), default=math.inf)
         for k, T in by_k.items():
@@ -566,10 +572,18 @@ def cost_stage_bounds(instance, shape: Shape, space: PlanSpace | None = None, fo
             best = min(best, T * gpu / 3600.0 + wan)
         if R > 1 and small and one:
             # every replica alone: its S slots' prices times T (>= the smallest bound over
-            # k) and its own crossings, whatever the others do
+            # k) and its own crossings, whatever the others do.  A replica may use any
+            # number k of domains (by_k bounds only the most spread one), except that the
+            # cross_rows replicas that cannot sit in one domain use k >= 2
             T_min = min(by_k.values())
-            alone = min((T_min * one[k] / 3600.0 + wp * 2 * A * m * (k - 1) for k in one), default=0.0)
-            best = max(best, R * alone + wp * ring_bytes)
+            alone = {k: T_min * one[k] / 3600.0 + wp * 2 * A * m * (k - 1) for k in one}
+            any_k = min(alone.values())
+            spread = min((v for k, v in alone.items() if k >= 2), default=math.inf)
+            if cross_rows and math.isfinite(spread):
+                total = (R - cross_rows) * any_k + cross_rows * spread
+            else:
+                total = R * any_k
+            best = max(best, total + wp * ring_bytes)
         if math.isfinite(best):
             out[S] = best
     return out
