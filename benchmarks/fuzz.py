@@ -86,7 +86,17 @@ def main(argv=None) -> int:
                    "trace": ["simulate", BASE, "--trace", path, "--iterations", "20", "--policy", "static"]}[which]
             call(kind, cmd)
 
-    hseed(seed)(one)()
+    from hypothesis.errors import FlakyStrategyDefinition
+
+    restart = 0
+    while counts["cases"] < args.cases:  # hypothesis may call a long generation run flaky: go on with a new seed
+        try:
+            hseed(seed + restart)(one)()
+        except FlakyStrategyDefinition:
+            pass
+        restart += 1
+        if restart > 50:
+            break
     lines = [f"Seed {seed}: {counts['cases']} CLI calls ({', '.join(f'{k} {v}' for k, v in sorted(by_kind.items()))}); "
              + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()) if k.startswith("exit")) + ".", ""]
     if findings:
