@@ -162,12 +162,12 @@ def mutated(draw, doc: dict, max_edits: int = 3):
         elif op == "duplicate" and isinstance(parent, list):
             parent.insert(key, copy.deepcopy(parent[key]))
         elif op == "unknown" and isinstance(parent, dict):
-            parent[draw(st.sampled_from(["bogus", "Name", "gpus ", "ß"]))] = parent[key]
+            parent[draw(st.sampled_from(["bogus", "Name", "gpus ", "ß"]))] = copy.deepcopy(parent[key])
         elif op == "number" and isinstance(parent[key], (int, float)) and not isinstance(parent[key], bool):
             v = parent[key]
             parent[key] = draw(st.sampled_from([v * 10 ** 9, -v, v + 0.5, v * 1e-9, 0]))
         else:
-            parent[key] = draw(st.sampled_from(ODD_VALUES))
+            parent[key] = copy.deepcopy(draw(st.sampled_from(ODD_VALUES)))  # never share the pool's lists
     return doc
 
 
