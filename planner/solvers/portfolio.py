@@ -82,14 +82,15 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
         limit = options.pop("det_limit")
     else:
         limit = max(0.2, deadline - time.time())
+        limit -= min(2.0, 0.1 * limit)  # room for the engine's own overrun (model building, polish)
     return solve(instance, time_limit=limit, **options)
 
 
-def _kill(executor: cf.ProcessPoolExecutor) -> None:
-    """Terminate the executor's worker process (a straggler) and drop the executor."""
-    if all(f.done() for f in getattr(executor, "_pending_work_items", {}).values()) and \
-            not getattr(executor, "_pending_work_items", None):
-        executor.shutdown(wait=True)  # its work is done: a clean exit
+def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
+    """Shut the engine's executor down: cleanly when its work is done, else
+    terminate its worker process (a straggler)."""
+    if future.done():
+        executor.shutdown(wait=True)
         return
     for proc in list(getattr(executor, "_processes", {}).values()):
         if proc.is_alive():
@@ -170,7 +171,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     # 3. collect the engines
     try:
         for name, (ex, fut) in running.items():
-            wait = max(0.0, min(engine_deadline - time.time() + min(2.0, 0.05 * budget),
+            wait = max(0.0, min(engine_deadline - time.time() + min(2.0, max(0.5, 0.05 * budget)),
                                 end - time.perf_counter() - 1.0))
             try:
                 res = fut.result(timeout=wait)
@@ -189,8 +190,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
     finally:
-        for ex, _fut in running.values():
-            _kill(ex)
+        for ex, fut in running.values():
+            _kill(ex, fut)
     if not candidates:
         for err in errors:
             if isinstance(err, InfeasibleError):
