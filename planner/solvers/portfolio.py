@@ -6,15 +6,16 @@
    (:func:`planner.solvers.cpsat.cpsat`, 1 worker) start at once, each in its
    own *process* (``ProcessPoolExecutor`` with the ``spawn`` context: the
    machine's cores are shared, so one thread each), with the user's pins and a
-   deadline at 70% of the budget (their time limit is what is left of it when
+   deadline at 60% of the budget (their time limit is what is left of it when
    the process has started);
 2. meanwhile greedy runs in this process: its plan is the first incumbent;
-3. at 70% (plus a short grace) each engine's plan, status and bound is
-   collected; an engine that raised, crashed or overran is terminated and
+3. each engine's plan, status and bound is
+   collected as it finishes; one that raised or crashed, or still runs at
+   80% of the budget (an overrun under load), is terminated and
    left out (the log and ``solver.engines`` say so); the incumbent is the
    plan that simulates fastest (exact simulation, base network; the
    simulated cost per iteration for a cost instance);
-4. :func:`planner.solvers.anneal.anneal` from the incumbent until ~90%;
+4. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
 5. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
    with what is left (skipped below one second).
 
@@ -70,8 +71,9 @@ from .shapesearch import plan_matches
 log = logging.getLogger("planner.auto")
 
 ENGINES: dict[str, Callable[..., Plan]] = {"milp": milp, "cpsat": cpsat}
-ENGINE_SHARE = 0.70  # engines' deadline, fraction of the budget
-ANNEAL_END = 0.90  # the annealing's deadline when a refinement follows
+ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
+COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
+ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
 EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
 
 
@@ -161,7 +163,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
 
     # 2. greedy here, meanwhile
     try:
-        g = greedy(instance, time_limit=None if deterministic else max(0.5, 0.2 * budget), seed=seed)
+        g = greedy(instance, time_limit=None, seed=seed)  # well under a second; a cap would make it load-dependent
         lines["greedy"] = "heuristic"
         offer("greedy", g)
     except InfeasibleError as err:
@@ -171,8 +173,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     # 3. collect the engines
     try:
         for name, (ex, fut) in running.items():
-            wait = max(0.0, min(engine_deadline - time.time() + min(2.0, max(0.5, 0.05 * budget)),
-                                end - time.perf_counter() - 1.0))
+            wait = max(0.0, min(wall0 + COLLECT_BY * budget - time.time(), end - time.perf_counter() - 1.0))
             try:
                 res = fut.result(timeout=wait)
             except cf.TimeoutError:
