@@ -2,21 +2,21 @@
 
 :func:`auto` spends one ``time_limit`` (seconds, wall clock) like this:
 
-1. the MILP (:func:`planner.solvers.milp.milp`, HiGHS, 1 thread) and CP-SAT
+1. greedy (alone, well under a second): the first incumbent; then the MILP
+   (:func:`planner.solvers.milp.milp`, HiGHS, 1 thread) and CP-SAT
    (:func:`planner.solvers.cpsat.cpsat`, 1 worker) start at once, each in its
    own *process* (``ProcessPoolExecutor`` with the ``spawn`` context: the
    machine's cores are shared, so one thread each), with the user's pins and a
    deadline at 60% of the budget (their time limit is what is left of it when
    the process has started);
-2. meanwhile greedy runs in this process: its plan is the first incumbent;
-3. each engine's plan, status and bound is
+2. each engine's plan, status and bound is
    collected as it finishes; one that raised or crashed, or still runs at
    80% of the budget (an overrun under load), is terminated and
    left out (the log and ``solver.engines`` say so); the incumbent is the
    plan that simulates fastest (exact simulation, base network; the
    simulated cost per iteration for a cost instance);
-4. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
-5. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
+3. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
+4. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
    with what is left (skipped below one second).
 
 Figures of the result (``plan.solver``): ``bound`` is the largest valid
@@ -133,18 +133,6 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         del engines["milp"]
         log.info("auto: deterministic mode, the MILP (wall-clock budget only) is left out")
 
-    # 1. the engines, each in its own process
-    engine_deadline = wall0 + ENGINE_SHARE * budget
-    det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
-    running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
-    ctx = multiprocessing.get_context("spawn")
-    for name, solve in engines.items():
-        opts = dict(seed=seed, gap=gap, **pin_opts)
-        opts.update(threads=1) if solve is milp else opts.update(workers=1)
-        if deterministic:
-            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
-        ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
-        running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
     lines: dict[str, str] = {}
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
@@ -161,7 +149,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             history.append((who, val))
             log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
 
-    # 2. greedy here, meanwhile
+    # greedy first, alone (well under a second): its re-ranking is load-sensitive
     try:
         g = greedy(instance, time_limit=None, seed=seed)  # well under a second; a cap would make it load-dependent
         lines["greedy"] = "heuristic"
@@ -170,6 +158,18 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         errors.append(err)
         lines["greedy"] = f"failed: {err}"
 
+    # 1. the engines, each in its own process
+    engine_deadline = wall0 + ENGINE_SHARE * budget
+    det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
+    running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
+    ctx = multiprocessing.get_context("spawn")
+    for name, solve in engines.items():
+        opts = dict(seed=seed, gap=gap, **pin_opts)
+        opts.update(threads=1) if solve is milp else opts.update(workers=1)
+        if deterministic:
+            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
+        ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+        running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
     # 3. collect the engines
     try:
         for name, (ex, fut) in running.items():
