@@ -55,7 +55,7 @@ def main():
 @click.argument("instance", required=False)
 @click.option("--solver", default=DEFAULT_SOLVER, show_default=True,
               help=f"one of: {', '.join(sorted(SOLVERS))}")
-@click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own)")
+@click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own; auto: 60, wall clock in all)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--gap", type=float, default=None, help="relative optimality tolerance (milp, cpsat)")
 @click.option("--threads", type=int, default=None, help="solver threads (milp: HiGHS, default 1; cpsat: workers, default 2)")
@@ -96,8 +96,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options["forbid"] = list(forbid)
     if require:
         options["require"] = list(require)
-    if options and solver in ("greedy", "rl"):
-        raise click.BadParameter(f"{', '.join(options)} apply to --solver milp or cpsat", param_hint="--solver")
+    if options and solver in ("greedy", "rl", "anneal"):
+        raise click.BadParameter(f"{', '.join(options)} apply to --solver milp, cpsat or auto", param_hint="--solver")
+    if solver == "auto" and "threads" in options:
+        raise click.BadParameter("--threads: auto runs one thread per engine", param_hint="--threads")
     if solver == "cpsat" and "threads" in options:
         options["workers"] = options.pop("threads")
     if policy_path:
@@ -105,7 +107,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
         options["policy"] = policy_path
     if robust:
-        if solver == "rl":
+        if solver in ("rl", "auto", "anneal"):
             raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
         options.update(robust=robust, robust_stat=robust_stat)
     p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule, **options)
@@ -117,6 +119,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         click.echo(json.dumps({**p.to_dict(), "evaluation": ev.to_dict()}, indent=2))
     else:
         out.print(plan_summary(inst, p, ev))
+        if solver == "auto":
+            extra = p.solver.model_extra
+            out.print(f"auto: plan from {extra.get('incumbent')} ({p.solver.status}); "
+                      + "; ".join(f"{k}: {v}" for k, v in extra.get("engines", {}).items()))
         for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
             if path:
                 out.print(f"{what} written to {path}")
@@ -171,6 +177,10 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
         click.echo(json.dumps(ev.to_dict(), indent=2))
     else:
         out.print(plan_summary(inst, p, ev))
+        if solver == "auto":
+            extra = p.solver.model_extra
+            out.print(f"auto: plan from {extra.get('incumbent')} ({p.solver.status}); "
+                      + "; ".join(f"{k}: {v}" for k, v in extra.get("engines", {}).items()))
     if not ev.feasible:
         sys.exit(EXIT_INFEASIBLE)
 

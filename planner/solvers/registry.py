@@ -13,6 +13,12 @@ Example
 >>> p = plan(instance, solver="greedy")                    # doctest: +SKIP
 >>> p.solver.status, p.predicted.iteration_time_s
 ('heuristic', 12.5)
+>>> p = plan(instance, solver="auto", time_limit=60)      # doctest: +SKIP
+
+``auto`` (:mod:`planner.solvers.portfolio`) runs greedy, the MILP and CP-SAT
+(in parallel processes), the annealing by exact simulation
+(:mod:`planner.solvers.anneal`, also alone as ``anneal``) and the schedule
+refinement within one wall-clock budget: the way to plan with a budget.
 """
 
 from __future__ import annotations
@@ -42,6 +48,23 @@ def _rl(instance, **options) -> Plan:
 
 
 SOLVERS["rl"] = _rl
+
+
+def _auto(instance, **options) -> Plan:
+    """The portfolio (:func:`planner.solvers.portfolio.auto`) with this module's schedule refinement."""
+    from .portfolio import auto
+
+    return auto(instance, refine=refine, **options)
+
+
+def _anneal(instance, **options) -> Plan:
+    from .anneal import anneal_solver
+
+    return anneal_solver(instance, **options)
+
+
+SOLVERS["auto"] = _auto
+SOLVERS["anneal"] = _anneal
 
 
 def register(name: str, solve: Callable[..., Plan]) -> None:
@@ -139,7 +162,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
 
     ``time_limit`` in seconds (None: the solver's default); ``seed`` makes
     randomised solvers reproducible.  ``refine_schedule=True`` (the default
-    for ``cpsat``) then optimises the micro-batch schedule with CP-SAT
+    for ``cpsat``; ``auto`` refines within its own budget) then optimises the micro-batch schedule with CP-SAT
     (:func:`refine`) within the last quarter of the time limit (15 s without
     one).  ``robust=K`` (with ``robust_stat="mean"`` or ``"p95"``) plans
     against K sampled network states (:mod:`planner.solvers.robust`).  Raises ``InfeasibleError`` (with the
@@ -149,7 +172,11 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
     t0 = time.perf_counter()
     refine_schedule = options.pop("refine_schedule", None)
-    if refine_schedule is None:
+    if solver == "auto":  # the portfolio refines within its own budget
+        if refine_schedule is not None:
+            options["refine_schedule"] = refine_schedule
+        refine_schedule = False
+    elif refine_schedule is None:
         refine_schedule = solver == "cpsat"
     if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
         options["time_limit"] = 0.75 * time_limit if refine_schedule else time_limit

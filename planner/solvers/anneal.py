@@ -1,0 +1,265 @@
+"""Simulated annealing over placements and partitions, scored by the exact simulation.
+
+:func:`anneal` starts from a plan and keeps its *shape* (replicas R, tensor
+parallelism, micro-batch size, hence the micro-batch count) while it moves:
+
+* ``replica``: one replica's stage j to another domain;
+* ``stage``: stage j of every replica to one domain;
+* ``swap``: the domains of two (replica, stage) pairs;
+* ``boundary``: a stage boundary by 1-3 units (stages stay non-empty);
+* ``schedule``: ``1f1b`` <-> ``gpipe`` (among the instance's ``options.schedules``);
+* ``split`` / ``merge``: a stage cut in two / two adjacent stages joined
+  (memory, ``max_stages`` and GPU capacity decide through :func:`check_plan`).
+
+Every candidate is checked with :func:`planner.scoring.evaluator.check_plan`
+(memory, GPUs per domain, routes, schedule, stage count, pins) and, when
+feasible, scored by the exact simulation under the base network: the
+iteration time in seconds, or the cost per iteration with that time for an
+``options.objective == "cost"`` instance.  A worse candidate is accepted with
+probability ``exp(-delta / temperature)``; the temperature falls
+geometrically from 3% to 0.01% of the start's score over the budget, and
+after a long stretch without a new best the walk returns to the best plan.
+Scores are memoised, so a revisited plan costs no simulation.
+
+Example
+-------
+>>> better = anneal(instance, greedy(instance), time_limit=10, seed=0)     # doctest: +SKIP
+>>> better.solver.start_s, better.solver.end_s, better.solver.evaluations
+(25.15, 19.6, 5210)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from ..problem.plan import ExplicitSchedule, Plan, SolverInfo, Stage
+from ..scoring.evaluator import Evaluator, check_plan
+
+log = logging.getLogger("planner.anneal")
+
+MOVES = ("replica", "stage", "swap", "boundary", "schedule", "split", "merge")
+WEIGHTS = (0.25, 0.15, 0.15, 0.25, 0.04, 0.08, 0.08)
+
+
+def simulated_score(instance, plan: Plan) -> float | None:
+    """The plan's exact simulated time (s) under the base network, or its cost
+    per iteration for a cost instance; None when ``check_plan`` rejects it.
+
+    >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
+    25.15
+    """
+    try:
+        ev = Evaluator(instance, plan)
+    except Exception:  # noqa: BLE001 - a plan that does not fit the instance
+        return None
+    if check_plan(instance, plan, ev.fig):
+        return None
+    T = float(ev.iteration_times()[0])
+    if not math.isfinite(T):
+        return None
+    return T if instance.options.objective == "time" else float(ev.cost(T))
+
+
+def _key(bounds, placement, schedule):
+    sched = schedule if isinstance(schedule, str) else tuple(map(tuple, schedule.ops))
+    return (tuple(bounds), tuple(map(tuple, placement)), sched)
+
+
+def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
+           max_evals: int | None = None, stages: int | None = None, schedule: str | None = None,
+           forbid=(), require=(), t_start: float = 0.03, t_end: float = 1e-4, **_) -> Plan:
+    """Simulated annealing from ``plan``; the best plan seen (see the module docstring).
+
+    ``time_limit`` seconds of wall clock (None: no limit, then ``max_evals``
+    is needed); ``max_evals`` the number of candidate plans examined (each
+    either rejected by ``check_plan`` or simulated): with it the temperature
+    follows the count, not the clock, and a seed gives the same plan
+    whatever the load (as long as ``time_limit`` is not reached first).
+    ``seed`` seeds ``numpy.random.default_rng``.  Pins: ``stages`` (no
+    split/merge), ``schedule`` (no schedule switch), ``forbid`` (domains
+    that may host nothing), ``require`` (domains that must host a stage);
+    R, tp and the micro-batch size are never changed.  ``t_start``/``t_end``
+    are the temperatures as fractions of the start's score.
+
+    The result is never worse than ``plan`` (it is ``plan`` itself, with a
+    new ``SolverInfo``, when nothing better turns up).  Its ``SolverInfo``
+    (name ``anneal``, status ``heuristic``; ``bound`` kept from ``plan``'s
+    own info, a lower bound on the instance's T_est that moves cannot break)
+    adds ``evaluations`` (simulations), ``candidates``, ``accepted``,
+    ``start_s`` and ``end_s`` (simulated seconds, or cost, of the start and
+    of the result).
+    """
+    if time_limit is None and max_evals is None:
+        raise ValueError("anneal needs a time_limit or max_evals")
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit if time_limit is not None else math.inf
+    rng = np.random.default_rng(seed)
+    names = [d for d in instance.domain_names if d not in set(forbid)]
+    required = set(require)
+    n_units = instance.num_units
+    allowed_sched = [s for s in instance.options.schedules if s in ("1f1b", "gpipe")]
+    if schedule is not None or isinstance(plan.schedule, ExplicitSchedule):
+        allowed_sched = []  # pinned; an explicit schedule is kept as it is
+    can_resize = stages is None and not isinstance(plan.schedule, ExplicitSchedule)
+    R = plan.replicas
+    memo: dict = {}
+    evals = 0
+
+    def build(bounds, placement, sched) -> Plan:
+        return Plan(instance=plan.instance, replicas=R, tp=plan.tp, micro_batch_size=plan.micro_batch_size,
+                    num_micro_batches=plan.num_micro_batches,
+                    stages=[Stage(start=a, end=b) for a, b in bounds],
+                    placement=[list(r) for r in placement], schedule=sched)
+
+    def scored(bounds, placement, sched):
+        nonlocal evals
+        k = _key(bounds, placement, sched)
+        if k in memo:
+            return memo[k]
+        val = None
+        used = {d for row in placement for d in row}
+        if not (required - used) and not (used & set(forbid)):
+            p = build(bounds, placement, sched)
+            evals += 1
+            val = simulated_score(instance, p)
+        memo[k] = val
+        return val
+
+    bounds = [(s.start, s.end) for s in plan.stages]
+    placement = [list(r) for r in plan.placement]
+    sched = plan.schedule
+    start = scored(bounds, placement, sched)
+    if start is None:
+        why = "; ".join(v.message for v in check_plan(instance, plan)) or "it breaks the pins"
+        raise ValueError(f"anneal: the start plan is infeasible: {why}")
+    cur = best = start
+    cur_state = best_state = (bounds, placement, sched)
+    candidates = accepted = since_best = 0
+    ln_ratio = math.log(t_end / t_start)
+    while True:
+        if time.perf_counter() >= deadline:
+            break
+        if max_evals is not None:
+            if candidates >= max_evals:
+                break
+            frac = candidates / max_evals
+        else:
+            frac = min(1.0, (time.perf_counter() - t0) / max(1e-9, time_limit))
+        temp = start * t_start * math.exp(ln_ratio * frac)
+        candidates += 1
+        cand = _move(rng, cur_state, names, n_units, allowed_sched, can_resize, R)
+        if cand is None:
+            continue
+        val = scored(*cand)
+        if val is None:
+            continue
+        delta = val - cur
+        if delta <= 0 or rng.random() < math.exp(-delta / temp):
+            cur, cur_state = val, cand
+            accepted += 1
+        if cur < best * (1 - 1e-12):
+            best, best_state, since_best = cur, cur_state, 0
+            log.info("anneal: %.6g after %d candidates (start %.6g)", best, candidates, start)
+        else:
+            since_best += 1
+            if since_best > 2000:  # a long stretch without progress: back to the best plan
+                cur, cur_state, since_best = best, best_state, 0
+    info = dict(plan.solver.model_extra or {}) if plan.solver is not None else {}
+    base = plan.solver
+    result = plan if best >= start else build(*best_state)
+    si = SolverInfo(name="anneal", status="heuristic", objective=None,
+                    bound=base.bound if base is not None else None, gap=None,
+                    time_s=time.perf_counter() - t0,
+                    **{**info, "evaluations": evals, "candidates": candidates, "accepted": accepted,
+                       "start_s": start, "end_s": min(best, start)})
+    log.info("anneal: %.6g -> %.6g in %d simulations (%d candidates, %.1fs)",
+             start, min(best, start), evals, candidates, si.time_s)
+    return result.model_copy(update={"solver": si, "predicted": None})
+
+
+def _move(rng, state, names, n_units, allowed_sched, can_resize, R):
+    """One random neighbour of ``state`` = (bounds, placement, schedule), or None."""
+    bounds, placement, sched = state
+    S = len(bounds)
+    kind = MOVES[rng.choice(len(MOVES), p=WEIGHTS)]
+    if kind == "replica":
+        r, j = int(rng.integers(R)), int(rng.integers(S))
+        d = names[int(rng.integers(len(names)))]
+        if d == placement[r][j]:
+            return None
+        pl = [list(row) for row in placement]
+        pl[r][j] = d
+        return bounds, pl, sched
+    if kind == "stage":
+        j = int(rng.integers(S))
+        d = names[int(rng.integers(len(names)))]
+        if all(row[j] == d for row in placement):
+            return None
+        pl = [list(row) for row in placement]
+        for row in pl:
+            row[j] = d
+        return bounds, pl, sched
+    if kind == "swap":
+        r1, j1, r2, j2 = (int(x) for x in rng.integers([R, S, R, S]))
+        if placement[r1][j1] == placement[r2][j2]:
+            return None
+        pl = [list(row) for row in placement]
+        pl[r1][j1], pl[r2][j2] = pl[r2][j2], pl[r1][j1]
+        return bounds, pl, sched
+    if kind == "boundary":
+        if S < 2:
+            return None
+        k = int(rng.integers(1, S))  # the boundary between stages k-1 and k
+        step = int(rng.integers(1, 4)) * (1 if rng.random() < 0.5 else -1)
+        cut = bounds[k][0] + step
+        if not bounds[k - 1][0] < cut < bounds[k][1]:
+            return None
+        b = list(bounds)
+        b[k - 1], b[k] = (b[k - 1][0], cut), (cut, b[k][1])
+        return b, placement, sched
+    if kind == "schedule":
+        others = [s for s in allowed_sched if s != sched]
+        if not others:
+            return None
+        return bounds, placement, others[int(rng.integers(len(others)))]
+    if not can_resize:
+        return None
+    if kind == "split":
+        j = int(rng.integers(S))
+        a, e = bounds[j]
+        if e - a < 2:
+            return None
+        cut = int(rng.integers(a + 1, e))
+        b = list(bounds[:j]) + [(a, cut), (cut, e)] + list(bounds[j + 1:])
+        pl = []
+        for row in placement:
+            d = row[j] if rng.random() < 0.5 else names[int(rng.integers(len(names)))]
+            pl.append(list(row[:j + 1]) + [d] + list(row[j + 1:]))
+        return b, pl, sched
+    # merge stages j and j+1, keeping one of their domains per replica
+    if S < 2:
+        return None
+    j = int(rng.integers(S - 1))
+    b = list(bounds[:j]) + [(bounds[j][0], bounds[j + 1][1])] + list(bounds[j + 2:])
+    keep = j + int(rng.integers(2))
+    pl = [list(row[:j]) + [row[keep]] + list(row[j + 2:]) for row in placement]
+    return b, pl, sched
+
+
+def anneal_solver(instance, time_limit: float | None = 10.0, seed: int = 0, max_evals: int | None = None,
+                  **options) -> Plan:
+    """Solver ``"anneal"``: the greedy plan, then :func:`anneal` for the rest of ``time_limit``.
+
+    >>> p = anneal_solver(instance, time_limit=10)           # doctest: +SKIP
+    """
+    from .greedy import greedy
+
+    t0 = time.perf_counter()
+    limit = 10.0 if time_limit is None else time_limit
+    start = greedy(instance, time_limit=limit / 2, seed=seed)
+    return anneal(instance, start, time_limit=max(0.1, limit - (time.perf_counter() - t0)), seed=seed,
+                  max_evals=max_evals, **options)

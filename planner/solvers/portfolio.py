@@ -1,0 +1,260 @@
+"""``--solver auto``: every planner within one wall-clock budget (a portfolio).
+
+:func:`auto` spends one ``time_limit`` (seconds, wall clock) like this:
+
+1. greedy (alone, well under a second): the first incumbent; then the MILP
+   (:func:`planner.solvers.milp.milp`, HiGHS, 1 thread) and CP-SAT
+   (:func:`planner.solvers.cpsat.cpsat`, 1 worker) start at once, each in its
+   own *process* (``ProcessPoolExecutor`` with the ``spawn`` context: the
+   machine's cores are shared, so one thread each), with the user's pins and a
+   deadline at 60% of the budget (their time limit is what is left of it when
+   the process has started);
+2. each engine's plan, status and bound is
+   collected as it finishes; one that raised or crashed, or still runs at
+   80% of the budget (an overrun under load), is terminated and
+   left out (the log and ``solver.engines`` say so); the incumbent is the
+   plan that simulates fastest (exact simulation, base network; the
+   simulated cost per iteration for a cost instance);
+3. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
+4. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
+   with what is left (skipped below one second).
+
+Figures of the result (``plan.solver``): ``bound`` is the largest valid
+lower bound on T_est (or its cost counterpart) among the engines (and the
+instance's analytic bound for a time instance): every engine's bound is at
+most the optimum of the same problem (same objective, same pins), so their
+maximum is at most the optimum too, hence valid, and the tightest we have.
+``gap`` = (objective - bound) / objective with the returned plan's T_est
+(before any schedule refinement).  ``status`` is ``optimal`` only if an
+engine proved optimality (within its gap) *and* the returned plan's T_est
+equals that engine's optimum; otherwise ``time_limit`` when an engine ran
+out of time, failed or was cut off, else ``feasible`` (the simulation
+preferred a plan whose T_est is above the proven optimum).  ``incumbent``
+names who found the plan (``"cpsat+anneal"`` ...), ``engines`` holds one
+line per engine, ``simulated_s`` the incumbent's simulated figure at each
+stage.
+
+``deterministic=True``: CP-SAT with its deterministic time budget, greedy
+without a time cap, the annealing by a count of candidates (``300`` per
+second of its share), the refinement by deterministic time; the MILP, which
+has only a wall-clock budget, is left out.  A seed then gives the same plan
+whatever the load, unless the machine is too slow to finish the
+deterministic budgets before the wall-clock deadline (then the stragglers
+are cut off as usual).
+
+Example
+-------
+>>> p = plan(instance, solver="auto", time_limit=60)          # doctest: +SKIP
+>>> p.solver.incumbent, p.solver.status, p.predicted.iteration_time_s
+('cpsat+anneal', 'time_limit', 19.6)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import math
+import multiprocessing
+import time
+from typing import Callable
+
+from ..problem.errors import InfeasibleError
+from ..problem.plan import Plan, SolverInfo
+from ..scoring.bounds import lower_bound
+from ..scoring.evaluator import Evaluator, check_plan
+from .anneal import anneal, simulated_score
+from .cpsat import cpsat
+from .greedy import greedy
+from .milp import milp
+from .shapesearch import plan_matches
+
+log = logging.getLogger("planner.auto")
+
+ENGINES: dict[str, Callable[..., Plan]] = {"milp": milp, "cpsat": cpsat}
+ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
+COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
+ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
+EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
+
+
+def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
+    """In the engine's process: ``solve`` with the time left until ``deadline`` (``time.time()``)."""
+    if options.get("time_limit", 0) is None:  # deterministic: a fixed budget, given by the parent
+        options = {k: v for k, v in options.items() if k != "time_limit"}
+        limit = options.pop("det_limit")
+    else:
+        limit = max(0.2, deadline - time.time())
+        limit -= min(2.0, 0.1 * limit)  # room for the engine's own overrun (model building, polish)
+    return solve(instance, time_limit=limit, **options)
+
+
+def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
+    """Shut the engine's executor down: cleanly when its work is done, else
+    terminate its worker process (a straggler)."""
+    if future.done():
+        executor.shutdown(wait=True)
+        return
+    for proc in list(getattr(executor, "_processes", {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic: bool = False,
+         gap: float = 1e-3, stages: int | None = None, replicas: int | None = None, tp: int | None = None,
+         micro_batch_size: int | None = None, schedule: str | None = None, forbid=(), require=(),
+         engines: dict[str, Callable[..., Plan]] | None = None, refine: Callable[..., Plan] | None = None,
+         refine_schedule: bool = True, **_) -> Plan:
+    """Plan with the portfolio; see the module docstring.
+
+    ``time_limit`` seconds of wall clock in all (None: 60), ``seed`` for every
+    randomised part, ``gap`` the engines' optimality tolerance, pins as for
+    the MILP (``stages``, ``replicas``, ``tp``, ``micro_batch_size``,
+    ``schedule``, ``forbid``, ``require``).  ``engines`` maps names to
+    solver functions run in their own processes (default :data:`ENGINES`;
+    they must be importable top-level functions).  ``refine`` is the
+    schedule refinement (the registry passes :func:`planner.solvers.registry.refine`;
+    None or ``refine_schedule=False``: none, the annealing takes that time).
+    Raises ``InfeasibleError`` when no planner finds a plan.
+    """
+    t0 = time.perf_counter()
+    wall0 = time.time()
+    budget = 60.0 if time_limit is None else float(time_limit)
+    end = t0 + budget
+    kind = instance.options.objective
+    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
+    pin_opts = {k: v for k, v in pins.items() if v is not None}
+    if forbid:
+        pin_opts["forbid"] = list(forbid)
+    if require:
+        pin_opts["require"] = list(require)
+    engines = dict(ENGINES if engines is None else engines)
+    if deterministic and engines.get("milp") is milp:
+        del engines["milp"]
+        log.info("auto: deterministic mode, the MILP (wall-clock budget only) is left out")
+
+    lines: dict[str, str] = {}
+    errors: list[BaseException] = []
+    candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
+    history: list[tuple[str, float]] = []
+
+    def offer(who: str, p: Plan) -> None:
+        val = simulated_score(instance, p)
+        if val is None or not plan_matches(p, pins, forbid, require):
+            lines.setdefault(who, "plan rejected (infeasible or off the pins)")
+            return
+        candidates.append((who, p, val))
+        best_val = min(c[2] for c in candidates)
+        if val <= best_val:
+            history.append((who, val))
+            log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
+
+    # greedy first, alone (well under a second): its re-ranking is load-sensitive
+    try:
+        g = greedy(instance, time_limit=None, seed=seed)  # well under a second; a cap would make it load-dependent
+        lines["greedy"] = "heuristic"
+        offer("greedy", g)
+    except InfeasibleError as err:
+        errors.append(err)
+        lines["greedy"] = f"failed: {err}"
+
+    # 1. the engines, each in its own process
+    engine_deadline = wall0 + ENGINE_SHARE * budget
+    det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
+    running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
+    ctx = multiprocessing.get_context("spawn")
+    for name, solve in engines.items():
+        opts = dict(seed=seed, gap=gap, **pin_opts)
+        opts.update(threads=1) if solve is milp else opts.update(workers=1)
+        if deterministic:
+            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
+        ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+        running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
+    # 3. collect the engines
+    try:
+        for name, (ex, fut) in running.items():
+            wait = max(0.0, min(wall0 + COLLECT_BY * budget - time.time(), end - time.perf_counter() - 1.0))
+            try:
+                res = fut.result(timeout=wait)
+            except cf.TimeoutError:
+                lines[name] = "cut off at the deadline"
+                log.warning("auto: %s overran its deadline and was stopped", name)
+                continue
+            except Exception as err:  # noqa: BLE001 - an engine's failure must not stop the portfolio
+                errors.append(err)
+                lines[name] = f"failed: {type(err).__name__}: {err}"
+                log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
+                continue
+            info = res.solver
+            lines[name] = (f"{info.status}, objective {info.objective:.6g}, bound "
+                           f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
+            log.info("auto: %s %s", name, lines[name])
+            offer(name, res)
+    finally:
+        for ex, fut in running.values():
+            _kill(ex, fut)
+    if not candidates:
+        for err in errors:
+            if isinstance(err, InfeasibleError):
+                raise err
+        raise InfeasibleError(f"instance {instance.name}: no planner of the portfolio found a plan "
+                              f"({'; '.join(f'{k}: {v}' for k, v in lines.items())})")
+
+    # the engines' figures: the proven optimum and the largest valid bound
+    results = {who: p for who, p, _ in candidates}
+    proofs = [p.solver for who, p in results.items() if who in engines and p.solver is not None]
+    bounds = [i.bound for i in proofs if i.bound is not None and math.isfinite(i.bound)]
+    if kind == "time":
+        bounds.append(lower_bound(instance).value)
+    proven = [i.objective for i in proofs if i.status == "optimal" and i.objective is not None]
+    who, best, best_val = min(candidates, key=lambda c: c[2])
+
+    # 4. the annealing from the best plan
+    do_refine = refine is not None and refine_schedule
+    anneal_end = t0 + (ANNEAL_END * budget if do_refine else budget - 0.3)
+    left = anneal_end - time.perf_counter()
+    if left > 0.2 or deterministic:
+        share = (ANNEAL_END - ENGINE_SHARE) * budget if do_refine else (1 - ENGINE_SHARE) * budget
+        out = anneal(instance, best, time_limit=max(0.2, end - 0.5 - time.perf_counter()) if deterministic
+                     else left, seed=seed, max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
+                     **{k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")})
+        if out.solver.end_s < best_val:
+            who, best, best_val = f"{who}+anneal", out, out.solver.end_s
+            history.append((who, best_val))
+            log.info("auto: incumbent from %s, simulated %.6g", who, best_val)
+
+    # the returned plan's figures (before any schedule refinement)
+    ev = Evaluator(instance, best)
+    assert not check_plan(instance, best, ev.fig)
+    te = float(ev.estimate_times()[0])
+    objective = te if kind == "time" else float(ev.cost(te))
+    bound = max(bounds) if bounds else None
+    if bound is not None:
+        bound = min(bound, objective)
+    gap_now = None if bound is None or objective <= 0 else max(0.0, (objective - bound) / objective)
+    if proven and objective <= min(proven) * (1 + 1e-9):
+        status = "optimal"
+    elif any(not line.startswith(("optimal", "infeasible")) for n, line in lines.items() if n in engines):
+        status = "time_limit"
+    else:
+        status = "feasible"
+    info = SolverInfo(name="auto", status=status, objective=objective, bound=bound, gap=gap_now,
+                      time_s=time.perf_counter() - t0, incumbent=who, engines=lines,
+                      simulated_s=[[w, v] for w, v in history])
+    best = best.model_copy(update={"solver": info, "predicted": None})
+    log.info("auto: %s from %s, simulated %.6g, T_est %.6g, bound %s, gap %s", status, who, best_val,
+             objective, "-" if bound is None else f"{bound:.6g}",
+             "-" if gap_now is None else f"{100 * gap_now:.2f}%")
+
+    # 5. the schedule refinement with what is left
+    if do_refine:
+        left = end - time.perf_counter() - 0.5
+        if deterministic:
+            left = max(1.0, (1 - ANNEAL_END) * budget - 0.5)
+        if left >= 1.0:
+            best = refine(instance, best, time_limit=left, seed=seed, workers=1, deterministic=deterministic)
+            if best.solver.name != "auto":
+                log.info("auto: schedule refined, simulated %.6g", best.predicted.iteration_time_s)
+                best = best.model_copy(update={"solver": best.solver.model_copy(
+                    update={"name": "auto", "incumbent": f"{who}+schedule"})})
+    return best
