@@ -177,10 +177,6 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
         click.echo(json.dumps(ev.to_dict(), indent=2))
     else:
         out.print(plan_summary(inst, p, ev))
-        if solver == "auto":
-            extra = p.solver.model_extra
-            out.print(f"auto: plan from {extra.get('incumbent')} ({p.solver.status}); "
-                      + "; ".join(f"{k}: {v}" for k, v in extra.get("engines", {}).items()))
     if not ev.feasible:
         sys.exit(EXIT_INFEASIBLE)
 

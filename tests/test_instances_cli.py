@@ -86,3 +86,13 @@ def test_cli_pictures(tmp_path):
     assert res.exit_code == 0, res.output
     assert g.stat().st_size > 5000 and m.stat().st_size > 5000
     assert "Gantt chart written" in res.stdout
+
+
+def test_evaluate_prints_the_summary_of_a_plan_file(tmp_path):
+    """`planner evaluate INSTANCE PLAN` (no --json) prints the summary and exits 0."""
+    p = tmp_path / "p.json"
+    res = CliRunner().invoke(main, ["plan", "tiny-3dc", "--out", str(p), "-q"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["evaluate", "tiny-3dc", str(p)])
+    assert res.exit_code == 0, res.output
+    assert "tiny-3dc" in res.output and "internal error" not in res.output
