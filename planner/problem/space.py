@@ -12,6 +12,8 @@ Example
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -45,6 +47,7 @@ class PlanSpace:
                                [u.stored_bytes_per_token for u in units])
         self.bwd = 3.0 if wl.recompute else 2.0
         self.flops_total = self.table.flops[-1]
+        self.tp_bytes = [0.0, *accumulate(float(u.tp_bytes_per_token) for u in units)]  # prefix sums
         self._cache: dict = {}
 
     # -- capacity ----------------------------------------------------------
@@ -67,6 +70,17 @@ class PlanSpace:
         inst = self.instance
         return ((1 + self.bwd) * flops_per_token * micro_batch * inst.workload.seq_len
                 / (tp * inst.gpu.flops_per_s))
+
+    def stage_time(self, a: int, b: int, tp: int, micro_batch: int) -> float:
+        """c = f + g of a stage holding units [a, b) (s per micro-batch): compute plus the
+        tensor-parallel all-reduces, which SPEC 5 adds to the forward and the backward.
+
+        >>> PlanSpace(instance).stage_time(0, 4, tp=4, micro_batch=1)    # doctest: +SKIP
+        """
+        inst = self.instance
+        nbytes = (self.tp_bytes[b] - self.tp_bytes[a]) * micro_batch * inst.workload.seq_len
+        return (self.compute_time(self.table.interval(a, b)[0], tp, micro_batch)
+                + 2.0 * float(inst.gpu.tp_allreduce_s(nbytes, tp)))
 
     # -- memory-feasible balanced partitions -------------------------------
     def _inflight(self, schedule: str, stages: int, m: int):

@@ -47,13 +47,14 @@ RERANK_S = 0.2  # seconds at most for that (then the ones simulated so far)
 
 
 def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: float):
-    """Best-first over shapes by the compute-only pipeline time (m-1)*max c + sum c."""
+    """Best-first over shapes by the pipeline time without the network, (m-1)*max c + sum c
+    (c: compute and tensor-parallel all-reduces)."""
     inst = space.instance
     gbs = inst.workload.global_batch_size
     heap = []
     for sh in space.shapes(max_gpus):
         m = sh.micro_batches(gbs)
-        ctot = space.compute_time(space.flops_total, sh.tp, sh.micro_batch)
+        ctot = space.stage_time(0, inst.num_units, sh.tp, sh.micro_batch)
         heap.append(((m - 1) * ctot / sh.stages + ctot, sh.tp * sh.stages * sh.replicas, sh, None))
     heapq.heapify(heap)
     out = []
@@ -66,9 +67,8 @@ def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: fl
         cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
         if cuts is None:
             continue
-        cmax = max(space.compute_time(space.table.interval(a, b)[0], sh.tp, sh.micro_batch)
-                   for a, b in cuts)
-        ctot = space.compute_time(space.flops_total, sh.tp, sh.micro_batch)
+        cmax = max(space.stage_time(a, b, sh.tp, sh.micro_batch) for a, b in cuts)
+        ctot = space.stage_time(0, inst.num_units, sh.tp, sh.micro_batch)
         heapq.heappush(heap, ((m - 1) * cmax + ctot, gpus, sh, cuts))
     return out
 
@@ -146,21 +146,9 @@ def robust_score(values: np.ndarray, stat: str) -> float:
     raise ValueError("robust statistic is 'mean' or 'p95'")
 
 
-def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int = 0,
-           robust_stat: str = "mean", rerank: bool = True, **_) -> Plan:
-    """Plan with the greedy heuristic; see the module docstring.
-
-    ``time_limit`` (s) caps the search (the best plan so far is returned).
-    With ``robust=K`` every candidate is scored by the mean (or, with
-    ``robust_stat="p95"``, the 95th percentile) of T_est over K network
-    states sampled from a generated week of WAN drift (``seed`` picks them),
-    trading a little peak speed for stability.  ``rerank=False`` returns the
-    best candidate by T_est (or its cost) without the exact re-ranking (the
-    exact planners' incumbent).  Greedy is otherwise deterministic.  Raises ``InfeasibleError`` when no plan exists.
-    """
-    states = sample_states(instance, robust, seed) if robust else None
-    t0 = time.perf_counter()
-    deadline = t0 + (time_limit if time_limit else 3600.0)
+def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean") -> list:
+    """Every candidate plan of the kept shapes, scored: a list of (T_est or its cost
+    (the statistic over ``states`` when given), GPUs used, order, plan), best first."""
     space = PlanSpace(instance)
     shapes = _best_shapes(space, KEEP, None, deadline)
     # few-domain shapes: the best ones that fit in the k largest domains (k = 1..3),
@@ -192,6 +180,26 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
         raise InfeasibleError(f"instance {instance.name} has no feasible placement",
                               infeasibility_reasons(space))
     scored.sort(key=lambda c: c[:3])
+    return scored
+
+
+def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int = 0,
+           robust_stat: str = "mean", rerank: bool = True, **_) -> Plan:
+    """Plan with the greedy heuristic; see the module docstring.
+
+    ``time_limit`` (s) caps the search (the best plan so far is returned).
+    With ``robust=K`` every candidate is scored by the mean (or, with
+    ``robust_stat="p95"``, the 95th percentile) of T_est over K network
+    states sampled from a generated week of WAN drift (``seed`` picks them),
+    trading a little peak speed for stability.  ``rerank=False`` returns the
+    best candidate by T_est (or its cost) without the exact re-ranking (the
+    exact planners' incumbent).  Greedy is otherwise deterministic.  Raises ``InfeasibleError`` when no plan exists.
+    """
+    states = sample_states(instance, robust, seed) if robust else None
+    t0 = time.perf_counter()
+    deadline = t0 + (time_limit if time_limit else 3600.0)
+    scored = _candidates(instance, deadline, states, robust_stat)
+    objective = instance.options.objective
     if states is not None or not rerank:
         return scored[0][3]
     # T_est misjudges some pipelines over the WAN: simulate the best few exactly
@@ -289,3 +297,23 @@ def infeasibility_reasons(space: PlanSpace) -> list[str]:
                            f"{need * tp} GPUs in memory ({human_bytes(limit)} usable each); "
                            f"the domains offer {have * tp} GPUs in slots of {tp}")
     return reasons
+
+
+def shape_starts(instance, k: int = 4, time_limit: float | None = None) -> list[Plan]:
+    """The best plan by T_est (or its cost) of each of the ``k`` best distinct shapes
+    (tensor parallelism, micro-batch size, replicas) among greedy's candidates: starting
+    points for a local search that keeps the shape (:func:`planner.solvers.anneal.anneal`).
+
+    >>> [p.replicas for p in shape_starts(instance, k=3)]          # doctest: +SKIP
+    [4, 2, 8]
+    """
+    deadline = time.perf_counter() + (time_limit if time_limit else 3600.0)
+    out, shapes = [], set()
+    for _, _, _, plan in _candidates(instance, deadline):
+        key = (plan.tp, plan.micro_batch_size, plan.replicas)
+        if key not in shapes:
+            shapes.add(key)
+            out.append(plan)
+            if len(out) == k:
+                break
+    return out

@@ -9,14 +9,20 @@
    machine's cores are shared, so one thread each), with the user's pins and a
    deadline at 60% of the budget (their time limit is what is left of it when
    the process has started);
-2. each engine's plan, status and bound is
+2. while they run, this process anneals (:func:`planner.solvers.anneal.anneal`)
+   greedy's plan and the best plans of greedy's next best shapes
+   (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all, an equal
+   share of the engines' window each): on many domains the engines rarely
+   leave greedy's plan within a minute, while a search scored by the exact
+   simulation does, and a shape greedy ranks second often anneals further;
+3. each engine's plan, status and bound is
    collected as it finishes; one that raised or crashed, or still runs at
    80% of the budget (an overrun under load), is terminated and
    left out (the log and ``solver.engines`` say so); the incumbent is the
    plan that simulates fastest (exact simulation, base network; the
    simulated cost per iteration for a cost instance);
-3. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
-4. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
+4. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
+5. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
    with what is left (skipped below one second).
 
 Figures of the result (``plan.solver``): ``bound`` is the largest valid
@@ -64,7 +70,7 @@ from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
-from .greedy import greedy
+from .greedy import greedy, shape_starts
 from .milp import milp
 from .shapesearch import plan_matches
 
@@ -75,6 +81,7 @@ ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
 COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
 ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
 EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
+STARTS = 4  # plans (distinct shapes) annealed while the engines run
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -86,6 +93,11 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
         limit = max(0.2, deadline - time.time())
         limit -= min(2.0, 0.1 * limit)  # room for the engine's own overrun (model building, polish)
     return solve(instance, time_limit=limit, **options)
+
+
+def _same_plan(a: Plan, b: Plan) -> bool:
+    return (a.replicas, a.tp, a.micro_batch_size, a.bounds(), a.placement, a.schedule) == \
+        (b.replicas, b.tp, b.micro_batch_size, b.bounds(), b.placement, b.schedule)
 
 
 def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
@@ -170,6 +182,30 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
         running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
+    # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes
+    #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
+    try:
+        starts = [s for s in shape_starts(instance, k=STARTS, time_limit=max(0.5, 0.05 * budget))
+                  if plan_matches(s, pins, forbid, require)]
+    except InfeasibleError:
+        starts = []
+    if candidates:
+        starts = [candidates[0][1]] + [s for s in starts if not _same_plan(s, candidates[0][1])]
+    starts = starts[:STARTS]
+    window = engine_deadline - time.time()
+    for i, s in enumerate(starts):
+        left = (engine_deadline - time.time()) / (len(starts) - i)
+        if left < 0.2 and not deterministic:
+            break
+        try:
+            out = anneal(instance, s, time_limit=None if deterministic else left, seed=seed + i,
+                         max_evals=max(20, int(EVALS_PER_S * window / len(starts))) if deterministic else None,
+                         **{k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")})
+        except ValueError as err:  # a start the pins rule out
+            log.info("auto: start %d skipped (%s)", i, err)
+            continue
+        offer(f"shape{i}+anneal" if i else f"{candidates[0][0]}+anneal", out)
+
     # 3. collect the engines
     try:
         for name, (ex, fut) in running.items():

@@ -28,3 +28,21 @@ def test_a_huge_global_batch_is_not_scanned():
     # 2^40 sequences: a linear scan would take hours; the square-root scan is capped by the 5 GPUs
     inst = make_instance(DOMAINS, LINKS, global_batch_size=2 ** 40, micro_batch_sizes=[1])
     assert PlanSpace(inst).replica_options == {1: [1, 2, 4]}
+
+
+def test_stage_time_is_the_evaluators_c_with_tensor_parallel_all_reduces():
+    import numpy as np
+
+    import planner
+    from planner.scoring.figures import PlanFigures
+
+    inst = planner.load_instance("two-dc")  # A100 with NVLink: y_j > 0 at tp > 1
+    assert inst.gpu.nvlink_bandwidth_gbps
+    for tp in (2, 4, 8):
+        space = PlanSpace(inst)
+        n = inst.num_units
+        cuts = [(0, n // 3), (n // 3, n)]
+        got = [space.stage_time(a, b, tp, 1) for a, b in cuts]
+        plan = planner.Plan.build(cuts, [["us-east-1", "us-east-1"]], tp=tp, micro_batch_size=1, instance=inst)
+        assert np.allclose(got, PlanFigures(inst, plan).c, rtol=1e-12)
+        assert got[1] > space.compute_time(space.table.interval(*cuts[1])[0], tp, 1)  # the all-reduce counts
