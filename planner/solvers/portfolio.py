@@ -81,6 +81,7 @@ ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
 COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
 ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
 EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
+TIE = 1e-9  # relative: scores this close are equal
 STARTS = 4  # plans (distinct shapes) annealed while the engines run
 
 
@@ -93,6 +94,13 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
         limit = max(0.2, deadline - time.time())
         limit -= min(2.0, 0.1 * limit)  # room for the engine's own overrun (model building, polish)
     return solve(instance, time_limit=limit, **options)
+
+
+def _incumbent(candidates):
+    """The first candidate within ``TIE`` of the best simulated score (earlier planners win
+    ties that are only floating-point noise)."""
+    low = min(c[2] for c in candidates)
+    return next(c for c in candidates if c[2] <= low * (1 + TIE))
 
 
 def _same_plan(a: Plan, b: Plan) -> bool:
@@ -155,9 +163,9 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         if val is None or not plan_matches(p, pins, forbid, require):
             lines.setdefault(who, "plan rejected (infeasible or off the pins)")
             return
+        better = not candidates or val < _incumbent(candidates)[2] * (1 - TIE)
         candidates.append((who, p, val))
-        best_val = min(c[2] for c in candidates)
-        if val <= best_val:
+        if better:
             history.append((who, val))
             log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
 
@@ -243,7 +251,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if kind == "time":
         bounds.append(lower_bound(instance).value)
     proven = [i.objective for i in proofs if i.status == "optimal" and i.objective is not None]
-    who, best, best_val = min(candidates, key=lambda c: c[2])
+    who, best, best_val = _incumbent(candidates)
 
     # 4. the annealing from the best plan
     do_refine = refine is not None and refine_schedule
