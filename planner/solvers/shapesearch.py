@@ -86,9 +86,7 @@ class ShapeOutcome:
 class SearchContext:
     """What a per-shape solve may use: the instance, its :class:`PlanSpace`,
     the incumbent objective and plan, the shape's plan found in an earlier
-    round (a hint), the shape's per-stage-count bounds (seconds), the pins,
-    and (for the polish) whether the incumbent simulates more than 2% above
-    its T_est."""
+    round (a hint), the shape's per-stage-count bounds (seconds) and the pins."""
     instance: object
     space: PlanSpace
     incumbent: float
