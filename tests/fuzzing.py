@@ -100,14 +100,18 @@ def run_cli(args: list[str], timeout_s: float = 30.0, memory_gb: float = 2.0, cw
     os.set_blocking(out_r, False)
     os.set_blocking(err_r, False)
     chunks = {out_r: [], err_r: []}
-    status, usage, killed = None, None, False
-    while True:
+
+    def drain():
         for fd in chunks:
             try:
                 while data := os.read(fd, 65536):
                     chunks[fd].append(data)
             except BlockingIOError:
                 pass
+
+    status, usage, killed = None, None, False
+    while True:
+        drain()
         wpid, st_, ru = os.wait4(pid, os.WNOHANG)
         if wpid:
             status, usage = st_, ru
@@ -116,12 +120,8 @@ def run_cli(args: list[str], timeout_s: float = 30.0, memory_gb: float = 2.0, cw
             os.kill(pid, signal.SIGKILL)
             killed = True
         time.sleep(0.005)
+    drain()
     for fd in chunks:
-        try:
-            while data := os.read(fd, 65536):
-                chunks[fd].append(data)
-        except BlockingIOError:
-            pass
         os.close(fd)
     code = 124 if killed else (os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status))
     text = {fd: b"".join(c).decode("utf-8", "replace") for fd, c in chunks.items()}
