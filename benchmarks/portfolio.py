@@ -50,7 +50,7 @@ def run(name: str, solver: str, time_limit: float, seed: int) -> dict:
             "ratio": pr.iteration_time_s / pr.estimate_s if pr.estimate_s else float("nan"),
             "score": pr.cost_per_iteration if cost else pr.iteration_time_s,
             "status": info.status, "bound": info.bound, "gap": info.gap, "wall_s": wall,
-            "engine": (info.model_extra or {}).get("incumbent_engine", "")}
+            "engine": (info.model_extra or {}).get("incumbent", "")}
 
 
 def commit() -> str:
