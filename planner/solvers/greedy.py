@@ -13,7 +13,8 @@
    every replica sits in the same domain, so gradient rings stay inside a
    domain).
 3. Score every candidate with T_est (or its cost); simulate the best
-   ``RERANK`` exactly (within ``RERANK_S`` = 0.2 s) and keep the fastest
+   ``RERANK`` exactly (a count, not a clock, so that the result does not
+   depend on the machine's load; the time limit still applies) and keep the fastest
    simulated one (T_est misjudges some unbalanced pipelines over the WAN).
    With ``robust=K`` the statistic of T_est over K states decides alone.
 
@@ -43,18 +44,22 @@ from ..problem.space import PlanSpace, Shape
 KEEP = 24  # shapes kept from the best-first enumeration
 KEEP_LOCAL = 6  # single-domain shapes kept
 RERANK = 8  # candidates (best by T_est) re-ranked by the exact simulation
-RERANK_S = 0.2  # seconds at most for that (then the ones simulated so far)
 
 
-def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: float):
+def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: float, tp_comm: bool = True):
     """Best-first over shapes by the pipeline time without the network, (m-1)*max c + sum c
-    (c: compute and tensor-parallel all-reduces)."""
+    (c: compute and, with ``tp_comm``, the tensor-parallel all-reduces)."""
     inst = space.instance
     gbs = inst.workload.global_batch_size
+
+    def stage_time(a, b, sh):
+        return (space.stage_time(a, b, sh.tp, sh.micro_batch) if tp_comm else
+                space.compute_time(space.table.interval(a, b)[0], sh.tp, sh.micro_batch))
+
     heap = []
     for sh in space.shapes(max_gpus):
         m = sh.micro_batches(gbs)
-        ctot = space.stage_time(0, inst.num_units, sh.tp, sh.micro_batch)
+        ctot = stage_time(0, inst.num_units, sh)
         heap.append(((m - 1) * ctot / sh.stages + ctot, sh.tp * sh.stages * sh.replicas, sh, None))
     heapq.heapify(heap)
     out = []
@@ -67,8 +72,8 @@ def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: fl
         cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
         if cuts is None:
             continue
-        cmax = max(space.stage_time(a, b, sh.tp, sh.micro_batch) for a, b in cuts)
-        ctot = space.stage_time(0, inst.num_units, sh.tp, sh.micro_batch)
+        cmax = max(stage_time(a, b, sh) for a, b in cuts)
+        ctot = stage_time(0, inst.num_units, sh)
         heapq.heappush(heap, ((m - 1) * cmax + ctot, gpus, sh, cuts))
     return out
 
@@ -151,6 +156,9 @@ def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean
     (the statistic over ``states`` when given), GPUs used, order, plan), best first."""
     space = PlanSpace(instance)
     shapes = _best_shapes(space, KEEP, None, deadline)
+    # the same order by compute alone: the WAN, which neither order sees, often
+    # decides, and a tensor-parallel degree whose all-reduces cost more can still win
+    shapes += [s for s in _best_shapes(space, KEEP, None, deadline, tp_comm=False) if s[0] not in {x[0] for x in shapes}]
     # few-domain shapes: the best ones that fit in the k largest domains (k = 1..3),
     # which the compute-only order ranks behind WAN-spanning shapes with more GPUs
     sizes = sorted((d.gpus for d in instance.domains), reverse=True)
@@ -203,10 +211,9 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     if states is not None or not rerank:
         return scored[0][3]
     # T_est misjudges some pipelines over the WAN: simulate the best few exactly
-    stop = min(deadline, time.perf_counter() + RERANK_S)
     best = None
     for k, (score, gpus, i, plan) in enumerate(scored[:RERANK]):
-        if k and time.perf_counter() > stop:
+        if k and time.perf_counter() > deadline:
             break
         ev = Evaluator(instance, plan)
         t = float(ev.iteration_times()[0])

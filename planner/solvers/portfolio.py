@@ -82,6 +82,7 @@ COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allow
 ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
 EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
 TIE = 1e-9  # relative: scores this close are equal
+PROVEN_SHARE = 0.05  # the last annealing's share of the budget once an engine proved optimality
 STARTS = 4  # plans (distinct shapes) annealed while the engines run
 
 
@@ -202,6 +203,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     starts = starts[:STARTS]
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
+        if i and all(fut.done() for _, fut in running.values()):
+            break  # the engines are back (small instances): collect them now
         left = (engine_deadline - time.time()) / (len(starts) - i)
         if left < 0.2 and not deterministic:
             break
@@ -257,6 +260,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     do_refine = refine is not None and refine_schedule
     anneal_end = t0 + (ANNEAL_END * budget if do_refine else budget - 0.3)
     left = anneal_end - time.perf_counter()
+    if proven:  # an engine proved its T_est optimal: a short search for a plan that simulates faster
+        left = min(left, PROVEN_SHARE * budget)
     if left > 0.2 or deterministic:
         share = (ANNEAL_END - ENGINE_SHARE) * budget if do_refine else (1 - ENGINE_SHARE) * budget
         out = anneal(instance, best, time_limit=max(0.2, end - 0.5 - time.perf_counter()) if deterministic
@@ -292,7 +297,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
 
     # 5. the schedule refinement with what is left
     if do_refine:
-        left = end - time.perf_counter() - 0.5
+        left = min(end - time.perf_counter() - 0.5, (1 - ANNEAL_END) * budget)  # its share, not all that is left
         if deterministic:
             left = max(1.0, (1 - ANNEAL_END) * budget - 0.5)
         if left >= 1.0:
