@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from .problem import io as pio
-from .problem.files import atomic_path
+from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, InputError, PlannerError
 from .scoring.evaluator import Evaluator
@@ -82,6 +82,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
              robust_stat, policy_path, quiet):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), policy_path], out=out_path, gantt=gantt_path, map=map_path)
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
@@ -116,7 +117,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     _pictures(inst, p, gantt_path, map_path)
     if as_json:
-        click.echo(json.dumps({**p.to_dict(), "evaluation": ev.to_dict()}, indent=2))
+        click.echo(strict_json({**p.to_dict(), "evaluation": ev.to_dict()}))
     else:
         out.print(plan_summary(inst, p, ev))
         if solver == "auto":
@@ -126,6 +127,14 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
             if path:
                 out.print(f"{what} written to {path}")
+
+
+def _outputs(inputs, **paths) -> None:
+    """Refuse, before any work, to overwrite an input file or (``--out`` of a
+    plan) an existing file that is not a plan (exit 2, naming the option)."""
+    for option, path in paths.items():
+        if path:
+            pio.check_output(path, f"--{option}", inputs, plan=option == "out")
 
 
 def _pictures(inst, p, gantt_path, map_path) -> None:
@@ -169,12 +178,13 @@ def _progress(quiet: bool) -> None:
 def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
     inst = pio.load_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), plan_file], gantt=gantt_path, map=map_path)
     p = pio.load_plan(plan_file, inst)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     if ev.feasible:
         _pictures(inst, p, gantt_path, map_path)
     if as_json:
-        click.echo(json.dumps(ev.to_dict(), indent=2))
+        click.echo(strict_json(ev.to_dict()))
     else:
         out.print(plan_summary(inst, p, ev))
     if not ev.feasible:
@@ -198,6 +208,7 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     from .solvers.registry import refine
 
     inst = pio.load_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), plan_file], out=out_path)
     p = pio.load_plan(plan_file, inst)
     _progress(quiet)
     before = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
@@ -234,6 +245,7 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
     from .problem import traces
 
     inst = pio.load_instance(instance)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
     tr = traces.generate(inst, hours=hours, seed=seed, start_hour_utc=start_hour_utc)
     header = (f"planner trace for instance {inst.name}: {hours:g} h from {start_hour_utc:g}:00 UTC, "
               f"{traces.EPOCH_S:g} s epochs, seed {seed}\n"
@@ -283,7 +295,7 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
         seen += r.plans
         results.append(r)
     if as_json:
-        click.echo(json.dumps([r.summary() for r in results], indent=2))
+        click.echo(strict_json([r.summary() for r in results]))
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
     for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
@@ -317,6 +329,8 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 
     inst = pio.load_instance(instance)
     curve_path = curve_path or str(out_path).removesuffix(".zip") + ".png"
+    for option, path in (("--out", out_path), ("--curve", curve_path)):
+        pio.check_output(path, option, [pio.resolve_instance_path(instance)])
     t0 = __import__("time").perf_counter()
     _, curve = train(inst, steps=steps, seed=seed, out=out_path, progress=True, curve_png=curve_path)
     r = np.array(curve.rewards)
@@ -382,7 +396,7 @@ def explain_cmd(instance, plan_file, as_json):
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
     e = explain(inst, p)
-    click.echo(json.dumps(e.to_dict(), indent=2) if as_json else str(e))
+    click.echo(strict_json(e.to_dict()) if as_json else str(e))
 
 
 @main.command("validate")

@@ -89,7 +89,7 @@ def input_error_from_pydantic(err: ValidationError) -> InputError:
     kind, msg = e["type"], e["msg"]
     field = _loc(tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p)))
     if kind == "extra_forbidden":
-        msg = "unknown key"
+        msg = f"unknown key {e['loc'][-1]!r}" if e["loc"] else "unknown key"
     elif kind == "missing":
         msg = "missing required field"
     elif kind == "value_error":
