@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from functools import wraps
@@ -14,10 +15,10 @@ from rich.console import Console
 from .problem import io as pio
 from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
-from .problem.errors import EXIT_INFEASIBLE, InputError, PlannerError
+from .problem.errors import EXIT_INFEASIBLE, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator
 from .presentation.report import plan_summary
-from .solvers.registry import DEFAULT_SOLVER, SOLVERS, plan as run_plan
+from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -73,7 +74,7 @@ def main():
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=int, default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, exists=True), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
@@ -86,9 +87,6 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
-    for d in (*forbid, *require):
-        if d not in inst.domain_index:
-            raise click.BadParameter(f"unknown domain {d!r}; domains: {', '.join(inst.domain_names)}")
     _progress(quiet)
     options = {k: v for k, v in dict(gap=gap, threads=threads, stages=stages, replicas=replicas, tp=tp,
                                      micro_batch_size=micro_batch_size, schedule=schedule).items()
@@ -103,10 +101,13 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         raise click.BadParameter("--threads: auto runs one thread per engine", param_hint="--threads")
     if solver == "cpsat" and "threads" in options:
         options["workers"] = options.pop("threads")
+    options = check_options(inst, solver, options, cli=True)  # pins in range and consistent (exit 2)
     if policy_path:
         if solver != "rl":
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
         options["policy"] = policy_path
+    if robust < 0:
+        raise click.BadParameter(f"a number of sampled network states >= 0, not {robust}", param_hint="--robust")
     if robust:
         if solver in ("rl", "auto", "anneal"):
             raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
@@ -212,6 +213,9 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     p = pio.load_plan(plan_file, inst)
     _progress(quiet)
     before = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    if not before.feasible:
+        raise InfeasibleError(f"{plan_file}: the plan is infeasible; its schedule cannot be refined",
+                              [v.message for v in before.violations])
     new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                  memory="stage" if equal_memory else memory)
     s = new.solver.model_extra
@@ -244,6 +248,10 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
     """Write a synthetic 5-minute trace for INSTANCE built from published statistics."""
     from .problem import traces
 
+    for option, value in (("--hours", hours), ("--start-hour-utc", start_hour_utc)):
+        if not math.isfinite(value) or value < 0 or (option == "--hours" and value <= 0):
+            raise click.BadParameter(f"a finite number of hours{' > 0' if option == '--hours' else ' >= 0'}, "
+                                     f"not {value}", param_hint=option)
     inst = pio.load_instance(instance)
     pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
     tr = traces.generate(inst, hours=hours, seed=seed, start_hour_utc=start_hour_utc)
@@ -285,7 +293,13 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
 
     inst = pio.load_instance(instance)
     tr = traces.load(trace_path, inst)
-    st = solver_time if solver_time == "measured" else float(solver_time)
+    try:
+        st = solver_time if solver_time == "measured" else float(solver_time)
+    except ValueError:
+        st = math.nan
+    if st != "measured" and not (math.isfinite(st) and st >= 0):
+        raise click.BadParameter(f"'measured' or a number of seconds >= 0, not {solver_time!r}",
+                                 param_hint="--solver-time")
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
     results, seen = [], []

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_TIME_LIMIT = 4  # the time limit ran out before any plan was found (not a proof of infeasibility)
 
 
 class PlannerError(Exception):
@@ -61,6 +62,13 @@ class InfeasibleError(PlannerError):
         if not self.reasons:
             return self.message
         return self.message + "\n" + "\n".join(f"  - {r}" for r in self.reasons)
+
+
+class TimeLimitError(PlannerError):
+    """The time limit ran out before a solver found any plan: nothing is proven
+    about feasibility (exit 4)."""
+
+    exit_code = EXIT_TIME_LIMIT
 
 
 def human_bytes(n: float) -> str:

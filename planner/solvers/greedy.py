@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from ..problem.errors import InfeasibleError, human_bytes
+from ..problem.errors import InfeasibleError, TimeLimitError, human_bytes
 from ..scoring.evaluator import Evaluator
 from ..problem.plan import Plan
 from ..problem.space import PlanSpace, Shape
@@ -174,6 +174,9 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
         for d in sorted(instance.domains, key=lambda d: (d.price_per_gpu_hour, -d.gpus))[:-1]:
             total += d.gpus
             shapes += _best_shapes(space, KEEP_LOCAL, total, deadline)
+    if not shapes and time.perf_counter() >= deadline:
+        raise TimeLimitError(f"greedy: the time limit of {time_limit:g} s ran out before any plan was found "
+                             "(nothing is proven about feasibility; give it more time)")
     if not shapes:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan", infeasibility_reasons(space))
     objective = instance.options.objective
@@ -188,6 +191,9 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
             scored.append((score, plan.gpus_used, len(scored), plan))
         if time.perf_counter() > deadline and scored:
             break
+    if not scored and time.perf_counter() >= deadline:
+        raise TimeLimitError(f"greedy: the time limit of {time_limit:g} s ran out before any plan was found "
+                             "(nothing is proven about feasibility; give it more time)")
     if not scored:
         raise InfeasibleError(f"instance {instance.name} has no feasible placement",
                               infeasibility_reasons(space))
