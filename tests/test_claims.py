@@ -334,3 +334,27 @@ def test_api_missing_policy_file_is_an_input_error(tmp_path):
 
     with pytest.raises(InputError, match="none.zip"):
         load_policy(tmp_path / "none.zip")
+
+
+# -- item 9: robust mode says which statistic over how many states ------------
+
+@pytest.mark.parametrize("solver, stat", [("greedy", "p95"), ("milp", "mean")])
+def test_robust_summary_and_json_name_statistic_and_states(solver, stat):
+    from planner import load_instance
+    from planner.solvers.greedy import sample_states
+    from planner.solvers.robust import score_over
+
+    args = ["plan", "tiny-3dc", "--solver", solver, "--robust", "6", "--robust-stat", stat, "-q"]
+    if solver == "milp":
+        args += ["--time-limit", "5"]
+    res = run(*args, "--json")
+    assert res.exit_code == 0, res.output
+    info = _strict_loads(res.output)["solver"]
+    assert info["robust_k"] == 6 and info["robust_stat"] == stat
+    inst = load_instance("tiny-3dc")
+    p = Plan.from_json(res.output)
+    assert info["robust_score"] == pytest.approx(score_over(inst, p, sample_states(inst, 6, 0), stat), rel=1e-9)
+    word = "95th percentile" if stat == "p95" else "mean"
+    assert word in info["robust_measure"] and "6 sampled network states" in info["robust_measure"]
+    text = run(*args).output
+    assert word in text and "6 sampled network states" in text

@@ -42,6 +42,8 @@ def plan_summary(instance, plan, ev) -> Group:
         bound = "" if info.bound is None else f", bound {info.bound:.4g}"
         head.add_row("solver", f"{info.name}: {info.status}{bound}{gap}, {info.time_s:.2f} s")
         extra = info.model_extra or {}
+        if extra.get("robust_measure"):
+            head.add_row("robust", f"{extra['robust_measure']}; the other figures are for the base network")
         if extra.get("schedule_status") == "too large":
             head.add_row("schedule", "not refined: the CP-SAT schedule model would be too large")
         elif "schedule_status" in extra:

@@ -244,6 +244,24 @@ def check_options(instance, solver: str, options: dict, cli: bool = False) -> di
     return options
 
 
+def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
+    """``p`` with the robust figures in its solver info: ``robust_k``,
+    ``robust_stat``, ``robust_score`` (the statistic over the K sampled states,
+    recomputed for ``p`` itself) and ``robust_measure``, the sentence that says
+    what the score is."""
+    from .greedy import sample_states
+    from .robust import score_over
+
+    what = "T_est" if instance.options.objective == "time" else "the cost per iteration with T_est"
+    value = score_over(instance, p, sample_states(instance, k, seed), stat)
+    unit = " s" if instance.options.objective == "time" else " per iteration"
+    measure = (f"{'the mean' if stat == 'mean' else 'the 95th percentile'} of {what} over {k} sampled network "
+               f"states (seed {seed}): {value:.6g}{unit}")
+    info = p.solver.model_copy(update={"robust_k": k, "robust_stat": stat, "robust_score": value,
+                                       "robust_measure": measure})
+    return p.model_copy(update={"solver": info})
+
+
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
          **options) -> Plan:
     """Plan ``instance`` with ``solver``; see the module docstring.
@@ -279,6 +297,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
             options.update(robust=robust, robust_stat=robust_stat)
         result = SOLVERS[solver](instance, seed=seed, **options)
     done = finish(instance, result, solver, time.perf_counter() - t0)
+    if robust:
+        done = _robust_figures(instance, done, robust, robust_stat, seed)
     if refine_schedule:
         left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
         done = refine(instance, done, time_limit=max(1.0, left), seed=seed,
