@@ -282,9 +282,10 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.option("--rl-policy", "rl_policy", type=click.Path(dir_okay=False, exists=True),
               help="rl: the trained policy (planner rl train ... --out POLICY)")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, threshold, solver_time,
-                 time_limit, rl_policy, as_json):
+                 time_limit, rl_policy, as_json, quiet):
     """Run a training job through a trace under re-planning policies (SPEC 8)."""
     from rich.table import Table
 
@@ -303,7 +304,10 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
     results, seen = [], []
+    _progress(quiet)
+    log = __import__("logging").getLogger("planner")
     for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
+        log.info("simulate: policy %s over %d iterations ...", pol, iterations)
         r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
                     solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
         seen += r.plans
@@ -369,9 +373,10 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
               show_default=True)
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
-              workers, out_dir):
+              workers, out_dir, quiet):
     """Compare solvers, RL, greedy and baselines on INSTANCES (default: all packaged ones)."""
     from . import bench
 
@@ -389,7 +394,7 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
             raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
     static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
                             hours=hours, iterations=iterations, executor=executor, workers=workers,
-                            address=address)
+                            address=address, show_progress=not quiet)
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
     files = bench.write(static, dyn, out_dir, command, code=bench.code_version())
     out.print(files["static.md"].read_text())

@@ -358,3 +358,36 @@ def test_robust_summary_and_json_name_statistic_and_states(solver, stat):
     assert word in info["robust_measure"] and "6 sampled network states" in info["robust_measure"]
     text = run(*args).output
     assert word in text and "6 sampled network states" in text
+
+
+# -- item 12: progress on stderr, results on stdout, -q silences it -----------
+
+def test_bench_progress_goes_to_stderr(tmp_path):
+    args = ["bench", "tiny-3dc", "--methods", "greedy", "--no-dynamic", "--executor", "serial",
+            "--out", tmp_path / "b"]
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    assert "static plans" not in res.stdout and "| instance |" in res.stdout
+    assert "static plans" in res.stderr
+    res = run(*args, "-q")
+    assert res.exit_code == 0 and "static plans" not in res.stderr
+
+
+def test_simulate_progress_on_stderr_and_quiet(tmp_path):
+    import logging
+
+    trace = tmp_path / "t.csv"
+    assert run("trace", "generate", "tiny-3dc", "--hours", "1", "--out", trace).exit_code == 0
+    logger = logging.getLogger("planner")
+    saved = logger.handlers[:], logger.level
+    try:
+        logger.handlers.clear()
+        res = run("simulate", "tiny-3dc", "--trace", trace, "--iterations", "20", "--policy", "static")
+        assert res.exit_code == 0, res.output
+        assert "simulate: policy static" in res.stderr and "simulate: policy" not in res.stdout
+        logger.handlers.clear()
+        res = run("simulate", "tiny-3dc", "--trace", trace, "--iterations", "20", "--policy", "static", "-q")
+        assert res.exit_code == 0 and "simulate: policy" not in res.stderr
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])

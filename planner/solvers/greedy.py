@@ -31,6 +31,7 @@ Example
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 
 import numpy as np
@@ -182,7 +183,14 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     objective = instance.options.objective
     scored = []  # (T_est or its cost, GPUs, order, plan)
     seen = set()
-    for sh, cuts in shapes:
+    log = logging.getLogger("planner.greedy")
+    if time.perf_counter() - t0 > 1.0:  # only long runs report progress
+        log.info("greedy: %d candidate shapes in %.1f s", len(shapes), time.perf_counter() - t0)
+    tick = time.perf_counter()
+    for n_done, (sh, cuts) in enumerate(shapes):
+        if time.perf_counter() - tick > 2.0:  # progress on large instances (stderr in the CLI)
+            tick = time.perf_counter()
+            log.info("greedy: %d of %d shapes placed, %d plans scored", n_done, len(shapes), len(scored))
         for plan in _placements(instance, space, sh, cuts, seen):
             ev = Evaluator(instance, plan)
             t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
