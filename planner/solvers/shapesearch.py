@@ -303,7 +303,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     best_plan, best = None, math.inf
     greedy_plans: list[Plan] = []  # greedy's plans honouring the pins: the result never simulates slower
     try:
-        g = greedy(instance, time_limit=max(1.0, 0.1 * (time_limit or 10)))
+        g = greedy(instance)  # uncapped, as the greedy solver alone: the result is never slower than it
         if plan_matches(g, pins, forbid, require):
             best_plan, best = g, score(instance, g)
             greedy_plans.append(g)
@@ -313,8 +313,12 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
 
     # 2. shapes with their bounds, best-first
     price_min = min(d.price_per_gpu_hour for d in instance.domains)
-    nodes, per_shape = [], {}
+    nodes, per_shape, later = [], {}, []
     for sh in shapes(space, pins):
+        if math.isfinite(budget) and left() < 0.6 * budget:
+            # out of time for bounds: the rest keep the trivial bound 0, computed if visited
+            later.append(_Node(0.0, sh))
+            continue
         per_s = stage_bounds(space, sh)
         if not per_s:
             continue
@@ -324,6 +328,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         nodes.append(_Node(lb, sh))
         per_shape[sh] = per_s
     nodes.sort()
+    if later:
+        log.info("%s: %d shapes keep the trivial bound 0 (no time to bound them)", name, len(later))
+        nodes += later  # after the bounded ones: visited last
     if not nodes and best_plan is None:
         raise _no_plan(instance, space, pins, forbid, require)
 
@@ -333,6 +340,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     shape_best: dict[int, Plan] = {}
     timed_out = False
     build_total = 0.0
+    out_of_time = False
+    build_est = 0.0  # the longest model build (and overrun) so far: no shape starts with less time left
     skipped: dict[str, int] = {}     # reason -> shapes proven empty for it
     unsearched: dict[str, int] = {}  # reason -> shapes whose model could not be built
 
@@ -353,6 +362,15 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             n_open = sum(1 for j in todo[k:] if is_open(j))
             share = rest if math.isinf(rest) else max(rest / n_open, min(rest, 1.0))
             node = nodes[i]
+            if node.shape not in per_shape:  # bounded lazily (see step 2)
+                per_shape[node.shape] = stage_bounds(space, node.shape)
+                if not per_shape[node.shape]:
+                    bound_of[i] = math.inf
+                    final.add(i)
+                    continue
+            if build_est and rest < build_est + 0.5:  # too little time to build this shape's model
+                timed_out = out_of_time = True
+                break
             if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
                 # a greedy plan of this shape: a warm start, and maybe a better incumbent
                 per_s = per_shape[node.shape]
@@ -372,6 +390,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             solve_s = time.perf_counter() - ts - out.build_s
             spent += out.spent
             build_total += out.build_s
+            # what a shape costs beyond the solver's share: model building and compiling it for the solver
+            build_est = max(build_est, out.build_s, time.perf_counter() - ts - share)
             if out.status == "skipped":  # proven empty
                 bound_of[i] = math.inf
                 final.add(i)
@@ -408,7 +428,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                      name, sh.tp, sh.micro_batch, sh.schedule, sh.replicas, out.status,
                      solve_s, out.build_s, f", {out.detail}" if out.detail else "",
                      bound_of[i], best)
-        if left() <= 0.05:
+        if left() <= 0.05 or out_of_time:
             timed_out = timed_out or any(is_open(i) for i in range(len(nodes)))
             break
         n_open = sum(1 for i in range(len(nodes)) if is_open(i))
