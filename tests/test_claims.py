@@ -391,3 +391,26 @@ def test_simulate_progress_on_stderr_and_quiet(tmp_path):
     finally:
         logger.handlers[:] = saved[0]
         logger.setLevel(saved[1])
+
+
+# -- item 11: 80 columns, nothing cut ------------------------------------------
+
+@pytest.mark.parametrize("name", ["edwc-llama2-13b", "gcp-16", "azure-multiregion"])
+def test_summary_fits_80_columns_without_cutting_names(name):
+    from rich.console import Console
+
+    from planner import evaluate, load_instance, plan
+    from planner.presentation.report import plan_summary
+
+    inst = load_instance(name)
+    p = plan(inst)
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    console.print(plan_summary(inst, p, evaluate(inst, p)))
+    text = console.export_text()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    words = set(text.split())
+    for d in {d for row in p.placement for d in row}:
+        assert d in words, d
+    for header in ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad", "sync", "domains"):
+        assert header in words, header
