@@ -414,3 +414,27 @@ def test_summary_fits_80_columns_without_cutting_names(name):
         assert d in words, d
     for header in ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad", "sync", "domains"):
         assert header in words, header
+
+
+# -- item 13: no two labels overlap on any packaged instance's map ------------
+
+@pytest.mark.parametrize("name", __import__("planner").problem.io.available("instances"))
+def test_map_labels_do_not_overlap(name):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from planner import load_instance, plan
+    from planner.presentation.plot import draw
+
+    inst = load_instance(name)
+    fig = draw(inst, plan(inst))
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in fig.axes[0].texts if t.get_gid() == "domain-label"]
+    assert len(boxes) == len(inst.domains)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (min(a.x1, b.x1) - max(a.x0, b.x0) > 0 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0)
+    plt.close(fig)

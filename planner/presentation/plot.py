@@ -379,13 +379,14 @@ def draw(instance, plan=None, ax=None):
     colours = [NODE_USED if used.get(n) else NODE for n in names]
     ax.scatter(xs, ys, s=[150 + 1350 * g / top_g for g in gpus], c=colours, edgecolors="white",
                linewidths=1.5, zorder=3, gid="domain")
+    labels = []
     for n, x, y_, g in zip(names, xs, ys, gpus):
         text = f"{n}\n{g} GPUs"
         if plan is not None:
             text += f"\n{used.get(n, 0)} used"
-        ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
+        labels.append(ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8, fontweight="bold" if used.get(n) else "normal",
-                    zorder=6, gid="domain-label")
+                    zorder=6, gid="domain-label"))
 
     if geo:
         lat0 = sum(ys) / len(ys)
@@ -413,7 +414,46 @@ def draw(instance, plan=None, ax=None):
         handles.append(Line2D([], [], marker="o", color="none", markerfacecolor=NODE_USED,
                               markersize=9, label="domain used by the plan"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
+    _separate_labels(fig, labels)
     return fig
+
+
+def _separate_labels(fig, labels, passes: int = 300) -> None:
+    """Move overlapping annotations apart (their text offsets, in points) until no
+    two text boxes overlap: the lower of two overlapping labels moves down, the
+    other up, each by half the overlap plus a margin, along the axis of the
+    smaller overlap."""
+    if len(labels) < 2:
+        return
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_pt = 72.0 / fig.dpi
+    for _ in range(passes):
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        moved = False
+        for i in range(len(labels)):
+            for j in range(i + 1, len(labels)):
+                a, b = boxes[i], boxes[j]
+                dx = min(a.x1, b.x1) - max(a.x0, b.x0)
+                dy = min(a.y1, b.y1) - max(a.y0, b.y0)
+                if dx <= 0 or dy <= 0:
+                    continue
+                moved = True
+                lo, hi = (i, j) if (a.y0 + a.y1) <= (b.y0 + b.y1) else (j, i)
+                if dy <= dx:
+                    step = (dy / 2 + 1.5) * to_pt
+                    for k, sign in ((lo, -1), (hi, +1)):
+                        x0, y0 = labels[k].xyann
+                        labels[k].xyann = (x0, y0 + sign * step)
+                else:
+                    left, right = (i, j) if (a.x0 + a.x1) <= (b.x0 + b.x1) else (j, i)
+                    step = (dx / 2 + 1.5) * to_pt
+                    for k, sign in ((left, -1), (right, +1)):
+                        x0, y0 = labels[k].xyann
+                        labels[k].xyann = (x0 + sign * step, y0)
+                boxes = [t.get_window_extent(renderer) for t in labels]
+        if not moved:
+            return
 
 
 # -- compare ---------------------------------------------------------------------
