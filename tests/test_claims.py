@@ -432,8 +432,10 @@ def test_map_labels_do_not_overlap(name):
     fig = draw(inst, plan(inst))
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(r) for t in fig.axes[0].texts if t.get_gid() == "domain-label"]
-    assert len(boxes) == len(inst.domains)
+    ax = fig.axes[0]
+    texts = [t for t in ax.texts if t.get_gid() in ("domain-label", "flow-label")]
+    assert sum(t.get_gid() == "domain-label" for t in texts) == len(inst.domains)
+    boxes = [t.get_window_extent(r) for t in texts] + [ax.title.get_window_extent(r)]
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
             assert not (min(a.x1, b.x1) - max(a.x0, b.x0) > 0 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0)

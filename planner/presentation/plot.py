@@ -335,8 +335,10 @@ def draw(instance, plan=None, ax=None):
     Domains sit at their (lon, lat) when every domain has coordinates (an
     equirectangular map, no basemap), otherwise at a spring layout with a
     fixed seed.  Node area grows with the domain's GPUs; each WAN link is
-    labelled "bandwidth Gbit/s / latency ms" and drawn wider for more
-    bandwidth.  With a ``plan``: the links its pipelines cross are
+    labelled "bandwidth Gbit/s / latency ms" (above 20 links, only the links
+    the plan's pipelines cross: more labels would stack into an unreadable
+    block) and drawn wider for more bandwidth; domain labels are pushed apart
+    until no two overlap.  With a ``plan``: the links its pipelines cross are
     overlaid in orange, wider for more flows (one flow per replica and
     stage boundary whose route uses the link), and every domain says how
     many of its GPUs the plan uses.
@@ -348,11 +350,14 @@ def draw(instance, plan=None, ax=None):
     names = instance.domain_names
     max_bw = max((l.bandwidth_gbps for l in instance.links), default=1.0)
     small = len(instance.links) > 20
+    crossed = set(pipeline_flows(instance, plan)) if plan is not None else set()
 
     for i, link in enumerate(instance.links):
         (x1, y1), (x2, y2) = pos[link.a], pos[link.b]
         ax.plot([x1, x2], [y1, y2], color=LINK, linewidth=0.8 + 2.7 * link.bandwidth_gbps / max_bw,
                 solid_capstyle="round", zorder=1, gid="link")
+        if small and i not in crossed:
+            continue
         ax.text((x1 + x2) / 2, (y1 + y2) / 2, f"{link.bandwidth_gbps:g} Gbit/s / {link.latency_ms:g} ms",
                 fontsize=6 if small else 7, color="#333333", ha="center", va="center", zorder=5,
                 gid="link-label", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))
@@ -414,7 +419,13 @@ def draw(instance, plan=None, ax=None):
         handles.append(Line2D([], [], marker="o", color="none", markerfacecolor=NODE_USED,
                               markersize=9, label="domain used by the plan"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
-    _separate_labels(fig, labels)
+    _separate_labels(fig, labels + [t for t in ax.texts if t.get_gid() == "flow-label"])
+    # labels pushed above the axes would run into the title: lift it over them
+    renderer = fig.canvas.get_renderer()
+    top = max(t.get_window_extent(renderer).y1 for t in labels)
+    over = top - ax.get_window_extent(renderer).y1
+    if over > 0:
+        ax.set_title(title, fontsize=10, pad=6 + over * 72.0 / fig.dpi)
     return fig
 
 
