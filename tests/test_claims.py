@@ -440,3 +440,27 @@ def test_map_labels_do_not_overlap(name):
         for b in boxes[i + 1:]:
             assert not (min(a.x1, b.x1) - max(a.x0, b.x0) > 0 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0)
     plt.close(fig)
+
+
+def test_compare_marker_never_covers_its_label():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from planner import load_instance, plan
+    from planner.presentation.plot import compare
+
+    inst = load_instance("tiny-3dc")
+    plans = {"greedy": plan(inst), "milp": plan(inst, solver="milp", time_limit=10)}
+    fig = compare(plans)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    labels = [t.get_window_extent(r) for t in ax.texts if t.get_gid() == "value-label"]
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "estimate"]
+    half = line.get_markersize() / 2 * fig.dpi / 72.0
+    for (px, py) in ax.transData.transform(line.get_xydata()):
+        for b in labels:
+            assert not (px + half > b.x0 and px - half < b.x1 and py + half > b.y0 and py - half < b.y1)
+    plt.close(fig)

@@ -525,8 +525,12 @@ def compare(results, metric: str = "iteration_time_s", ax=None, labels: Sequence
     for patch, name in zip(bars.patches, names):
         patch.set_gid("plan")
         patch.set_label(str(name))
-    for xi, v, h in zip(x, values, heights):
-        ax.annotate(_fmt_value(v, metric), (xi, h), xytext=(0, 3), textcoords="offset points",
+    shown_est = estimate and metric == "iteration_time_s"
+    est_of = [_value(p, "estimate_s") if shown_est else None for p in items]
+    for xi, v, h, e in zip(x, values, heights, est_of):
+        # above the bar and above the estimate's diamond (7 pt tall), never under it
+        top, lift = (max(h, e), 3 + 4.5) if e is not None and math.isfinite(e) else (h, 3)
+        ax.annotate(_fmt_value(v, metric), (xi, top), xytext=(0, lift), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8, gid="value-label")
 
     handles, legend_labels = [], []
