@@ -236,10 +236,12 @@ def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int =
     resolve policy uses the MILP (when ``milp`` is among ``methods``) with
     ``min(time_limit, 30)`` s per re-solve; the rl policy uses the policy
     trained for the static table (when ``rl`` is among ``methods``)."""
+    from rich.console import Console
     from rich.progress import Progress
 
     tasks = [Task(i, m, time_limit, seed, rl_steps) for i in instances for m in methods]
-    with Progress(disable=not show_progress, transient=False) as prog:
+    # progress on stderr: stdout carries only the results (pipes stay clean)
+    with Progress(console=Console(stderr=True), disable=not show_progress, transient=False) as prog:
         bar = prog.add_task("static plans", total=len(tasks))
         static = _map(run_static, tasks, executor, workers, address, lambda: prog.advance(bar))
         policies = {r["instance"]: r.pop("_policy") for r in static if "_policy" in r}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from functools import wraps
@@ -12,12 +13,12 @@ import click
 from rich.console import Console
 
 from .problem import io as pio
-from .problem.files import atomic_path
+from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
-from .problem.errors import EXIT_INFEASIBLE, InputError, PlannerError
+from .problem.errors import EXIT_INFEASIBLE, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator
 from .presentation.report import plan_summary
-from .solvers.registry import DEFAULT_SOLVER, SOLVERS, plan as run_plan
+from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -73,7 +74,7 @@ def main():
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=int, default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, exists=True), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
@@ -82,12 +83,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
              robust_stat, policy_path, quiet):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), policy_path], out=out_path, gantt=gantt_path, map=map_path)
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
-    for d in (*forbid, *require):
-        if d not in inst.domain_index:
-            raise click.BadParameter(f"unknown domain {d!r}; domains: {', '.join(inst.domain_names)}")
     _progress(quiet)
     options = {k: v for k, v in dict(gap=gap, threads=threads, stages=stages, replicas=replicas, tp=tp,
                                      micro_batch_size=micro_batch_size, schedule=schedule).items()
@@ -102,10 +101,13 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         raise click.BadParameter("--threads: auto runs one thread per engine", param_hint="--threads")
     if solver == "cpsat" and "threads" in options:
         options["workers"] = options.pop("threads")
+    options = check_options(inst, solver, options, cli=True)  # pins in range and consistent (exit 2)
     if policy_path:
         if solver != "rl":
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
         options["policy"] = policy_path
+    if robust < 0:
+        raise click.BadParameter(f"a number of sampled network states >= 0, not {robust}", param_hint="--robust")
     if robust:
         if solver in ("rl", "auto", "anneal"):
             raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
@@ -116,7 +118,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     _pictures(inst, p, gantt_path, map_path)
     if as_json:
-        click.echo(json.dumps({**p.to_dict(), "evaluation": ev.to_dict()}, indent=2))
+        click.echo(strict_json({**p.to_dict(), "evaluation": ev.to_dict()}))
     else:
         out.print(plan_summary(inst, p, ev))
         if solver == "auto":
@@ -126,6 +128,14 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
             if path:
                 out.print(f"{what} written to {path}")
+
+
+def _outputs(inputs, **paths) -> None:
+    """Refuse, before any work, to overwrite an input file or (``--out`` of a
+    plan) an existing file that is not a plan (exit 2, naming the option)."""
+    for option, path in paths.items():
+        if path:
+            pio.check_output(path, f"--{option}", inputs, plan=option == "out")
 
 
 def _pictures(inst, p, gantt_path, map_path) -> None:
@@ -169,12 +179,13 @@ def _progress(quiet: bool) -> None:
 def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
     inst = pio.load_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), plan_file], gantt=gantt_path, map=map_path)
     p = pio.load_plan(plan_file, inst)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     if ev.feasible:
         _pictures(inst, p, gantt_path, map_path)
     if as_json:
-        click.echo(json.dumps(ev.to_dict(), indent=2))
+        click.echo(strict_json(ev.to_dict()))
     else:
         out.print(plan_summary(inst, p, ev))
     if not ev.feasible:
@@ -198,9 +209,13 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     from .solvers.registry import refine
 
     inst = pio.load_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), plan_file], out=out_path)
     p = pio.load_plan(plan_file, inst)
     _progress(quiet)
     before = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    if not before.feasible:
+        raise InfeasibleError(f"{plan_file}: the plan is infeasible; its schedule cannot be refined",
+                              [v.message for v in before.violations])
     new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                  memory="stage" if equal_memory else memory)
     s = new.solver.model_extra
@@ -233,7 +248,12 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
     """Write a synthetic 5-minute trace for INSTANCE built from published statistics."""
     from .problem import traces
 
+    for option, value in (("--hours", hours), ("--start-hour-utc", start_hour_utc)):
+        if not math.isfinite(value) or value < 0 or (option == "--hours" and value <= 0):
+            raise click.BadParameter(f"a finite number of hours{' > 0' if option == '--hours' else ' >= 0'}, "
+                                     f"not {value}", param_hint=option)
     inst = pio.load_instance(instance)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
     tr = traces.generate(inst, hours=hours, seed=seed, start_hour_utc=start_hour_utc)
     header = (f"planner trace for instance {inst.name}: {hours:g} h from {start_hour_utc:g}:00 UTC, "
               f"{traces.EPOCH_S:g} s epochs, seed {seed}\n"
@@ -262,9 +282,10 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.option("--rl-policy", "rl_policy", type=click.Path(dir_okay=False, exists=True),
               help="rl: the trained policy (planner rl train ... --out POLICY)")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, threshold, solver_time,
-                 time_limit, rl_policy, as_json):
+                 time_limit, rl_policy, as_json, quiet):
     """Run a training job through a trace under re-planning policies (SPEC 8)."""
     from rich.table import Table
 
@@ -273,17 +294,26 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
 
     inst = pio.load_instance(instance)
     tr = traces.load(trace_path, inst)
-    st = solver_time if solver_time == "measured" else float(solver_time)
+    try:
+        st = solver_time if solver_time == "measured" else float(solver_time)
+    except ValueError:
+        st = math.nan
+    if st != "measured" and not (math.isfinite(st) and st >= 0):
+        raise click.BadParameter(f"'measured' or a number of seconds >= 0, not {solver_time!r}",
+                                 param_hint="--solver-time")
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
     results, seen = [], []
+    _progress(quiet)
+    log = __import__("logging").getLogger("planner")
     for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
+        log.info("simulate: policy %s over %d iterations ...", pol, iterations)
         r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
                     solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
         seen += r.plans
         results.append(r)
     if as_json:
-        click.echo(json.dumps([r.summary() for r in results], indent=2))
+        click.echo(strict_json([r.summary() for r in results]))
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
     for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
@@ -317,6 +347,8 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 
     inst = pio.load_instance(instance)
     curve_path = curve_path or str(out_path).removesuffix(".zip") + ".png"
+    for option, path in (("--out", out_path), ("--curve", curve_path)):
+        pio.check_output(path, option, [pio.resolve_instance_path(instance)])
     t0 = __import__("time").perf_counter()
     _, curve = train(inst, steps=steps, seed=seed, out=out_path, progress=True, curve_png=curve_path)
     r = np.array(curve.rewards)
@@ -341,9 +373,10 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
               show_default=True)
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
-              workers, out_dir):
+              workers, out_dir, quiet):
     """Compare solvers, RL, greedy and baselines on INSTANCES (default: all packaged ones)."""
     from . import bench
 
@@ -361,7 +394,7 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
             raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
     static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
                             hours=hours, iterations=iterations, executor=executor, workers=workers,
-                            address=address)
+                            address=address, show_progress=not quiet)
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
     files = bench.write(static, dyn, out_dir, command, code=bench.code_version())
     out.print(files["static.md"].read_text())
@@ -382,7 +415,7 @@ def explain_cmd(instance, plan_file, as_json):
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
     e = explain(inst, p)
-    click.echo(json.dumps(e.to_dict(), indent=2) if as_json else str(e))
+    click.echo(strict_json(e.to_dict()) if as_json else str(e))
 
 
 @main.command("validate")

@@ -46,6 +46,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -180,7 +181,12 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
     pending = None  # (ready time, plan index)
     last_epoch = -1
     series: dict[int, list] = {}
+    log = logging.getLogger("planner.rollout")
+    tick = time.perf_counter()
     while done < iterations:
+        if time.perf_counter() - tick > 5.0:  # progress for long rollouts (stderr in the CLI)
+            tick = time.perf_counter()
+            log.info("rollout %s: %d of %d iterations", policy, done, iterations)
         e = trace.epoch_at(t)
         # policy decisions at this iteration boundary
         if policy != "static":

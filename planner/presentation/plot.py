@@ -335,8 +335,10 @@ def draw(instance, plan=None, ax=None):
     Domains sit at their (lon, lat) when every domain has coordinates (an
     equirectangular map, no basemap), otherwise at a spring layout with a
     fixed seed.  Node area grows with the domain's GPUs; each WAN link is
-    labelled "bandwidth Gbit/s / latency ms" and drawn wider for more
-    bandwidth.  With a ``plan``: the links its pipelines cross are
+    labelled "bandwidth Gbit/s / latency ms" (above 20 links, only the links
+    the plan's pipelines cross: more labels would stack into an unreadable
+    block) and drawn wider for more bandwidth; domain labels are pushed apart
+    until no two overlap.  With a ``plan``: the links its pipelines cross are
     overlaid in orange, wider for more flows (one flow per replica and
     stage boundary whose route uses the link), and every domain says how
     many of its GPUs the plan uses.
@@ -348,11 +350,14 @@ def draw(instance, plan=None, ax=None):
     names = instance.domain_names
     max_bw = max((l.bandwidth_gbps for l in instance.links), default=1.0)
     small = len(instance.links) > 20
+    crossed = set(pipeline_flows(instance, plan)) if plan is not None else set()
 
     for i, link in enumerate(instance.links):
         (x1, y1), (x2, y2) = pos[link.a], pos[link.b]
         ax.plot([x1, x2], [y1, y2], color=LINK, linewidth=0.8 + 2.7 * link.bandwidth_gbps / max_bw,
                 solid_capstyle="round", zorder=1, gid="link")
+        if small and i not in crossed:
+            continue
         ax.text((x1 + x2) / 2, (y1 + y2) / 2, f"{link.bandwidth_gbps:g} Gbit/s / {link.latency_ms:g} ms",
                 fontsize=6 if small else 7, color="#333333", ha="center", va="center", zorder=5,
                 gid="link-label", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))
@@ -379,13 +384,14 @@ def draw(instance, plan=None, ax=None):
     colours = [NODE_USED if used.get(n) else NODE for n in names]
     ax.scatter(xs, ys, s=[150 + 1350 * g / top_g for g in gpus], c=colours, edgecolors="white",
                linewidths=1.5, zorder=3, gid="domain")
+    labels = []
     for n, x, y_, g in zip(names, xs, ys, gpus):
         text = f"{n}\n{g} GPUs"
         if plan is not None:
             text += f"\n{used.get(n, 0)} used"
-        ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
+        labels.append(ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8, fontweight="bold" if used.get(n) else "normal",
-                    zorder=6, gid="domain-label")
+                    zorder=6, gid="domain-label"))
 
     if geo:
         lat0 = sum(ys) / len(ys)
@@ -413,7 +419,52 @@ def draw(instance, plan=None, ax=None):
         handles.append(Line2D([], [], marker="o", color="none", markerfacecolor=NODE_USED,
                               markersize=9, label="domain used by the plan"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
+    _separate_labels(fig, labels + [t for t in ax.texts if t.get_gid() == "flow-label"])
+    # labels pushed above the axes would run into the title: lift it over them
+    renderer = fig.canvas.get_renderer()
+    top = max(t.get_window_extent(renderer).y1 for t in labels)
+    over = top - ax.get_window_extent(renderer).y1
+    if over > 0:
+        ax.set_title(title, fontsize=10, pad=6 + over * 72.0 / fig.dpi)
     return fig
+
+
+def _separate_labels(fig, labels, passes: int = 300) -> None:
+    """Move overlapping annotations apart (their text offsets, in points) until no
+    two text boxes overlap: the lower of two overlapping labels moves down, the
+    other up, each by half the overlap plus a margin, along the axis of the
+    smaller overlap."""
+    if len(labels) < 2:
+        return
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_pt = 72.0 / fig.dpi
+    for _ in range(passes):
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        moved = False
+        for i in range(len(labels)):
+            for j in range(i + 1, len(labels)):
+                a, b = boxes[i], boxes[j]
+                dx = min(a.x1, b.x1) - max(a.x0, b.x0)
+                dy = min(a.y1, b.y1) - max(a.y0, b.y0)
+                if dx <= 0 or dy <= 0:
+                    continue
+                moved = True
+                lo, hi = (i, j) if (a.y0 + a.y1) <= (b.y0 + b.y1) else (j, i)
+                if dy <= dx:
+                    step = (dy / 2 + 1.5) * to_pt
+                    for k, sign in ((lo, -1), (hi, +1)):
+                        x0, y0 = labels[k].xyann
+                        labels[k].xyann = (x0, y0 + sign * step)
+                else:
+                    left, right = (i, j) if (a.x0 + a.x1) <= (b.x0 + b.x1) else (j, i)
+                    step = (dx / 2 + 1.5) * to_pt
+                    for k, sign in ((left, -1), (right, +1)):
+                        x0, y0 = labels[k].xyann
+                        labels[k].xyann = (x0 + sign * step, y0)
+                boxes = [t.get_window_extent(renderer) for t in labels]
+        if not moved:
+            return
 
 
 # -- compare ---------------------------------------------------------------------
@@ -474,8 +525,12 @@ def compare(results, metric: str = "iteration_time_s", ax=None, labels: Sequence
     for patch, name in zip(bars.patches, names):
         patch.set_gid("plan")
         patch.set_label(str(name))
-    for xi, v, h in zip(x, values, heights):
-        ax.annotate(_fmt_value(v, metric), (xi, h), xytext=(0, 3), textcoords="offset points",
+    shown_est = estimate and metric == "iteration_time_s"
+    est_of = [_value(p, "estimate_s") if shown_est else None for p in items]
+    for xi, v, h, e in zip(x, values, heights, est_of):
+        # above the bar and above the estimate's diamond (7 pt tall), never under it
+        top, lift = (max(h, e), 3 + 4.5) if e is not None and math.isfinite(e) else (h, 3)
+        ax.annotate(_fmt_value(v, metric), (xi, top), xytext=(0, lift), textcoords="offset points",
                     ha="center", va="bottom", fontsize=8, gid="value-label")
 
     handles, legend_labels = [], []

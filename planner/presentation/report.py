@@ -18,13 +18,14 @@ def _fmt_s(v: float) -> str:
 
 
 def _unit_range(first: str, last: str) -> str:
-    """'block0..block9' as 'block 0-9'; mixed ranges as 'embed..block3'."""
+    """'block0..block9' as 'block 0-9'; mixed ranges as 'embed .. block3' (spaces: a
+    narrow column wraps between the names, not inside one)."""
     if first == last:
         return first
     a, b = first.rstrip("0123456789"), last.rstrip("0123456789")
     if a == b == "block":
         return f"blocks {first[5:]}-{last[5:]}"
-    return f"{first}..{last}"
+    return f"{first} .. {last}"
 
 
 def plan_summary(instance, plan, ev) -> Group:
@@ -42,6 +43,8 @@ def plan_summary(instance, plan, ev) -> Group:
         bound = "" if info.bound is None else f", bound {info.bound:.4g}"
         head.add_row("solver", f"{info.name}: {info.status}{bound}{gap}, {info.time_s:.2f} s")
         extra = info.model_extra or {}
+        if extra.get("robust_measure"):
+            head.add_row("robust", f"{extra['robust_measure']}; the other figures are for the base network")
         if extra.get("schedule_status") == "too large":
             head.add_row("schedule", "not refined: the CP-SAT schedule model would be too large")
         elif "schedule_status" in extra:
@@ -62,8 +65,11 @@ def plan_summary(instance, plan, ev) -> Group:
                      "\n".join(v.message for v in ev.violations))
 
     stages = Table(title="stages", title_justify="left")
-    for col in ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains (replicas)"):
-        stages.add_column(col, justify="right" if col in ("stage", "compute/mb", "mem/GPU", "grad sync") else "left")
+    # short headers, and names wrapped, never cut: the table fits 80 columns (documented in docs/guide.md)
+    longest = max(len(d) for d in instance.domain_names)
+    for col in ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains"):
+        stages.add_column(col, justify="right" if col in ("stage", "compute/mb", "mem/GPU", "grad sync") else "left",
+                          overflow="fold", min_width=longest if col == "domains" else None)
     for j, st in enumerate(plan.stages):
         names = _unit_range(units[st.start].name, units[st.end - 1].name)
         doms = Counter(row[j] for row in plan.placement)
@@ -72,7 +78,7 @@ def plan_summary(instance, plan, ev) -> Group:
                        f"{ev.memory_gb_per_gpu[j]:.1f}/{ev.memory_limit_gb:.0f} GB",
                        _fmt_s(ev.allreduce_s[j]), shown)
     use = Table(title="GPUs per domain", title_justify="left")
-    use.add_column("domain")
+    use.add_column("domain", overflow="fold")
     use.add_column("used", justify="right")
     use.add_column("available", justify="right")
     for d in instance.domains:

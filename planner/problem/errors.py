@@ -12,6 +12,7 @@ from pydantic import ValidationError
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_TIME_LIMIT = 4  # the time limit ran out before any plan was found (not a proof of infeasibility)
 
 
 class PlannerError(Exception):
@@ -63,6 +64,13 @@ class InfeasibleError(PlannerError):
         return self.message + "\n" + "\n".join(f"  - {r}" for r in self.reasons)
 
 
+class TimeLimitError(PlannerError):
+    """The time limit ran out before a solver found any plan: nothing is proven
+    about feasibility (exit 4)."""
+
+    exit_code = EXIT_TIME_LIMIT
+
+
 def human_bytes(n: float) -> str:
     """Bytes in the unit a person would use: 512 B, 3.4 MB, 72.0 GB (SI)."""
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -89,7 +97,7 @@ def input_error_from_pydantic(err: ValidationError) -> InputError:
     kind, msg = e["type"], e["msg"]
     field = _loc(tuple(p for p in e["loc"] if not (isinstance(p, str) and "[" in p)))
     if kind == "extra_forbidden":
-        msg = "unknown key"
+        msg = f"unknown key {e['loc'][-1]!r}" if e["loc"] else "unknown key"
     elif kind == "missing":
         msg = "missing required field"
     elif kind == "value_error":

@@ -11,6 +11,7 @@ plans), so neither needs the other.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import tomllib
@@ -127,6 +128,32 @@ def atomic_path(path: str | Path):
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _strict(value, reasons: dict, where: str):
+    if isinstance(value, float) and not math.isfinite(value):
+        reasons[where] = "infinite" if math.isinf(value) else "not a number"
+        return None
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            out[k] = _strict(v, reasons, f"{where}.{k}" if where else str(k))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_strict(v, reasons, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def strict_json(data, indent: int | None = 2) -> str:
+    """``data`` as strict JSON: no ``Infinity``/``NaN`` tokens.  A non-finite
+    number becomes ``null`` and, when ``data`` is an object, its key
+    ``null_reasons`` maps the dotted path of each such value to why
+    (``"infinite"``, ``"not a number"``)."""
+    reasons: dict = {}
+    clean = _strict(data, reasons, "")
+    if reasons and isinstance(clean, dict):
+        clean["null_reasons"] = reasons
+    return json.dumps(clean, indent=indent, allow_nan=False)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

@@ -76,3 +76,28 @@ def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
 
 def save_plan(plan: Plan, path: str | Path) -> None:
     write_atomic(path, plan.to_json() + "\n")
+
+
+def check_output(path: str | Path, option: str, inputs=(), plan: bool = False) -> None:
+    """Refuse (``InputError``, exit 2) before any work a write to ``path`` that
+    would replace one of the ``inputs`` files or, when ``plan`` is true, an
+    existing file that is not a plan."""
+    path = Path(path)
+    if not path.exists():
+        return
+    for src in inputs:
+        try:
+            same = src is not None and Path(src).exists() and path.samefile(src)
+        except OSError:
+            same = False
+        if same:
+            raise InputError(f"{path} is an input file of this command; refusing to overwrite it "
+                             "(write to another file)", option)
+    if plan:
+        if not path.is_file():
+            raise InputError(f"{path} is not a regular file", option)
+        try:
+            Plan.from_json(read_text(path))
+        except InputError:
+            raise InputError(f"{path} exists and is not a plan file; refusing to overwrite it "
+                             "(remove it or write to another file)", option) from None

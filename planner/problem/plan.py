@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import InputError, input_error_from_pydantic
+from .files import strict_json
 from .instance import Instance
 from .oplists import check_op_lists, op_lists
 from .views import view
@@ -188,6 +189,11 @@ class Plan(_Strict):
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
+        """A plan from its JSON object.  The keys ``evaluation`` and
+        ``null_reasons`` that ``planner plan --json`` adds (the evaluator's
+        figures, recomputed whenever a plan is scored) are accepted and dropped,
+        so whatever the planner writes, every command reads."""
+        data = {k: v for k, v in data.items() if k not in ("evaluation", "null_reasons")}
         try:
             return cls.model_validate(data)
         except ValidationError as err:
@@ -207,4 +213,4 @@ class Plan(_Strict):
         return self.model_dump(mode="json", exclude_none=True)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        return strict_json(self.to_dict(), indent=indent)

@@ -21,6 +21,13 @@ from .model import BYTES_PER_PARAM_STATE
 from .partition import UnitTable, balanced_partition, pack
 
 
+class ShapeInfeasible(ValueError):
+    """A shape proven to hold no feasible plan (under the pins); the message
+    says why without naming the shape, so a search reports each reason once.
+    Any other error while building a shape's model is not a proof."""
+
+
+
 @dataclass(frozen=True, order=True)
 class Shape:
     """A point of the discrete space (everything but the placement)."""

@@ -26,6 +26,7 @@ import time
 
 from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan
+from ..problem.space import ShapeInfeasible
 from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
 
 log = logging.getLogger("planner.cpsat")
@@ -64,8 +65,10 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
                        rounding=rounding)
         except NotImplementedError as err:
             raise InfeasibleError(str(err)) from None
-        except ValueError as err:  # no room for this shape
+        except ShapeInfeasible as err:  # proven: no plan in this shape
             return ShapeOutcome("skipped", detail=str(err))
+        except ValueError as err:  # not a proof: the shape stays unsearched
+            return ShapeOutcome("unsearched", detail=str(err))
         hinted = False
         if warm_start:
             for cand in (ctx.shape_plan, ctx.incumbent_plan):

@@ -32,11 +32,12 @@ Example
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 
 import numpy as np
 
-from ..problem.errors import InfeasibleError, human_bytes
+from ..problem.errors import InfeasibleError, TimeLimitError, human_bytes
 from ..scoring.evaluator import Evaluator
 from ..problem.plan import Plan
 from ..problem.space import PlanSpace, Shape
@@ -170,12 +171,22 @@ def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean
         for d in sorted(instance.domains, key=lambda d: (d.price_per_gpu_hour, -d.gpus))[:-1]:
             total += d.gpus
             shapes += _best_shapes(space, KEEP_LOCAL, total, deadline)
+    if not shapes and time.perf_counter() >= deadline:
+        raise TimeLimitError(f"greedy: the time limit of {time_limit:g} s ran out before any plan was found "
+                             "(nothing is proven about feasibility; give it more time)")
     if not shapes:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan", infeasibility_reasons(space))
     objective = instance.options.objective
     scored = []  # (T_est or its cost, GPUs, order, plan)
     seen = set()
-    for sh, cuts in shapes:
+    log = logging.getLogger("planner.greedy")
+    if time.perf_counter() - t0 > 1.0:  # only long runs report progress
+        log.info("greedy: %d candidate shapes in %.1f s", len(shapes), time.perf_counter() - t0)
+    tick = time.perf_counter()
+    for n_done, (sh, cuts) in enumerate(shapes):
+        if time.perf_counter() - tick > 2.0:  # progress on large instances (stderr in the CLI)
+            tick = time.perf_counter()
+            log.info("greedy: %d of %d shapes placed, %d plans scored", n_done, len(shapes), len(scored))
         for plan in _placements(instance, space, sh, cuts, seen):
             ev = Evaluator(instance, plan)
             t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
@@ -184,6 +195,9 @@ def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean
             scored.append((score, plan.gpus_used, len(scored), plan))
         if time.perf_counter() > deadline and scored:
             break
+    if not scored and time.perf_counter() >= deadline:
+        raise TimeLimitError(f"greedy: the time limit of {time_limit:g} s ran out before any plan was found "
+                             "(nothing is proven about feasibility; give it more time)")
     if not scored:
         raise InfeasibleError(f"instance {instance.name} has no feasible placement",
                               infeasibility_reasons(space))

@@ -31,6 +31,7 @@ from ..problem.errors import InfeasibleError
 from ..scoring.evaluator import Evaluator
 from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from ..problem.plan import Plan
+from ..problem.space import ShapeInfeasible
 from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
 from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public here too)
 
@@ -85,8 +86,10 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
                       stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()})
         except NotImplementedError as err:
             raise InfeasibleError(str(err)) from None
-        except ValueError as err:  # no room for this shape
+        except ShapeInfeasible as err:  # proven: no plan in this shape
             return ShapeOutcome("skipped", detail=str(err))
+        except ValueError as err:  # not a proof: the shape stays unsearched
+            return ShapeOutcome("unsearched", detail=str(err))
         scale = ts if kind == "time" else M.cost_scale
         if best < math.inf:
             M.cutoff = pyo.Constraint(expr=M.obj.expr <= best * scale * (1 + 1e-9))
@@ -144,8 +147,10 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
                            stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()})
     except NotImplementedError as err:
         raise InfeasibleError(str(err)) from None
-    except ValueError as err:
+    except ShapeInfeasible as err:
         return ShapeOutcome("skipped", detail=str(err))
+    except ValueError as err:
+        return ShapeOutcome("unsearched", detail=str(err))
     if best < math.inf:
         M.cutoff = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     start = _first_start(M, shape, ctx, _counts_start) if warm_start and not M.data.pruned else None

@@ -156,6 +156,112 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     return done.model_copy(update={"solver": info})
 
 
+PIN_OPTIONS = ("stages", "replicas", "tp", "micro_batch_size", "schedule", "forbid", "require", "gap")
+_PLAN_OPTIONS = {"refine_schedule", "robust", "robust_stat", "time_limit", "seed"}
+
+
+def _parameters(fn) -> set[str]:
+    import inspect
+
+    return {n for n, p in inspect.signature(fn).parameters.items()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n != "instance"}
+
+
+def solver_options(solver: str) -> set[str]:
+    """The keywords ``plan(..., solver=solver, **options)`` accepts."""
+    if solver == "auto":
+        from .portfolio import auto as fn
+
+        names = _parameters(fn) - {"engines", "refine"}
+    elif solver == "anneal":
+        from .anneal import anneal, anneal_solver
+
+        names = _parameters(anneal_solver) | (_parameters(anneal) - {"start"})
+    elif solver == "rl":
+        names = {"policy", "states", "seed"}
+    else:
+        names = _parameters(SOLVERS[solver])
+    return names | _PLAN_OPTIONS
+
+
+def check_options(instance, solver: str, options: dict, cli: bool = False) -> dict:
+    """``options`` checked against ``solver`` and ``instance``; returns them with
+    ``forbid``/``require`` as tuples (a single string is one domain).
+
+    Unknown keywords raise ``TypeError`` naming them; pins out of range or
+    contradicting each other raise ``InputError`` (exit 2) naming the options
+    (``--stages`` with ``cli=True``, ``stages`` otherwise)."""
+    name = (lambda k: "--" + k.replace("_", "-")) if cli else (lambda k: k)
+    unknown = sorted(set(options) - solver_options(solver))
+    if unknown:
+        pins = [k for k in unknown if k in PIN_OPTIONS]
+        if pins and solver in ("greedy", "rl", "anneal"):
+            raise InputError(f"{', '.join(map(name, pins))} apply to solver milp, cpsat or auto, not {solver}",
+                             name(pins[0]))
+        raise TypeError(f"plan() got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(map(repr, unknown))} for solver {solver!r}")
+    options = dict(options)
+    wl = instance.workload
+    for key in ("forbid", "require"):
+        value = options.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = (value,)
+        value = tuple(value)
+        for d in value:
+            if not isinstance(d, str) or d not in instance.domain_index:
+                raise InputError(f"unknown domain {d!r}; domains: {', '.join(instance.domain_names)}", name(key))
+        options[key] = value
+    both = sorted(set(options.get("forbid") or ()) & set(options.get("require") or ()))
+    if both:
+        raise InputError(f"both name {', '.join(map(repr, both))}: a domain cannot be forbidden and required", f"{name('forbid')}/{name('require')}")
+    gap = options.get("gap")
+    if gap is not None and not (isinstance(gap, (int, float)) and 0 <= gap < 1):
+        raise InputError(f"a relative tolerance must lie in [0, 1), not {gap!r}", name("gap"))
+    top = min(instance.max_stages, instance.num_units)
+    ranges = {"stages": (range(1, top + 1), f"between 1 and {top} (the model's {instance.num_units} units, "
+                                            f"max_stages {instance.max_stages})"),
+              "tp": (wl.tensor_parallel, f"one of the instance's tensor_parallel {list(wl.tensor_parallel)}"),
+              "micro_batch_size": (wl.micro_batch_sizes,
+                                   f"one of the instance's micro_batch_sizes {list(wl.micro_batch_sizes)}"),
+              "schedule": (instance.options.schedules,
+                           f"one of the instance's schedules {list(instance.options.schedules)}"),
+              "replicas": (range(1, wl.global_batch_size + 1),
+                           f"between 1 and the global batch size {wl.global_batch_size}")}
+    for key, (allowed, what) in ranges.items():
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or value not in allowed):
+            raise InputError(f"{value!r} is out of range: {what}", name(key))
+    R, b = options.get("replicas"), options.get("micro_batch_size")
+    if R is not None:
+        sizes = [b] if b is not None else list(wl.micro_batch_sizes)
+        if not any(wl.global_batch_size % (R * x) == 0 for x in sizes):
+            both_named = f"{R}" + (f" with micro-batch size {b}" if b else "")
+            raise InputError(f"{both_named}: the global batch size {wl.global_batch_size} is not a multiple of "
+                             f"replicas x micro-batch size for any allowed micro-batch size",
+                             name("replicas") + (f"/{name('micro_batch_size')}" if b else ""))
+    return options
+
+
+def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
+    """``p`` with the robust figures in its solver info: ``robust_k``,
+    ``robust_stat``, ``robust_score`` (the statistic over the K sampled states,
+    recomputed for ``p`` itself) and ``robust_measure``, the sentence that says
+    what the score is."""
+    from .greedy import sample_states
+    from .robust import score_over
+
+    what = "T_est" if instance.options.objective == "time" else "the cost per iteration with T_est"
+    value = score_over(instance, p, sample_states(instance, k, seed), stat)
+    unit = " s" if instance.options.objective == "time" else " per iteration"
+    measure = (f"{'the mean' if stat == 'mean' else 'the 95th percentile'} of {what} over {k} sampled network "
+               f"states (seed {seed}): {value:.6g}{unit}")
+    info = p.solver.model_copy(update={"robust_k": k, "robust_stat": stat, "robust_score": value,
+                                       "robust_measure": measure})
+    return p.model_copy(update={"solver": info})
+
+
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
          **options) -> Plan:
     """Plan ``instance`` with ``solver``; see the module docstring.
@@ -170,6 +276,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     """
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
+    options = check_options(instance, solver, options)
     t0 = time.perf_counter()
     refine_schedule = options.pop("refine_schedule", None)
     if solver == "auto":  # the portfolio refines within its own budget
@@ -190,6 +297,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
             options.update(robust=robust, robust_stat=robust_stat)
         result = SOLVERS[solver](instance, seed=seed, **options)
     done = finish(instance, result, solver, time.perf_counter() - t0)
+    if robust:
+        done = _robust_figures(instance, done, robust, robust_stat, seed)
     if refine_schedule:
         left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
         done = refine(instance, done, time_limit=max(1.0, left), seed=seed,

@@ -224,8 +224,21 @@ def load_policy(path):
     if isinstance(path, (bytes, bytearray)):
         return MaskablePPO.load(io.BytesIO(bytes(path)), device="cpu"), None
     path = Path(path)
-    meta = json.loads(Path(str(path) + ".json").read_text())
-    return MaskablePPO.load(path, device="cpu"), meta
+    from ..problem.errors import InputError
+    from ..problem.files import read_text
+
+    for need in (path, Path(str(path) + ".json")):
+        if not need.is_file():
+            raise InputError("no such policy file (planner rl train ... --out POLICY writes POLICY and "
+                             "POLICY.json)", "policy", str(need))
+    try:
+        meta = json.loads(read_text(Path(str(path) + ".json")))
+        return MaskablePPO.load(path, device="cpu"), meta
+    except InputError:
+        raise
+    except Exception as err:  # a file that is not a policy
+        raise InputError(f"not a policy saved by planner rl train: {type(err).__name__}: {err}", "policy",
+                         str(path)) from None
 
 
 def policy_bytes(model) -> bytes:

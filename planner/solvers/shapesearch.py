@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..problem.errors import InfeasibleError
+from ..problem.errors import InfeasibleError, TimeLimitError
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
@@ -67,8 +67,11 @@ class ShapeOutcome:
 
     ``status``: ``"optimal"`` (the shape is solved: ``bound`` is final),
     ``"infeasible"`` (nothing in the shape beats the incumbent, or no plan
-    at all), ``"skipped"`` (the shape has no room), ``"feasible"`` (time ran
-    out with a plan), ``"unknown"`` (time ran out with nothing);
+    at all), ``"skipped"`` (proven to hold no plan: the model builder raised
+    :class:`planner.problem.space.ShapeInfeasible`), ``"unsearched"`` (the
+    model could not be built for another reason: nothing proven, the shape
+    keeps its cheap bound), ``"feasible"`` (time ran out with a plan),
+    ``"unknown"`` (time ran out with nothing);
     ``bound`` a proven lower bound on the shape's objective (seconds or
     currency; None: nothing proven), ``plan`` the best plan the solve found
     (re-scored by the search), ``build_s`` model-building time, ``spent``
@@ -210,8 +213,57 @@ def plan_shape(plan: Plan) -> Shape:
     return Shape(plan.tp, plan.micro_batch_size, plan.schedule_kind, plan.num_stages, plan.replicas)
 
 
+def _admits(space: PlanSpace, pins: dict, forbid=(), require=()) -> bool:
+    """A necessary condition for a plan under the pins: some shape whose stages
+    fit in memory (:func:`shape_lower_bound`) and whose replicas' stages fit in
+    the stage slots of the domains not forbidden, every required domain
+    having a slot.  False is a proof that no plan exists."""
+    inst = space.instance
+    top = min(inst.max_stages, inst.num_units)
+    for sh in shapes(space, pins):
+        slots = {d: n for d, n in space.slots(sh.tp).items() if d not in forbid}
+        if any(slots.get(d, 0) < 1 for d in require):
+            continue
+        for S in ([sh.stages] if sh.stages else range(1, top + 1)):
+            if S * sh.replicas > sum(slots.values()) or len(require) > S * sh.replicas:
+                continue
+            if shape_lower_bound(space, Shape(sh.tp, sh.micro_batch, sh.schedule, S, sh.replicas)) is not None:
+                return True
+    return False
+
+
+def pin_reasons(space: PlanSpace, pins: dict, forbid=(), require=()) -> list[str]:
+    """Which pins make the plan space empty: a pin that alone admits no plan, or
+    else the pins whose removal alone would admit one (checked with :func:`_admits`)."""
+    items = [(f"--{k.replace('_', '-')} {v}", k) for k, v in pins.items() if v is not None]
+    items += [(f"--forbid {d}", ("forbid", d)) for d in forbid] + [(f"--require {d}", ("require", d)) for d in require]
+
+    def with_only(keep) -> bool:
+        p = {k: (v if k in keep else None) for k, v in pins.items()}
+        return _admits(space, p, tuple(d for d in forbid if ("forbid", d) in keep),
+                       tuple(d for d in require if ("require", d) in keep))
+
+    everything = {key for _, key in items}
+    if len(forbid) == len(space.instance.domains):
+        return ["--forbid names every domain: no domain is left to host a stage"]
+    alone = [label for label, key in items if not with_only({key})]
+    if alone:
+        return [f"{label} alone admits no plan (no stage count fits the model in memory within the GPUs "
+                "it allows)" for label in alone]
+    if not with_only(everything | set()):
+        culprits = [label for label, key in items if with_only(everything - {key})]
+        if culprits:
+            return [f"the pins {', '.join(label for label, _ in items)} together admit no plan; dropping "
+                    + " or ".join(culprits) + " would admit one"]
+        return [f"the pins {', '.join(label for label, _ in items)} together admit no plan"]
+    return [f"no plan satisfying the pins {', '.join(label for label, _ in items)} was found"]
+
+
 def _no_plan(instance, space, pins, forbid, require) -> InfeasibleError:
     pinned = any(v is not None for v in pins.values()) or forbid or require
+    if pinned and _admits(space, {k: None for k in pins}):  # the pins make it infeasible: say which
+        return InfeasibleError(f"instance {instance.name} has no feasible plan with the pinned choices",
+                               pin_reasons(space, pins, forbid, require))
     return InfeasibleError(f"instance {instance.name} has no feasible plan"
                            + (" with the pinned choices" if pinned else ""), infeasibility_reasons(space))
 
@@ -247,18 +299,24 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
 
     # 1. the greedy incumbent
     best_plan, best = None, math.inf
+    greedy_plans: list[Plan] = []  # greedy's plans honouring the pins: the result never simulates slower
     try:
-        g = greedy(instance, time_limit=max(1.0, 0.1 * (time_limit or 10)), rerank=False)  # best T_est
+        g = greedy(instance)  # uncapped, as the greedy solver alone: the result is never slower than it
         if plan_matches(g, pins, forbid, require):
             best_plan, best = g, score(instance, g)
-    except InfeasibleError:
+            greedy_plans.append(g)
+    except (InfeasibleError, TimeLimitError):
         pass
     log.info("%s: greedy incumbent %.6g (%s)", name, best, kind)
 
     # 2. shapes with their bounds, best-first
     price_min = min(d.price_per_gpu_hour for d in instance.domains)
-    nodes, per_shape = [], {}
+    nodes, per_shape, later = [], {}, []
     for sh in shapes(space, pins):
+        if math.isfinite(budget) and left() < 0.6 * budget:
+            # out of time for bounds: the rest keep the trivial bound 0, computed if visited
+            later.append(_Node(0.0, sh))
+            continue
         per_s = stage_bounds(space, sh)
         if not per_s:
             continue
@@ -268,6 +326,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         nodes.append(_Node(lb, sh))
         per_shape[sh] = per_s
     nodes.sort()
+    if later:
+        log.info("%s: %d shapes keep the trivial bound 0 (no time to bound them)", name, len(later))
+        nodes += later  # after the bounded ones: visited last
     if not nodes and best_plan is None:
         raise _no_plan(instance, space, pins, forbid, require)
 
@@ -277,6 +338,10 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     shape_best: dict[int, Plan] = {}
     timed_out = False
     build_total = 0.0
+    out_of_time = False
+    build_est = 0.0  # the longest model build (and overrun) so far: no shape starts with less time left
+    skipped: dict[str, int] = {}     # reason -> shapes proven empty for it
+    unsearched: dict[str, int] = {}  # reason -> shapes whose model could not be built
 
     def is_open(i: int) -> bool:
         return i not in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap)
@@ -295,12 +360,22 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             n_open = sum(1 for j in todo[k:] if is_open(j))
             share = rest if math.isinf(rest) else max(rest / n_open, min(rest, 1.0))
             node = nodes[i]
+            if node.shape not in per_shape:  # bounded lazily (see step 2)
+                per_shape[node.shape] = stage_bounds(space, node.shape)
+                if not per_shape[node.shape]:
+                    bound_of[i] = math.inf
+                    final.add(i)
+                    continue
+            if build_est and rest < build_est + 0.5:  # too little time to build this shape's model
+                timed_out = out_of_time = True
+                break
             if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
                 # a greedy plan of this shape: a warm start, and maybe a better incumbent
                 per_s = per_shape[node.shape]
                 h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], space, forbid)
                 if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
                     shape_best[i] = h
+                    greedy_plans.append(h)
                     s = score(instance, h)
                     if s < best * (1 - 1e-9):
                         best_plan, best = h, s
@@ -313,10 +388,18 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             solve_s = time.perf_counter() - ts - out.build_s
             spent += out.spent
             build_total += out.build_s
-            if out.status == "skipped":
+            # what a shape costs beyond the solver's share: model building and compiling it for the solver
+            build_est = max(build_est, out.build_s, time.perf_counter() - ts - share)
+            if out.status == "skipped":  # proven empty
                 bound_of[i] = math.inf
                 final.add(i)
-                log.info("%s: shape %s skipped: %s", name, node.shape, out.detail)
+                skipped[out.detail] = skipped.get(out.detail, 0) + 1
+                continue
+            if out.status == "unsearched":  # nothing proven: the shape keeps its cheap bound
+                final.add(i)
+                if out.detail not in unsearched:
+                    log.warning("%s: a shape could not be searched: %s", name, out.detail)
+                unsearched[out.detail] = unsearched.get(out.detail, 0) + 1
                 continue
             if out.plan is not None:
                 problems = check_plan(instance, out.plan)
@@ -343,12 +426,14 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                      name, sh.tp, sh.micro_batch, sh.schedule, sh.replicas, out.status,
                      solve_s, out.build_s, f", {out.detail}" if out.detail else "",
                      bound_of[i], best)
-        if left() <= 0.05:
+        if left() <= 0.05 or out_of_time:
             timed_out = timed_out or any(is_open(i) for i in range(len(nodes)))
             break
         n_open = sum(1 for i in range(len(nodes)) if is_open(i))
         if n_open:
             log.info("%s: round %d done, %d shapes open", name, rnd + 1, n_open)
+    for reason, n in skipped.items():
+        log.info("%s: %d shape%s proven to hold no plan: %s", name, n, "s" if n > 1 else "", reason)
     if best_plan is None:
         raise _no_plan(instance, space, pins, forbid, require)
 
@@ -360,10 +445,14 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             best_plan = polish(best_plan, best, rest, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective
+    best_plan, best = _not_slower_than_greedy(instance, best_plan, best, greedy_plans, log, name)
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
     status = "optimal" if gap_now <= gap + 1e-12 else ("time_limit" if timed_out else "feasible")
+    if status == "optimal" and unsearched and any(i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap)
+                                                  for i in range(len(nodes))):
+        status = "feasible"  # a shape that might hold a better plan was not searched
     if deterministic:
         info_extra.setdefault("deterministic_time", spent)
     info = SolverInfo(name=name, status=status, objective=best, bound=bound, gap=gap_now,
@@ -371,6 +460,30 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     log.info("%s: %s, objective %.6g, bound %.6g, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
              name, status, best, bound, 100 * gap_now, len(nodes), info.time_s, build_total)
     return best_plan.model_copy(update={"solver": info})
+
+
+def _simulated(instance, plan: Plan) -> float:
+    """The plan's exact simulated objective: iteration time (s) or its cost."""
+    ev = Evaluator(instance, plan)
+    t = float(ev.iteration_times()[0])
+    return t if instance.options.objective == "time" else float(ev.cost(t))
+
+
+def _not_slower_than_greedy(instance, plan: Plan, objective: float, greedy_plans: list[Plan], log,
+                            name: str) -> tuple[Plan, float]:
+    """``plan`` (best by T_est) or, when one of greedy's plans with the same pins
+    simulates faster (cheaper), that plan: an exact planner never returns a
+    plan worse than greedy's by the exact simulation.  Returns (plan, its T_est objective)."""
+    if not greedy_plans:
+        return plan, objective
+    mine = _simulated(instance, plan)
+    best_g = min(greedy_plans[:4], key=lambda p: _simulated(instance, p))
+    theirs = _simulated(instance, best_g)
+    if theirs < mine * (1 - 1e-12):
+        log.info("%s: greedy's plan simulates better than the T_est optimum (%.6g vs %.6g): returning it",
+                 name, theirs, mine)
+        return best_g, score(instance, best_g)
+    return plan, objective
 
 
 def keep_if_faster(instance, plan: Plan, cand: Plan | None, objective: float, log, name: str) -> Plan:

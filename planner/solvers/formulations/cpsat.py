@@ -84,7 +84,7 @@ from ortools.sat.python import cp_model
 
 from ...problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
 from ...problem.network import GBPS, MS
-from ...problem.space import PlanSpace, Shape
+from ...problem.space import PlanSpace, Shape, ShapeInfeasible
 
 INT_SAFE = 2 ** 60  # no linear activity may come near CP-SAT's int64 limit
 MAGNITUDE = 1e13  # scales are chosen to keep activities below this where the precision allows
@@ -296,14 +296,17 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     Q = min(instance.max_stages, N, sum(slots.values()) // R) if D else 0
     if shape.stages:
         if Q < shape.stages:
-            raise ValueError(f"shape {shape} has room for only {Q} stages")
+            raise ShapeInfeasible("the domains allowed have fewer stage slots per replica than the pinned "
+                                  "stage count")
         Q = shape.stages
     if Q < 1:
-        raise ValueError(f"shape {shape} has no room: {sum(slots.values())} stage slots of tp={t} for {R} replicas")
+        raise ShapeInfeasible("fewer stage slots than replicas (the domains allowed cannot hold one stage "
+                              "per replica)")
     sb = stage_bounds if stage_bounds is not None else _stage_bounds(space, shape)
     admissible = sorted(S for S in sb if 1 <= S <= Q and (not shape.stages or S == shape.stages))
     if not admissible:
-        raise ValueError(f"shape {shape} has no admissible number of stages within {Q}")
+        raise ShapeInfeasible("no stage count that fits the stage slots of the domains allowed holds the "
+                              "model in memory")
     Q = max(admissible)  # more slots than the largest admissible S are never used
     outs = {u.out_bytes_per_token for u in units[:-1]}
     if len(outs) > 1:
@@ -526,7 +529,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         M.add(cnt[d] <= slots[domains[d]])
     for name in require:
         if name not in domains:
-            raise ValueError(f"shape {shape}: required domain {name} cannot host a stage of tp={t}")
+            raise ShapeInfeasible(f"required domain {name} cannot host a stage of this tensor-parallel degree")
         M.add(cnt[domains.index(name)] >= 1)
     # replicas are interchangeable: their domain vectors in lexicographic order
     for r in range(R - 1):

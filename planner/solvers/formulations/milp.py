@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pyomo.environ as pyo
 
 from ...problem.network import GBPS, MS
-from ...problem.space import PlanSpace, Shape
+from ...problem.space import PlanSpace, Shape, ShapeInfeasible
 
 
 @dataclass
@@ -88,8 +88,8 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
     if shape.stages:
         Q = min(Q, shape.stages)
     if Q < 1:
-        raise ValueError(f"shape {shape} has no room: {sum(slots.values())} stage slots of tp={t} "
-                         f"for {shape.replicas} replicas")
+        raise ShapeInfeasible("fewer stage slots than replicas (the domains allowed cannot hold one stage "
+                              "per replica)")
     units = instance.units
     outs = {u.out_bytes_per_token for u in units[:-1]}
     if len(outs) > 1:
@@ -302,7 +302,8 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
                                cost_cutoff, cuts)
     if not lbs:
         if dropped is None:
-            raise ValueError(f"shape {shape} has no admissible number of stages within {D.Q} slots")
+            raise ShapeInfeasible("no stage count that fits the stage slots of the domains allowed holds the "
+                                  "model in memory")
         return _pruned_model(M, D, objective, dropped, cost_scale)
     D.stage_lb = lbs
     Q = max(lbs)

@@ -32,7 +32,7 @@ import math
 
 import pyomo.environ as pyo
 
-from ...problem.space import PlanSpace, Shape
+from ...problem.space import PlanSpace, Shape, ShapeInfeasible
 from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, arc_figures, pairs_of_link,
                    read_partition, shape_data, t_upper_bound)
 
@@ -57,7 +57,8 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     lbs, dropped = _admissible(instance, shape, D, space, frozenset(forbid), "time", stage_bounds, cutoff, cuts)
     if not lbs:
         if dropped is None:
-            raise ValueError(f"shape {shape} has no admissible number of stages within {D.Q} slots")
+            raise ShapeInfeasible("no stage count that fits the stage slots of the domains allowed holds the "
+                                  "model in memory")
         return _pruned_model(M, D, "time", dropped, None)
     D.stage_lb = lbs
     Q = max(lbs)
