@@ -152,9 +152,12 @@ def robust_score(values: np.ndarray, stat: str) -> float:
     raise ValueError("robust statistic is 'mean' or 'p95'")
 
 
-def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean") -> list:
+def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean",
+                time_limit: float | None = None) -> list:
     """Every candidate plan of the kept shapes, scored: a list of (T_est or its cost
-    (the statistic over ``states`` when given), GPUs used, order, plan), best first."""
+    (the statistic over ``states`` when given), GPUs used, order, plan), best first.
+    ``TimeLimitError`` when ``deadline`` passes before any plan is scored."""
+    t0 = time.perf_counter()
     space = PlanSpace(instance)
     shapes = _best_shapes(space, KEEP, None, deadline)
     # the same order by compute alone: the WAN, which neither order sees, often
@@ -220,7 +223,7 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     states = sample_states(instance, robust, seed) if robust else None
     t0 = time.perf_counter()
     deadline = t0 + (time_limit if time_limit else 3600.0)
-    scored = _candidates(instance, deadline, states, robust_stat)
+    scored = _candidates(instance, deadline, states, robust_stat, time_limit)
     objective = instance.options.objective
     if states is not None or not rerank:
         return scored[0][3]
@@ -330,7 +333,7 @@ def shape_starts(instance, k: int = 4, time_limit: float | None = None) -> list[
     """
     deadline = time.perf_counter() + (time_limit if time_limit else 3600.0)
     out, shapes = [], set()
-    for _, _, _, plan in _candidates(instance, deadline):
+    for _, _, _, plan in _candidates(instance, deadline, time_limit=time_limit):
         key = (plan.tp, plan.micro_batch_size, plan.replicas)
         if key not in shapes:
             shapes.add(key)
