@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from .limits import reason
+
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
@@ -98,6 +100,12 @@ def input_error_from_pydantic(err: ValidationError) -> InputError:
         value = e.get("input")
         if not isinstance(value, (dict, list)):
             msg = f"{msg} (got {value!r})"
+    if kind in ("less_than_equal", "less_than", "too_long"):
+        why = reason(field)
+        if why:
+            msg += f": {why}"
+    elif kind == "finite_number":
+        msg = f"must be a finite number (got {e.get('input')!r})"
     more = len(err.errors()) - 1
     if more:
         msg += f" (and {more} more problem{'s' if more > 1 else ''})"
