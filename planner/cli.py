@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from functools import wraps
+from pathlib import Path
 
 import click
 from rich.console import Console
 
 from .problem import io as pio
+from .problem import limits
 from .problem.files import atomic_path
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, InputError, PlannerError
@@ -45,6 +48,43 @@ def _guard(fn):
     return wrapper
 
 
+class _Finite(click.FloatRange):
+    """A FloatRange that also refuses inf and nan (click's own lets nan through)."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+SECONDS = _Finite(min=0, min_open=True)  # a time limit: > 0 and finite
+SEED = click.IntRange(0, 2**31 - 1)  # what NumPy and OR-Tools both take
+WORKERS = click.IntRange(1, 1024)
+
+
+def _writable(ctx, param, value):
+    """Callback: an output path whose directory exists and is writable (checked before any work)."""
+    if value is None:
+        return value
+    path = Path(value)
+    if param.type.name == "directory":  # a folder the command creates: its nearest existing parent
+        if path.exists() and not path.is_dir():
+            raise click.BadParameter(f"{value} exists and is not a directory", ctx, param)
+        parent = path
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    else:
+        if path.is_dir():
+            raise click.BadParameter(f"{value} is a directory", ctx, param)
+        parent = path.parent
+        if not parent.is_dir():
+            raise click.BadParameter(f"directory {parent} does not exist", ctx, param)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"directory {parent} is not writable", ctx, param)
+    return value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="planner")
 def main():
@@ -55,24 +95,24 @@ def main():
 @click.argument("instance", required=False)
 @click.option("--solver", default=DEFAULT_SOLVER, show_default=True,
               help=f"one of: {', '.join(sorted(SOLVERS))}")
-@click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own; auto: 60, wall clock in all)")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gap", type=float, default=None, help="relative optimality tolerance (milp, cpsat)")
-@click.option("--threads", type=int, default=None, help="solver threads (milp: HiGHS, default 1; cpsat: workers, default 2)")
-@click.option("--stages", type=int, default=None, help="pin the number of stages (milp, cpsat)")
-@click.option("--replicas", type=int, default=None, help="pin the number of replicas (milp, cpsat)")
-@click.option("--tp", type=int, default=None, help="pin the tensor-parallel degree (milp, cpsat)")
-@click.option("--micro-batch-size", type=int, default=None, help="pin the micro-batch size (milp, cpsat)")
+@click.option("--time-limit", type=SECONDS, default=None, help="seconds (default: the solver's own; auto: 60, wall clock in all)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--gap", type=_Finite(min=0), default=None, help="relative optimality tolerance (milp, cpsat)")
+@click.option("--threads", type=WORKERS, default=None, help="solver threads (milp: HiGHS, default 1; cpsat: workers, default 2)")
+@click.option("--stages", type=click.IntRange(1, limits.MAX_STAGES), default=None, help="pin the number of stages (milp, cpsat)")
+@click.option("--replicas", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), default=None, help="pin the number of replicas (milp, cpsat)")
+@click.option("--tp", type=click.IntRange(1, limits.MAX_GPUS_PER_NODE), default=None, help="pin the tensor-parallel degree (milp, cpsat)")
+@click.option("--micro-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None, help="pin the micro-batch size (milp, cpsat)")
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=None, help="pin the schedule (milp, cpsat)")
 @click.option("--forbid", multiple=True, metavar="DOMAIN", help="domain that may host nothing (milp, cpsat; repeatable)")
 @click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp, cpsat; repeatable)")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write the plan JSON here")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable, help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
-@click.option("--robust", type=int, default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
+@click.option("--robust", type=click.IntRange(0, limits.MAX_ROBUST), default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
@@ -163,8 +203,8 @@ def _progress(quiet: bool) -> None:
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
 @_guard
 def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
@@ -184,10 +224,11 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
 @main.command("schedule")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="write the new plan here")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="seconds (deterministic time)")
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="write the new plan here")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="seconds (deterministic time)")
+@click.option("--workers", type=WORKERS, default=2, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--memory", type=click.Choice(["gpu", "peak", "stage"]), default="gpu", show_default=True,
               help="budget: each stage's GPU memory; PLAN's peak memory per GPU; PLAN's in-flight count per stage")
 @click.option("--equal-memory", is_flag=True, help="same as --memory stage")
@@ -224,10 +265,10 @@ def trace_group():
 
 @trace_group.command("generate")
 @click.argument("instance")
-@click.option("--hours", type=float, default=24.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--start-hour-utc", type=float, default=0.0, show_default=True)
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True)
+@click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=24.0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--start-hour-utc", type=_Finite(-1e6, 1e6), default=0.0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable)
 @_guard
 def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
     """Write a synthetic 5-minute trace for INSTANCE built from published statistics."""
@@ -252,13 +293,13 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.option("--policy", "policies", multiple=True,
               type=click.Choice(["static", "greedy", "resolve", "rl", "oracle"]),
               default=("static", "greedy", "oracle"), show_default=True, help="repeatable")
-@click.option("--iterations", type=int, default=1000, show_default=True)
+@click.option("--iterations", type=click.IntRange(1, limits.MAX_ITERATIONS), default=1000, show_default=True)
 @click.option("--solver", default="greedy", show_default=True, help="solver of the resolve policy")
-@click.option("--every-min", type=float, default=30.0, show_default=True, help="resolve: re-plan period")
-@click.option("--threshold", type=float, default=0.10, show_default=True, help="resolve: slowdown that triggers")
+@click.option("--every-min", type=SECONDS, default=30.0, show_default=True, help="resolve: re-plan period")
+@click.option("--threshold", type=_Finite(min=0), default=0.10, show_default=True, help="resolve: slowdown that triggers")
 @click.option("--solver-time", default="measured", show_default=True,
               help="'measured' or seconds charged per re-plan (reproducible)")
-@click.option("--time-limit", type=float, default=10.0, show_default=True, help="resolve: solver time limit")
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="resolve: solver time limit")
 @click.option("--rl-policy", "rl_policy", type=click.Path(dir_okay=False, exists=True),
               help="rl: the trained policy (planner rl train ... --out POLICY)")
 @click.option("--json", "as_json", is_flag=True)
@@ -273,7 +314,13 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
 
     inst = pio.load_instance(instance)
     tr = traces.load(trace_path, inst)
-    st = solver_time if solver_time == "measured" else float(solver_time)
+    try:
+        st = solver_time if solver_time == "measured" else SECONDS.convert(solver_time, None, None)
+    except click.BadParameter:
+        raise click.BadParameter("'measured' or seconds > 0", param_hint="--solver-time") from None
+    if "resolve" in policies and solver not in SOLVERS:
+        raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
+                                 param_hint="--solver")
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
     results, seen = [], []
@@ -303,10 +350,11 @@ def rl_group():
 
 @rl_group.command("train")
 @click.argument("instance")
-@click.option("--steps", type=int, default=20_000, show_default=True, help="environment steps")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="policy file (zip)")
-@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), help="learning curve PNG "
+@click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="environment steps")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="policy file (zip)")
+@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_writable, help="learning curve PNG "
               "(default: OUT with .png)")
 @_guard
 def rl_train_cmd(instance, steps, seed, out_path, curve_path):
@@ -329,18 +377,19 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @main.command("bench")
 @click.argument("instances", nargs=-1)
 @click.option("--methods", default="greedy,milp,cpsat,rl,megatron,random", show_default=True)
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="per solver run")
-@click.option("--rl-steps", type=int, default=20_000, show_default=True, help="RL training budget per instance")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="per solver run")
+@click.option("--rl-steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="RL training budget per instance")
 @click.option("--dynamic/--no-dynamic", default=True, show_default=True, help="also run rollouts over traces")
-@click.option("--hours", type=float, default=24.0, show_default=True, help="trace length")
+@click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=24.0, show_default=True,
+              help="trace length")
 @click.option("--iterations", default="2000", show_default=True,
               help="rollout length, or 'auto': what greedy's base plan runs in --hours")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray)")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=WORKERS, default=2, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
-              show_default=True)
+              show_default=True, callback=_writable)
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
               workers, out_dir):
@@ -356,8 +405,8 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
         raise click.BadParameter(f"unknown method(s) {', '.join(bad)}", param_hint="--methods")
     if iterations != "auto":
         try:
-            iterations = int(iterations)
-        except ValueError:
+            iterations = click.IntRange(1, limits.MAX_ITERATIONS).convert(iterations, None, None)
+        except click.BadParameter:
             raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
     static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
                             hours=hours, iterations=iterations, executor=executor, workers=workers,
