@@ -17,7 +17,7 @@ from .problem import io as pio
 from .problem import limits
 from .problem.files import atomic_path
 from .scoring.bounds import lower_bound
-from .problem.errors import EXIT_INFEASIBLE, InputError, PlannerError
+from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InputError, PlannerError
 from .scoring.evaluator import Evaluator
 from .presentation.report import plan_summary
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, plan as run_plan
@@ -36,8 +36,11 @@ def _guard(fn):
         except PlannerError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(e.exit_code)
-        except (click.ClickException, click.exceptions.Exit, KeyboardInterrupt):
+        except (click.ClickException, click.exceptions.Exit):
             raise
+        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the planners' watch
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except Exception as e:  # a bug: say so in one line unless debugging
             if os.environ.get("PLANNER_DEBUG"):
                 raise
@@ -116,10 +119,12 @@ def main():
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+@click.option("--memory-limit", type=_Finite(min=0, min_open=True), default=None, metavar="GB",
+              help="milp, cpsat, auto: stop with the best plan so far once resident memory passes GB")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
              schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
-             robust_stat, policy_path, quiet):
+             robust_stat, policy_path, quiet, memory_limit):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     if solver not in SOLVERS:
@@ -150,7 +155,11 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         if solver in ("rl", "auto", "anneal"):
             raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
         options.update(robust=robust, robust_stat=robust_stat)
-    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule, **options)
+    from .solvers import stop
+
+    with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None):
+        p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule,
+                     **options)
     if out_path:
         pio.save_plan(p, out_path)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
@@ -166,6 +175,13 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
             if path:
                 out.print(f"{what} written to {path}")
+    if p.solver.status == "memory_limit":
+        click.echo(f"memory limit {memory_limit:g} GB reached: the best plan found so far "
+                   f"(bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})", err=True)
+    if p.solver.status == "interrupted":
+        click.echo(f"interrupted: the best plan found so far (bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})",
+                   err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def _pictures(inst, p, gantt_path, map_path) -> None:

@@ -14,6 +14,7 @@ from .limits import reason
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells do
 
 
 class PlannerError(Exception):
@@ -63,6 +64,16 @@ class InfeasibleError(PlannerError):
         if not self.reasons:
             return self.message
         return self.message + "\n" + "\n".join(f"  - {r}" for r in self.reasons)
+
+
+class Stopped(PlannerError):
+    """A run was stopped (Ctrl-C: ``reason="interrupted"``, exit 130; the memory cap:
+    ``"memory_limit"``) before it had any plan to return."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.exit_code = EXIT_INTERRUPTED if reason == "interrupted" else EXIT_INFEASIBLE
 
 
 def human_bytes(n: float) -> str:
