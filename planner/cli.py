@@ -258,8 +258,11 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     p = pio.load_plan(plan_file, inst)
     _progress(quiet)
     before = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
-    new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
-                 memory="stage" if equal_memory else memory)
+    from .solvers import stop
+
+    with stop.Watch():  # Ctrl-C: the best schedule so far
+        new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
+                     memory="stage" if equal_memory else memory)
     s = new.solver.model_extra
     if s["schedule_status"] == "too large":
         raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
@@ -272,6 +275,9 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
               f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
               f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")
     out.print(f"plan written to {out_path}")
+    if s["schedule_status"] == "interrupted":
+        click.echo("interrupted: the best schedule found so far", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.group("trace")
@@ -339,14 +345,25 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
                                  param_hint="--solver")
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
-    results, seen = [], []
-    for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
-        r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
-                    solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
-        seen += r.plans
-        results.append(r)
+    from .solvers import stop
+
+    results, seen, interrupted = [], [], False
+    with stop.Watch():  # Ctrl-C: the rows so far (the current policy's marked incomplete), exit 130
+        for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
+            r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
+                        solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
+            seen += r.plans
+            results.append(r)
+            interrupted = stop.requested() == "interrupted"
+            if interrupted:
+                break
     if as_json:
         click.echo(json.dumps([r.summary() for r in results], indent=2))
+    if interrupted:
+        click.echo("interrupted: the policies so far", err=True)
+    if as_json:
+        if interrupted:
+            sys.exit(EXIT_INTERRUPTED)
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
     for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
@@ -357,6 +374,8 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
                   f"{r.iterations_per_hour:.1f}", f"{r.reconfig_s:.1f}", f"{r.stalled_s:.1f}", str(r.switches),
                   f"{r.solver_s:.1f}", "-" if r.decision_s is None else f"{r.decision_s:.3g}")
     out.print(t)
+    if interrupted:
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.group("rl")

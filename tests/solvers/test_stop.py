@@ -86,3 +86,37 @@ def test_a_stopped_run_leaves_later_runs_unaffected():
         assert stop.requested() == "memory_limit"
     assert stop.requested() is None
     assert make_plan(inst, solver="milp", time_limit=20).solver.status == "optimal"
+
+
+def _sigint(args, cwd, after_s=4.0):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "planner.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stdout, stderr
+
+
+def test_sigint_during_schedule_writes_the_best_schedule(tmp_path):
+    src, dst = tmp_path / "p.json", tmp_path / "s.json"
+    assert CliRunner().invoke(main, ["plan", "gcp-16", "-q", "--out", str(src)]).exit_code == 0
+    rc, stdout, stderr = _sigint(["schedule", "gcp-16", str(src), "--out", str(dst), "--time-limit", "300"],
+                                 tmp_path)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    p = load_plan(dst, load_instance("gcp-16"))
+    assert p.solver.model_extra["schedule_status"] == "interrupted"
+
+
+def test_sigint_during_simulate_prints_the_rows_so_far(tmp_path):
+    from planner.problem import traces
+
+    trace = tmp_path / "t.csv"
+    traces.save(traces.generate(load_instance("gcp-16"), hours=24), trace)
+    rc, stdout, stderr = _sigint(["simulate", "gcp-16", "--trace", str(trace), "--iterations", "100000000",
+                                  "--policy", "static", "--policy", "greedy", "--json"], tmp_path)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    rows = json.loads(stdout)
+    assert rows and not rows[-1]["completed"]
