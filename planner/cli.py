@@ -443,15 +443,22 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
             iterations = click.IntRange(1, limits.MAX_ITERATIONS).convert(iterations, None, None)
         except click.BadParameter:
             raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
-    static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
-                            hours=hours, iterations=iterations, executor=executor, workers=workers,
-                            address=address)
+    from .solvers import stop
+
+    with stop.Watch():  # Ctrl-C: write the rows that finished, exit 130
+        static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
+                                hours=hours, iterations=iterations, executor=executor, workers=workers,
+                                address=address)
+        interrupted = stop.requested() == "interrupted"
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
     files = bench.write(static, dyn, out_dir, command, code=bench.code_version())
     out.print(files["static.md"].read_text())
     if "dynamic.md" in files:
         out.print(files["dynamic.md"].read_text())
     out.print("written: " + ", ".join(str(f) for f in files.values()))
+    if interrupted:
+        click.echo(f"interrupted: {len(static)} static and {len(dyn)} dynamic rows finished and written", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command("explain")

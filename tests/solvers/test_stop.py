@@ -120,3 +120,14 @@ def test_sigint_during_simulate_prints_the_rows_so_far(tmp_path):
     assert "Traceback" not in stderr
     rows = json.loads(stdout)
     assert rows and not rows[-1]["completed"]
+
+
+def test_sigint_during_bench_keeps_the_finished_rows(tmp_path):
+    out = tmp_path / "bench"
+    rc, stdout, stderr = _sigint(["bench", "tiny-3dc", "gcp-16", "--methods", "greedy,milp", "--time-limit", "300",
+                                  "--no-dynamic", "--workers", "1", "--out", str(out)], tmp_path, after_s=12.0)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    rows = (out / "static.csv").read_text().splitlines()
+    assert any(r.startswith("tiny-3dc,greedy") for r in rows)
+    assert not any(r.startswith("gcp-16,milp") for r in rows)  # cut off: 300 s were asked
