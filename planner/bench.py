@@ -199,7 +199,11 @@ def run_dynamic(args: tuple) -> list[dict]:
 def _map(fn, items, executor: str, workers: int, address: str | None, progress=None):
     if executor == "serial":
         out = []
+        from .solvers import stop
+
         for it in items:
+            if stop.requested():  # Ctrl-C: the rows so far
+                break
             out.append(fn(it))
             if progress:
                 progress()
@@ -218,15 +222,36 @@ def _map(fn, items, executor: str, workers: int, address: str | None, progress=N
             if progress:
                 progress()
         return out
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, wait
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        out = []
-        for res in pool.map(fn, items):
-            out.append(res)
+    from .solvers import stop
+
+    pool = ProcessPoolExecutor(max_workers=workers)
+    futures = [pool.submit(fn, it) for it in items]
+    out = []
+    try:
+        for fut in futures:  # in order; on Ctrl-C (planner.solvers.stop) keep what finished
+            while not fut.done() and not stop.requested():
+                wait([fut], timeout=0.2)
+            if not fut.done():
+                break
+            try:
+                out.append(fut.result())
+            except Exception:
+                if stop.requested():  # a worker hit by the same Ctrl-C
+                    break
+                raise
             if progress:
                 progress()
-        return out
+    finally:
+        if stop.requested():
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                if proc.is_alive():
+                    proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+        else:
+            pool.shutdown()
+    return out
 
 
 def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int = 0, rl_steps: int = 20_000,
@@ -246,7 +271,9 @@ def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int =
         static = _map(run_static, tasks, executor, workers, address, lambda: prog.advance(bar))
         policies = {r["instance"]: r.pop("_policy") for r in static if "_policy" in r}
         dyn = []
-        if dynamic:
+        from .solvers import stop
+
+        if dynamic and not stop.requested():
             bar2 = prog.add_task("rollouts", total=len(instances))
             resolver = "milp" if "milp" in methods else None
             items = [(i, hours, iterations, seed, min(time_limit, 30.0), resolver, policies.get(i))

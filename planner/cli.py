@@ -8,14 +8,16 @@ import math
 import os
 import sys
 from functools import wraps
+from pathlib import Path
 
 import click
 from rich.console import Console
 
 from .problem import io as pio
+from .problem import limits
 from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
-from .problem.errors import EXIT_INFEASIBLE, InfeasibleError, InputError, PlannerError
+from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator
 from .presentation.report import plan_summary
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
@@ -34,8 +36,11 @@ def _guard(fn):
         except PlannerError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(e.exit_code)
-        except (click.ClickException, click.exceptions.Exit, KeyboardInterrupt):
+        except (click.ClickException, click.exceptions.Exit):
             raise
+        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the planners' watch
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         except Exception as e:  # a bug: say so in one line unless debugging
             if os.environ.get("PLANNER_DEBUG"):
                 raise
@@ -44,6 +49,43 @@ def _guard(fn):
             sys.exit(1)
 
     return wrapper
+
+
+class _Finite(click.FloatRange):
+    """A FloatRange that also refuses inf and nan (click's own lets nan through)."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+SECONDS = _Finite(min=0, min_open=True)  # a time limit: > 0 and finite
+SEED = click.IntRange(0, 2**31 - 1)  # what NumPy and OR-Tools both take
+WORKERS = click.IntRange(1, 1024)
+
+
+def _writable(ctx, param, value):
+    """Callback: an output path whose directory exists and is writable (checked before any work)."""
+    if value is None:
+        return value
+    path = Path(value)
+    if param.type.name == "directory":  # a folder the command creates: its nearest existing parent
+        if path.exists() and not path.is_dir():
+            raise click.BadParameter(f"{value} exists and is not a directory", ctx, param)
+        parent = path
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    else:
+        if path.is_dir():
+            raise click.BadParameter(f"{value} is a directory", ctx, param)
+        parent = path.parent
+        if not parent.is_dir():
+            raise click.BadParameter(f"directory {parent} does not exist", ctx, param)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"directory {parent} is not writable", ctx, param)
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -56,31 +98,33 @@ def main():
 @click.argument("instance", required=False)
 @click.option("--solver", default=DEFAULT_SOLVER, show_default=True,
               help=f"one of: {', '.join(sorted(SOLVERS))}")
-@click.option("--time-limit", type=float, default=None, help="seconds (default: the solver's own; auto: 60, wall clock in all)")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--gap", type=float, default=None, help="relative optimality tolerance (milp, cpsat)")
-@click.option("--threads", type=int, default=None, help="solver threads (milp: HiGHS, default 1; cpsat: workers, default 2)")
-@click.option("--stages", type=int, default=None, help="pin the number of stages (milp, cpsat)")
-@click.option("--replicas", type=int, default=None, help="pin the number of replicas (milp, cpsat)")
-@click.option("--tp", type=int, default=None, help="pin the tensor-parallel degree (milp, cpsat)")
-@click.option("--micro-batch-size", type=int, default=None, help="pin the micro-batch size (milp, cpsat)")
+@click.option("--time-limit", type=SECONDS, default=None, help="seconds (default: the solver's own; auto: 60, wall clock in all)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--gap", type=_Finite(min=0), default=None, help="relative optimality tolerance (milp, cpsat)")
+@click.option("--threads", type=WORKERS, default=None, help="solver threads (milp: HiGHS, default 1; cpsat: workers, default 2)")
+@click.option("--stages", type=click.IntRange(1, limits.MAX_STAGES), default=None, help="pin the number of stages (milp, cpsat)")
+@click.option("--replicas", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), default=None, help="pin the number of replicas (milp, cpsat)")
+@click.option("--tp", type=click.IntRange(1, limits.MAX_GPUS_PER_NODE), default=None, help="pin the tensor-parallel degree (milp, cpsat)")
+@click.option("--micro-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None, help="pin the micro-batch size (milp, cpsat)")
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default=None, help="pin the schedule (milp, cpsat)")
 @click.option("--forbid", multiple=True, metavar="DOMAIN", help="domain that may host nothing (milp, cpsat; repeatable)")
 @click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp, cpsat; repeatable)")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), help="write the plan JSON here")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable, help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
-@click.option("--robust", type=int, default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
+@click.option("--robust", type=click.IntRange(0, limits.MAX_ROBUST), default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, exists=True), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+@click.option("--memory-limit", type=_Finite(min=0, min_open=True), default=None, metavar="GB",
+              help="milp, cpsat, auto: stop with the best plan so far once resident memory passes GB")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
              schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
-             robust_stat, policy_path, quiet):
+             robust_stat, policy_path, quiet, memory_limit):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     _outputs([pio.resolve_instance_path(instance), policy_path], out=out_path, gantt=gantt_path, map=map_path)
@@ -112,7 +156,11 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         if solver in ("rl", "auto", "anneal"):
             raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
         options.update(robust=robust, robust_stat=robust_stat)
-    p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule, **options)
+    from .solvers import stop
+
+    with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None):
+        p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule,
+                     **options)
     if out_path:
         pio.save_plan(p, out_path)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
@@ -128,6 +176,13 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
             if path:
                 out.print(f"{what} written to {path}")
+    if p.solver.status == "memory_limit":
+        click.echo(f"memory limit {memory_limit:g} GB reached: the best plan found so far "
+                   f"(bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})", err=True)
+    if p.solver.status == "interrupted":
+        click.echo(f"interrupted: the best plan found so far (bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})",
+                   err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def _outputs(inputs, **paths) -> None:
@@ -173,8 +228,8 @@ def _progress(quiet: bool) -> None:
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
 @_guard
 def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
@@ -195,10 +250,11 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
 @main.command("schedule")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="write the new plan here")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="seconds (deterministic time)")
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="write the new plan here")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="seconds (deterministic time)")
+@click.option("--workers", type=WORKERS, default=2, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--memory", type=click.Choice(["gpu", "peak", "stage"]), default="gpu", show_default=True,
               help="budget: each stage's GPU memory; PLAN's peak memory per GPU; PLAN's in-flight count per stage")
 @click.option("--equal-memory", is_flag=True, help="same as --memory stage")
@@ -216,8 +272,11 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     if not before.feasible:
         raise InfeasibleError(f"{plan_file}: the plan is infeasible; its schedule cannot be refined",
                               [v.message for v in before.violations])
-    new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
-                 memory="stage" if equal_memory else memory)
+    from .solvers import stop
+
+    with stop.Watch():  # Ctrl-C: the best schedule so far
+        new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
+                     memory="stage" if equal_memory else memory)
     s = new.solver.model_extra
     if s["schedule_status"] == "too large":
         raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
@@ -230,6 +289,9 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
               f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
               f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")
     out.print(f"plan written to {out_path}")
+    if s["schedule_status"] == "interrupted":
+        click.echo("interrupted: the best schedule found so far", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.group("trace")
@@ -239,10 +301,10 @@ def trace_group():
 
 @trace_group.command("generate")
 @click.argument("instance")
-@click.option("--hours", type=float, default=24.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--start-hour-utc", type=float, default=0.0, show_default=True)
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True)
+@click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=24.0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--start-hour-utc", type=_Finite(-1e6, 1e6), default=0.0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable)
 @_guard
 def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
     """Write a synthetic 5-minute trace for INSTANCE built from published statistics."""
@@ -272,13 +334,13 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.option("--policy", "policies", multiple=True,
               type=click.Choice(["static", "greedy", "resolve", "rl", "oracle"]),
               default=("static", "greedy", "oracle"), show_default=True, help="repeatable")
-@click.option("--iterations", type=int, default=1000, show_default=True)
+@click.option("--iterations", type=click.IntRange(1, limits.MAX_ITERATIONS), default=1000, show_default=True)
 @click.option("--solver", default="greedy", show_default=True, help="solver of the resolve policy")
-@click.option("--every-min", type=float, default=30.0, show_default=True, help="resolve: re-plan period")
-@click.option("--threshold", type=float, default=0.10, show_default=True, help="resolve: slowdown that triggers")
+@click.option("--every-min", type=SECONDS, default=30.0, show_default=True, help="resolve: re-plan period")
+@click.option("--threshold", type=_Finite(min=0), default=0.10, show_default=True, help="resolve: slowdown that triggers")
 @click.option("--solver-time", default="measured", show_default=True,
               help="'measured' or seconds charged per re-plan (reproducible)")
-@click.option("--time-limit", type=float, default=10.0, show_default=True, help="resolve: solver time limit")
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="resolve: solver time limit")
 @click.option("--rl-policy", "rl_policy", type=click.Path(dir_okay=False, exists=True),
               help="rl: the trained policy (planner rl train ... --out POLICY)")
 @click.option("--json", "as_json", is_flag=True)
@@ -295,25 +357,36 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
     inst = pio.load_instance(instance)
     tr = traces.load(trace_path, inst)
     try:
-        st = solver_time if solver_time == "measured" else float(solver_time)
-    except ValueError:
-        st = math.nan
-    if st != "measured" and not (math.isfinite(st) and st >= 0):
-        raise click.BadParameter(f"'measured' or a number of seconds >= 0, not {solver_time!r}",
-                                 param_hint="--solver-time")
+        st = solver_time if solver_time == "measured" else SECONDS.convert(solver_time, None, None)
+    except click.BadParameter:
+        raise click.BadParameter("'measured' or seconds > 0", param_hint="--solver-time") from None
+    if "resolve" in policies and solver not in SOLVERS:
+        raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
+                                 param_hint="--solver")
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
-    results, seen = [], []
+    from .solvers import stop
+
     _progress(quiet)
     log = __import__("logging").getLogger("planner")
-    for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
-        log.info("simulate: policy %s over %d iterations ...", pol, iterations)
-        r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
-                    solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
-        seen += r.plans
-        results.append(r)
+    results, seen, interrupted = [], [], False
+    with stop.Watch():  # Ctrl-C: the rows so far (the current policy's marked incomplete), exit 130
+        for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
+            log.info("simulate: policy %s over %d iterations ...", pol, iterations)
+            r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
+                        solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
+            seen += r.plans
+            results.append(r)
+            interrupted = stop.requested() == "interrupted"
+            if interrupted:
+                break
     if as_json:
         click.echo(strict_json([r.summary() for r in results]))
+    if interrupted:
+        click.echo("interrupted: the policies so far", err=True)
+    if as_json:
+        if interrupted:
+            sys.exit(EXIT_INTERRUPTED)
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
     for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
@@ -324,6 +397,8 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
                   f"{r.iterations_per_hour:.1f}", f"{r.reconfig_s:.1f}", f"{r.stalled_s:.1f}", str(r.switches),
                   f"{r.solver_s:.1f}", "-" if r.decision_s is None else f"{r.decision_s:.3g}")
     out.print(t)
+    if interrupted:
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.group("rl")
@@ -333,10 +408,11 @@ def rl_group():
 
 @rl_group.command("train")
 @click.argument("instance")
-@click.option("--steps", type=int, default=20_000, show_default=True, help="environment steps")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="policy file (zip)")
-@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), help="learning curve PNG "
+@click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="environment steps")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="policy file (zip)")
+@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_writable, help="learning curve PNG "
               "(default: OUT with .png)")
 @_guard
 def rl_train_cmd(instance, steps, seed, out_path, curve_path):
@@ -361,18 +437,19 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @main.command("bench")
 @click.argument("instances", nargs=-1)
 @click.option("--methods", default="greedy,milp,cpsat,rl,megatron,random", show_default=True)
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="per solver run")
-@click.option("--rl-steps", type=int, default=20_000, show_default=True, help="RL training budget per instance")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="per solver run")
+@click.option("--rl-steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="RL training budget per instance")
 @click.option("--dynamic/--no-dynamic", default=True, show_default=True, help="also run rollouts over traces")
-@click.option("--hours", type=float, default=24.0, show_default=True, help="trace length")
+@click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=24.0, show_default=True,
+              help="trace length")
 @click.option("--iterations", default="2000", show_default=True,
               help="rollout length, or 'auto': what greedy's base plan runs in --hours")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray)")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=WORKERS, default=2, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
-              show_default=True)
+              show_default=True, callback=_writable)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
@@ -389,18 +466,25 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
         raise click.BadParameter(f"unknown method(s) {', '.join(bad)}", param_hint="--methods")
     if iterations != "auto":
         try:
-            iterations = int(iterations)
-        except ValueError:
+            iterations = click.IntRange(1, limits.MAX_ITERATIONS).convert(iterations, None, None)
+        except click.BadParameter:
             raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
-    static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
-                            hours=hours, iterations=iterations, executor=executor, workers=workers,
-                            address=address, show_progress=not quiet)
+    from .solvers import stop
+
+    with stop.Watch():  # Ctrl-C: write the rows that finished, exit 130
+        static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
+                                hours=hours, iterations=iterations, executor=executor, workers=workers,
+                                address=address, show_progress=not quiet)
+        interrupted = stop.requested() == "interrupted"
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
     files = bench.write(static, dyn, out_dir, command, code=bench.code_version())
     out.print(files["static.md"].read_text())
     if "dynamic.md" in files:
         out.print(files["dynamic.md"].read_text())
     out.print("written: " + ", ".join(str(f) for f in files.values()))
+    if interrupted:
+        click.echo(f"interrupted: {len(static)} static and {len(dyn)} dynamic rows finished and written", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command("explain")

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..scoring.evaluator import Evaluator
+from ..solvers import stop
 from ..problem.network import GBPS, MS, NetworkStates, flow_bandwidth, instance_at  # noqa: F401
 from ..problem.plan import Plan
 
@@ -187,6 +188,9 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
         if time.perf_counter() - tick > 5.0:  # progress for long rollouts (stderr in the CLI)
             tick = time.perf_counter()
             log.info("rollout %s: %d of %d iterations", policy, done, iterations)
+        if stop.requested():  # Ctrl-C: the iterations so far, marked incomplete
+            return _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series,
+                           completed=False, decisions=decisions)
         e = trace.epoch_at(t)
         # policy decisions at this iteration boundary
         if policy != "static":

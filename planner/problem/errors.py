@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from .limits import reason
+
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
 EXIT_TIME_LIMIT = 4  # the time limit ran out before any plan was found (not a proof of infeasibility)
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells do
 
 
 class PlannerError(Exception):
@@ -71,6 +74,16 @@ class TimeLimitError(PlannerError):
     exit_code = EXIT_TIME_LIMIT
 
 
+class Stopped(PlannerError):
+    """A run was stopped (Ctrl-C: ``reason="interrupted"``, exit 130; the memory cap:
+    ``"memory_limit"``) before it had any plan to return."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.exit_code = EXIT_INTERRUPTED if reason == "interrupted" else EXIT_INFEASIBLE
+
+
 def human_bytes(n: float) -> str:
     """Bytes in the unit a person would use: 512 B, 3.4 MB, 72.0 GB (SI)."""
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -106,6 +119,12 @@ def input_error_from_pydantic(err: ValidationError) -> InputError:
         value = e.get("input")
         if not isinstance(value, (dict, list)):
             msg = f"{msg} (got {value!r})"
+    if kind in ("less_than_equal", "less_than", "too_long"):
+        why = reason(field)
+        if why:
+            msg += f": {why}"
+    elif kind == "finite_number":
+        msg = f"must be a finite number (got {e.get('input')!r})"
     more = len(err.errors()) - 1
     if more:
         msg += f" (and {more} more problem{'s' if more > 1 else ''})"

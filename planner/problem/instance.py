@@ -36,24 +36,25 @@ import networkx as nx
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
                       field_validator)
 
+from . import limits as L
 from .errors import InputError, input_error_from_pydantic
 from .model import ModelSpec, Unit
 from .views import view
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # floats are finite
 
 
 class GPU(_Strict):
     """The GPU type of every domain."""
 
     name: str = "GPU"
-    peak_tflops: float = Field(gt=0, description="dense bf16 peak, TFLOP/s")
-    memory_gb: float = Field(gt=0, description="memory per GPU, GB")
+    peak_tflops: float = Field(gt=0, le=L.MAX_PEAK_TFLOPS, description="dense bf16 peak, TFLOP/s")
+    memory_gb: float = Field(gt=0, le=L.MAX_MEMORY_GB, description="memory per GPU, GB")
     mfu: float = Field(gt=0, le=1, description="model-FLOPs utilisation in (0, 1]")
     nvlink_bandwidth_gbps: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, strict=True,
+        default=None, gt=0, le=L.MAX_BANDWIDTH_GBPS, allow_inf_nan=False, strict=True,
         description="per-GPU NVLink bandwidth inside a node, one direction, Gbit/s "
                     "(half the datasheet's bidirectional total); absent: TP communication is free")
 
@@ -76,10 +77,10 @@ class Domain(_Strict):
     """A datacenter: its GPUs, its internal network and its price."""
 
     name: str = Field(min_length=1)
-    gpus: int = Field(ge=1, description="GPUs available")
-    gpus_per_node: int = Field(default=8, ge=1)
-    intra_bandwidth_gbps: float = Field(gt=0, description="per-GPU bandwidth inside the domain, Gbit/s")
-    price_per_gpu_hour: float = Field(default=0.0, ge=0)
+    gpus: int = Field(ge=1, le=L.MAX_TOTAL_GPUS, description="GPUs available")
+    gpus_per_node: int = Field(default=8, ge=1, le=L.MAX_GPUS_PER_NODE)
+    intra_bandwidth_gbps: float = Field(gt=0, le=L.MAX_BANDWIDTH_GBPS, description="per-GPU bandwidth inside the domain, Gbit/s")
+    price_per_gpu_hour: float = Field(default=0.0, ge=0, le=L.MAX_PRICE)
     region: str = ""
     lat: float | None = Field(default=None, ge=-90, le=90)
     lon: float | None = Field(default=None, ge=-180, le=180)
@@ -91,18 +92,18 @@ class Link(_Strict):
 
     a: str
     b: str
-    bandwidth_gbps: float = Field(gt=0, description="Gbit/s each direction")
-    latency_ms: float = Field(ge=0, description="one-way latency, ms")
+    bandwidth_gbps: float = Field(gt=0, le=L.MAX_BANDWIDTH_GBPS, description="Gbit/s each direction")
+    latency_ms: float = Field(ge=0, le=L.MAX_LATENCY_MS, description="one-way latency, ms")
 
 
 class Workload(_Strict):
     """What is trained: a model, the global batch and the candidate knobs."""
 
     model: ModelSpec
-    global_batch_size: int = Field(ge=1, description="sequences per iteration")
-    seq_len: int = Field(ge=1, description="tokens per sequence")
-    micro_batch_sizes: list[int] = Field(min_length=1)
-    tensor_parallel: list[int] = Field(default=[1], min_length=1)
+    global_batch_size: int = Field(ge=1, le=L.MAX_GLOBAL_BATCH, description="sequences per iteration")
+    seq_len: int = Field(ge=1, le=L.MAX_SEQ_LEN, description="tokens per sequence")
+    micro_batch_sizes: list[int] = Field(min_length=1, max_length=L.MAX_LIST)
+    tensor_parallel: list[int] = Field(default=[1], min_length=1, max_length=L.MAX_LIST)
     recompute: bool = False
 
     @field_validator("model", mode="before")
@@ -132,9 +133,9 @@ class Options(_Strict):
 
     memory_reserve_fraction: float = Field(default=0.10, ge=0, lt=1)
     schedules: list[Literal["1f1b", "gpipe"]] = Field(default=["1f1b", "gpipe"], min_length=1)
-    max_stages: int | None = Field(default=None, ge=1)
+    max_stages: int | None = Field(default=None, ge=1, le=L.MAX_STAGES)
     objective: Literal["time", "cost"] = "time"
-    wan_price_per_gb: float = Field(default=0.0, ge=0)
+    wan_price_per_gb: float = Field(default=0.0, ge=0, le=L.MAX_PRICE)
 
 
 class Instance(_Strict):
@@ -143,8 +144,8 @@ class Instance(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     gpu: GPU
-    domains: list[Domain] = Field(min_length=1)
-    links: list[Link] = []
+    domains: list[Domain] = Field(min_length=1, max_length=L.MAX_DOMAINS)
+    links: list[Link] = Field(default=[], max_length=L.MAX_LINKS)
     workload: Workload
     options: Options = Options()
 
@@ -171,6 +172,9 @@ class Instance(_Strict):
                 raise InputError(f"duplicate domain name {d.name!r} (also domains[{seen[d.name]}])",
                                  f"domains[{i}].name")
             seen[d.name] = i
+        if self.total_gpus > L.MAX_TOTAL_GPUS:
+            raise InputError(f"{self.total_gpus} GPUs in all domains together; at most {L.MAX_TOTAL_GPUS:.0e} "
+                             f"({L.REASONS['gpus']})", "domains")
         pairs: dict[frozenset, int] = {}
         for i, link in enumerate(self.links):
             for end in ("a", "b"):

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from . import limits as L
+
 BYTES_PER_PARAM_STATE = 16  # weights, gradients and Adam state (SPEC 3)
 BYTES_PER_PARAM_GRAD = 2  # gradient bytes synchronised across replicas
 
@@ -45,18 +47,18 @@ class Unit:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
 
 
 class UnitSpec(_Strict):
     """An explicit unit in a model file (overrides the formulas)."""
 
     name: str
-    params: float = Field(ge=0)
-    fwd_flops_per_token: float = Field(ge=0)
-    out_bytes_per_token: float = Field(ge=0)
-    stored_bytes_per_token: float = Field(ge=0)
-    tp_bytes_per_token: float = Field(default=0.0, ge=0, allow_inf_nan=False, strict=True)
+    params: float = Field(ge=0, le=L.MAX_UNIT_FIGURE)
+    fwd_flops_per_token: float = Field(ge=0, le=L.MAX_UNIT_FIGURE)
+    out_bytes_per_token: float = Field(ge=0, le=L.MAX_UNIT_FIGURE)
+    stored_bytes_per_token: float = Field(ge=0, le=L.MAX_UNIT_FIGURE)
+    tp_bytes_per_token: float = Field(default=0.0, ge=0, le=L.MAX_UNIT_FIGURE, allow_inf_nan=False, strict=True)
 
 
 class ModelSpec(_Strict):
@@ -72,17 +74,18 @@ class ModelSpec(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     source: str = ""
-    num_layers: int | None = Field(default=None, ge=1)
-    hidden_size: int | None = Field(default=None, ge=1)
-    ffn_hidden_size: int | None = Field(default=None, ge=1)
-    num_heads: int | None = Field(default=None, ge=1)
-    num_kv_heads: int | None = Field(default=None, ge=1)
-    vocab_size: int | None = Field(default=None, ge=1)
+    num_layers: int | None = Field(default=None, ge=1, le=L.MAX_LAYERS)
+    hidden_size: int | None = Field(default=None, ge=1, le=L.MAX_HIDDEN)
+    ffn_hidden_size: int | None = Field(default=None, ge=1, le=L.MAX_HIDDEN)
+    num_heads: int | None = Field(default=None, ge=1, le=L.MAX_HIDDEN)
+    num_kv_heads: int | None = Field(default=None, ge=1, le=L.MAX_HIDDEN)
+    vocab_size: int | None = Field(default=None, ge=1, le=L.MAX_VOCAB)
     gated_mlp: bool = False
     tied_embeddings: bool = False
-    units_: list[UnitSpec] | None = Field(default=None, alias="units", min_length=1)
+    units_: list[UnitSpec] | None = Field(default=None, alias="units", min_length=1,
+                                               max_length=L.MAX_LAYERS)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _complete(self):

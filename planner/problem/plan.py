@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import InputError, input_error_from_pydantic
 from .files import strict_json
 from .instance import Instance
+from .limits import MAX_GLOBAL_BATCH, MAX_GPUS_PER_NODE, MAX_STAGE_MICRO_BATCHES, MAX_TOTAL_GPUS
 from .oplists import check_op_lists, op_lists
 from .views import view
 
@@ -76,10 +77,10 @@ class Plan(_Strict):
     """A training plan; see the module docstring and SPEC section 4."""
 
     instance: str = ""
-    replicas: int = Field(ge=1)
-    tp: int = Field(ge=1)
-    micro_batch_size: int = Field(ge=1)
-    num_micro_batches: int = Field(ge=1)
+    replicas: int = Field(ge=1, le=MAX_TOTAL_GPUS)
+    tp: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
+    micro_batch_size: int = Field(ge=1, le=MAX_GLOBAL_BATCH)
+    num_micro_batches: int = Field(ge=1, le=MAX_GLOBAL_BATCH)
     stages: list[Stage] = Field(min_length=1)
     placement: list[list[str]] = Field(min_length=1)
     schedule: Literal["1f1b", "gpipe"] | ExplicitSchedule = "1f1b"
@@ -100,6 +101,9 @@ class Plan(_Strict):
                                  "(stages must be contiguous, non-empty and in order)")
             pos = st.end
         if isinstance(self.schedule, ExplicitSchedule):
+            if len(self.stages) * self.num_micro_batches > MAX_STAGE_MICRO_BATCHES:
+                raise ValueError(f"{len(self.stages)} stages x {self.num_micro_batches} micro-batches is more "
+                                 f"than {MAX_STAGE_MICRO_BATCHES}")
             try:
                 lists = op_lists(self.schedule.ops, len(self.stages), self.num_micro_batches)
             except ValueError as err:
@@ -146,6 +150,10 @@ class Plan(_Strict):
             for j, d in enumerate(row):
                 if d not in instance.domain_index:
                     raise InputError(f"unknown domain {d!r}", f"placement[{r}][{j}]")
+        if self.num_stages * self.num_micro_batches > MAX_STAGE_MICRO_BATCHES:
+            raise InputError(f"{self.num_stages} stages x {self.num_micro_batches} micro-batches is more than "
+                             f"{MAX_STAGE_MICRO_BATCHES} (the simulated schedule would grow with it); use "
+                             "more replicas or larger micro-batches", "num_micro_batches")
         gbs = instance.workload.global_batch_size
         if self.replicas * self.micro_batch_size * self.num_micro_batches != gbs:
             raise InputError(f"replicas x micro_batch_size x num_micro_batches = "

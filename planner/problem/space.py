@@ -17,6 +17,7 @@ from itertools import accumulate
 from dataclasses import dataclass
 from functools import cached_property
 
+from .limits import MAX_STAGE_MICRO_BATCHES
 from .model import BYTES_PER_PARAM_STATE
 from .partition import UnitTable, balanced_partition, pack
 
@@ -97,7 +98,11 @@ class PlanSpace:
 
     def partition(self, tp: int, micro_batch: int, schedule: str, stages: int,
                   micro_batches: int, balance: bool = True):
-        """Balanced partition into ``stages`` stages fitting memory, or None."""
+        """Balanced partition into ``stages`` stages fitting memory, or None (also when
+        stages x micro_batches passes ``limits.MAX_STAGE_MICRO_BATCHES``: the schedule
+        the simulator compiles would grow with it)."""
+        if stages * micro_batches > MAX_STAGE_MICRO_BATCHES:
+            return None
         w = self._inflight(schedule, stages, micro_batches)
         key = (tp, micro_batch, schedule, stages,
                micro_batches if schedule == "gpipe" else min(micro_batches, stages), balance)
@@ -117,7 +122,8 @@ class PlanSpace:
         return self.partition(tp, micro_batch, schedule, stages, micro_batches, balance=False) is not None
 
     def shapes(self, max_gpus: int | None = None):
-        """Every (tp, b, schedule, S, R) whose GPUs fit the slots, unfiltered by memory."""
+        """Every (tp, b, schedule, S, R) whose GPUs fit the slots, unfiltered by memory
+        (but within ``limits.MAX_STAGE_MICRO_BATCHES``)."""
         inst = self.instance
         n_units = inst.num_units
         for tp in inst.workload.tensor_parallel:
@@ -130,6 +136,8 @@ class PlanSpace:
                         for R in self.replica_options[b]:
                             if R * S > total_slots:
                                 break
+                            if S * (inst.workload.global_batch_size // (R * b)) > MAX_STAGE_MICRO_BATCHES:
+                                continue  # see partition()
                             yield Shape(tp, b, sched, S, R)
 
 

@@ -170,6 +170,10 @@ def load(path, instance) -> Trace:
         raise InputError(f"not a number: {err}", "rows", str(path)) from None
     if data.ndim != 2 or data.shape[1] != len(want) or len(data) == 0:
         raise InputError(f"every row needs {len(want)} values", "rows", str(path))
+    bad = np.argwhere(~np.isfinite(data))
+    if len(bad):
+        r, c = bad[0]
+        raise InputError(f"must be a finite number (got {data[r, c]:g} in data row {r + 1})", want[c], str(path))
     times = data[:, 0]
     if np.any(np.diff(times) <= 0) or times[0] < 0:
         raise InputError("time_s must start at >= 0 and increase", "time_s", str(path))

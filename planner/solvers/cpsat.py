@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 
+from . import stop
 from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan
 from ..problem.space import ShapeInfeasible
@@ -85,7 +86,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
         if log_progress:
             solver.parameters.log_search_progress = True
             solver.log_callback = lambda line: log.info("cpsat: %s", line)
-        status = solver.solve(cm.model)
+        with stop.stoppable(solver.stop_search):  # Ctrl-C, the memory cap
+            status = solver.solve(cm.model)
         note = ("hinted, " if hinted else "") + f"unit {cm.unit_s:.0e} s"
         spent = solver.response_proto.deterministic_time
         if status == cp_model.INFEASIBLE:  # nothing in this shape beats the incumbent (or no plan)

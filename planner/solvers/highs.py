@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import stop
+
 #: HiGHS options for every solve.  ``presolve_rule_off = 8192`` switches off presolve rule 13,
 #: "parallel rows and columns": in highspy 1.14 it returned a sub-optimal plan as optimal (and
 #: so an invalid bound) on a tiny two-replica instance whose replicas give parallel columns
@@ -102,6 +104,14 @@ class MatrixHighs:
         for k, val in self.options.items():
             h.setOptionValue(k, val)
         h.passModel(lp)
+
+        def interrupt(e):  # Ctrl-C or the memory cap (planner.solvers.stop): stop with the incumbent
+            if stop.requested():
+                e.interrupt()
+
+        h.cbMipInterrupt += interrupt
+        h.cbSimplexInterrupt += interrupt
+        h.cbIpmInterrupt += interrupt
 
         def time_left():  # the compilation and the start count against the limit
             if "time_limit" in self.options:

@@ -61,9 +61,12 @@ import concurrent.futures as cf
 import logging
 import math
 import multiprocessing
+import os
+import signal
 import time
 from typing import Callable
 
+from . import stop
 from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan, SolverInfo
 from ..scoring.bounds import lower_bound
@@ -84,6 +87,7 @@ EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its 
 TIE = 1e-9  # relative: scores this close are equal
 PROVEN_SHARE = 0.05  # the last annealing's share of the budget once an engine proved optimality
 STARTS = 4  # plans (distinct shapes) annealed while the engines run
+STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -94,7 +98,24 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
     else:
         limit = max(0.2, deadline - time.time())
         limit -= min(2.0, 0.1 * limit)  # room for the engine's own overrun (model building, polish)
-    return solve(instance, time_limit=limit, **options)
+    with stop.Watch():  # the parent's stop (Ctrl-C, memory cap) arrives as SIGINT: return the incumbent
+        return solve(instance, time_limit=limit, **options)
+
+
+def _result(executor: cf.ProcessPoolExecutor, future: cf.Future, wait: float) -> Plan:
+    """The engine's plan within ``wait`` seconds; on a stop request (planner.solvers.stop)
+    the engine gets SIGINT and a few seconds to hand over its incumbent."""
+    deadline = time.time() + wait
+    while not stop.requested():
+        try:
+            return future.result(timeout=max(0.0, min(0.2, deadline - time.time())))
+        except cf.TimeoutError:
+            if time.time() >= deadline:
+                raise
+    for proc in list(getattr(executor, "_processes", {}).values()):
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGINT)
+    return future.result(timeout=STOP_GRACE_S)
 
 
 def _incumbent(candidates):
@@ -222,7 +243,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         for name, (ex, fut) in running.items():
             wait = max(0.0, min(wall0 + COLLECT_BY * budget - time.time(), end - time.perf_counter() - 1.0))
             try:
-                res = fut.result(timeout=wait)
+                res = _result(ex, fut, wait)
             except cf.TimeoutError:
                 lines[name] = "cut off at the deadline"
                 log.warning("auto: %s overran its deadline and was stopped", name)
@@ -262,7 +283,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     left = anneal_end - time.perf_counter()
     if proven:  # an engine proved its T_est optimal: a short search for a plan that simulates faster
         left = min(left, PROVEN_SHARE * budget)
-    if left > 0.2 or deterministic:
+    if (left > 0.2 or deterministic) and not stop.requested():
         share = (ANNEAL_END - ENGINE_SHARE) * budget if do_refine else (1 - ENGINE_SHARE) * budget
         out = anneal(instance, best, time_limit=max(0.2, end - 0.5 - time.perf_counter()) if deterministic
                      else left, seed=seed, max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
@@ -283,6 +304,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     gap_now = None if bound is None or objective <= 0 else max(0.0, (objective - bound) / objective)
     if proven and objective <= min(proven) * (1 + 1e-9):
         status = "optimal"
+    elif stop.requested():
+        status = stop.requested()
     elif any(not line.startswith(("optimal", "infeasible")) for n, line in lines.items() if n in engines):
         status = "time_limit"
     else:
@@ -296,7 +319,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
              "-" if gap_now is None else f"{100 * gap_now:.2f}%")
 
     # 5. the schedule refinement with what is left
-    if do_refine:
+    if do_refine and not stop.requested():
         left = min(end - time.perf_counter() - 0.5, (1 - ANNEAL_END) * budget)  # its share, not all that is left
         if deterministic:
             left = max(1.0, (1 - ANNEAL_END) * budget - 0.5)

@@ -30,6 +30,7 @@ from typing import Callable
 from ..scoring.bounds import lower_bound
 from ..problem.errors import InputError
 from ..scoring.evaluator import Evaluator
+from . import stop
 from .greedy import greedy
 from ..problem.plan import Plan, Predicted, SolverInfo
 
@@ -299,7 +300,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     done = finish(instance, result, solver, time.perf_counter() - t0)
     if robust:
         done = _robust_figures(instance, done, robust, robust_stat, seed)
-    if refine_schedule:
+    if refine_schedule and not stop.requested():
         left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
         done = refine(instance, done, time_limit=max(1.0, left), seed=seed,
                       deterministic=bool(options.get("deterministic", False)))

@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from ..scoring.evaluator import Evaluator
-from ..problem.files import atomic_path, write_atomic
+from ..problem.errors import InputError
+from ..problem.files import atomic_path, read_text, write_atomic
 from ..problem.network import NetworkStates
 from ..problem.plan import Plan, SolverInfo
 
@@ -224,21 +225,19 @@ def load_policy(path):
     if isinstance(path, (bytes, bytearray)):
         return MaskablePPO.load(io.BytesIO(bytes(path)), device="cpu"), None
     path = Path(path)
-    from ..problem.errors import InputError
-    from ..problem.files import read_text
-
-    for need in (path, Path(str(path) + ".json")):
-        if not need.is_file():
-            raise InputError("no such policy file (planner rl train ... --out POLICY writes POLICY and "
-                             "POLICY.json)", "policy", str(need))
+    meta_path = Path(str(path) + ".json")
     try:
-        meta = json.loads(read_text(Path(str(path) + ".json")))
+        meta = json.loads(read_text(meta_path))
+    except json.JSONDecodeError as err:
+        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno}", file=str(meta_path)) from None
+    if not isinstance(meta, dict):
+        raise InputError("expected a JSON object (the policy's metadata)", file=str(meta_path))
+    if not path.is_file():
+        raise InputError("no such file (a policy saved by planner rl train)", file=str(path))
+    try:
         return MaskablePPO.load(path, device="cpu"), meta
-    except InputError:
-        raise
-    except Exception as err:  # a file that is not a policy
-        raise InputError(f"not a policy saved by planner rl train: {type(err).__name__}: {err}", "policy",
-                         str(path)) from None
+    except Exception as err:  # a corrupt or foreign zip: the loader's errors vary (zipfile, pickle, torch)
+        raise InputError(f"not a saved policy: {type(err).__name__}: {err}", file=str(path)) from None
 
 
 def policy_bytes(model) -> bytes:

@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from . import stop
 from ..problem.errors import InfeasibleError
 from ..scoring.evaluator import Evaluator, check_plan
 from ..problem.model import BYTES_PER_PARAM_STATE
@@ -272,6 +273,7 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     p = solver.parameters
     p.random_seed = int(seed)
     p.num_workers = int(workers)
+    p.catch_sigint_signal = False  # Ctrl-C reaches planner.solvers.stop
     if deterministic:
         p.max_deterministic_time = float(time_limit)
     else:
@@ -279,7 +281,8 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     p.log_search_progress = bool(log_progress)
     if log_progress:
         solver.log_callback = lambda line: log.info("cpsat: %s", line)
-    status = solver.solve(M)
+    with stop.stoppable(solver.stop_search):  # Ctrl-C: stop with the best schedule so far
+        status = solver.solve(M)
     if status == cp_model.INFEASIBLE or status == cp_model.MODEL_INVALID:
         raise InfeasibleError(f"CP-SAT found no schedule ({solver.status_name(status)})")
     found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -306,7 +309,7 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     violations = check_plan(instance, new)
     if violations:
         raise RuntimeError("schedule optimiser produced an invalid plan: " + "; ".join(v.message for v in violations))
-    status_name = "optimal" if status == cp_model.OPTIMAL else "time_limit"
+    status_name = "optimal" if status == cp_model.OPTIMAL else (stop.requested() or "time_limit")
     bound = min(max(bound, inflight_bound(instance, plan, caps)), obj)
     simulated = float(Evaluator(instance, new).iteration_times()[0])
     info = SolverInfo(name="cpsat-schedule", status=status_name, objective=obj, bound=bound,

@@ -45,7 +45,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..problem.errors import InfeasibleError, TimeLimitError
+from . import stop
+from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
@@ -351,6 +352,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         if not todo:
             break
         for k, i in enumerate(todo):
+            if stop.requested():  # Ctrl-C or the memory cap: keep the incumbent
+                break
             if not is_open(i):
                 continue  # the incumbent improved meanwhile
             rest = left()
@@ -426,7 +429,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                      name, sh.tp, sh.micro_batch, sh.schedule, sh.replicas, out.status,
                      solve_s, out.build_s, f", {out.detail}" if out.detail else "",
                      bound_of[i], best)
-        if left() <= 0.05 or out_of_time:
+        if left() <= 0.05 or out_of_time or stop.requested():
             timed_out = timed_out or any(is_open(i) for i in range(len(nodes)))
             break
         n_open = sum(1 for i in range(len(nodes)) if is_open(i))
@@ -434,11 +437,14 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             log.info("%s: round %d done, %d shapes open", name, rnd + 1, n_open)
     for reason, n in skipped.items():
         log.info("%s: %d shape%s proven to hold no plan: %s", name, n, "s" if n > 1 else "", reason)
+    stopped = stop.requested()
     if best_plan is None:
+        if stopped:
+            raise Stopped(stopped, f"{name}: stopped ({stopped}) before any plan was found")
         raise _no_plan(instance, space, pins, forbid, require)
 
     # 5. polish, bound, gap
-    if reserve > 0:
+    if reserve > 0 and not stopped:
         rest = (total - spent) if deterministic else (t0 + total - time.perf_counter())
         rest = min(rest, reserve)  # the last 10%, also when the search ends early
         if rest > 0.2:
@@ -449,7 +455,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
-    status = "optimal" if gap_now <= gap + 1e-12 else ("time_limit" if timed_out else "feasible")
+    status = "optimal" if gap_now <= gap + 1e-12 else (stopped or ("time_limit" if timed_out else "feasible"))
     if status == "optimal" and unsearched and any(i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap)
                                                   for i in range(len(nodes))):
         status = "feasible"  # a shape that might hold a better plan was not searched

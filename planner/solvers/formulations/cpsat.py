@@ -116,6 +116,7 @@ def configure(solver: cp_model.CpSolver, time_limit: float | None = None, worker
     if deterministic and workers > 1:
         p.interleave_search = True
     p.num_workers = int(workers)
+    p.catch_sigint_signal = False  # Ctrl-C reaches planner.solvers.stop, which stops the whole search
     p.random_seed = int(seed)
     p.relative_gap_limit = gap
     p.absolute_gap_limit = 0.0

@@ -1,0 +1,178 @@
+"""Stopping the exact planners early and cleanly, keeping their incumbent.
+
+Two things ask for a stop: Ctrl-C (SIGINT) and a resident-memory cap
+(``planner plan --memory-limit GB``).  :class:`Watch` (used by the command
+line around a run) turns either into :func:`request` with the reason
+(``"interrupted"`` or ``"memory_limit"``); the shape search
+(:mod:`planner.solvers.shapesearch`) checks :func:`requested` between shapes
+and returns its incumbent with that status, and a solve in progress is cut
+short through what it registered with :func:`stoppable` (CP-SAT's
+``stop_search``) or by polling :func:`requested` (HiGHS's interrupt
+callbacks).
+
+Why a watchdog thread: while CP-SAT or HiGHS runs, the main thread is in C++
+and Python's signal handler does not run until the solve returns.  Python's
+C-level handler still writes the signal number to the wake-up fd
+(:func:`signal.set_wakeup_fd`); the watchdog reads it and stops the solver
+at once.  The same thread samples the resident memory four times a second.
+A second Ctrl-C raises ``KeyboardInterrupt`` as usual.
+
+Example
+-------
+>>> with Watch(memory_limit_bytes=2e9):            # doctest: +SKIP
+...     p = plan(instance, solver="milp", time_limit=60)
+>>> p.solver.status                                # doctest: +SKIP
+'interrupted'
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import threading
+from contextlib import contextmanager
+
+_reason: str | None = None
+_stoppers: list = []
+_lock = threading.Lock()
+
+
+def requested() -> str | None:
+    """The reason a stop was asked for (``"interrupted"``, ``"memory_limit"``), or None."""
+    return _reason
+
+
+def request(reason: str) -> None:
+    """Ask every exact planner to stop now and return its incumbent (the first reason wins)."""
+    global _reason
+    with _lock:
+        if _reason is None:
+            _reason = reason
+        stoppers = list(_stoppers)
+    for fn in stoppers:
+        try:
+            fn()
+        except Exception:  # a solver that already finished
+            pass
+
+
+def clear() -> None:
+    global _reason
+    _reason = None
+
+
+@contextmanager
+def stoppable(stop_fn):
+    """Register ``stop_fn`` (e.g. ``solver.stop_search``) while a solve runs."""
+    with _lock:
+        _stoppers.append(stop_fn)
+    try:
+        if _reason is not None:
+            stop_fn()
+        yield
+    finally:
+        with _lock:
+            _stoppers.remove(stop_fn)
+
+
+def _statm(pid) -> int:
+    with open(f"/proc/{pid}/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _children(pid) -> list[int]:
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def rss_bytes(children: bool = True) -> int:
+    """Resident memory of this process now, with its child processes (the engines
+    of ``auto``) when ``children``; bytes (Linux /proc, else this process's peak)."""
+    try:
+        total = _statm("self")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    todo = _children(os.getpid()) if children else []
+    while todo:
+        pid = todo.pop()
+        try:
+            total += _statm(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+        todo += _children(pid)
+    return total
+
+
+class Watch:
+    """Context manager: Ctrl-C and (optionally) a resident-memory cap become
+    :func:`request`; see the module docstring.  Clears the request on entry and exit."""
+
+    def __init__(self, memory_limit_bytes: float | None = None, sigint: bool = True, period_s: float = 0.25):
+        self.limit = memory_limit_bytes
+        self.sigint = sigint and threading.current_thread() is threading.main_thread()
+        self.period = period_s
+        self.peak_rss = 0
+
+    def _handler(self, signum, frame):
+        self._hits += 1
+        if self._hits > 1:
+            raise KeyboardInterrupt
+        request("interrupted")
+
+    def _run(self):
+        while not self._done.is_set():
+            if self._r is not None:
+                ready, _, _ = select.select([self._r], [], [], self.period)
+                if ready:
+                    try:
+                        data = os.read(self._r, 512)
+                    except BlockingIOError:
+                        data = b""
+                    if signal.SIGINT in data:
+                        request("interrupted")
+            else:
+                self._done.wait(self.period)
+            if self.limit is not None:
+                rss = rss_bytes()
+                self.peak_rss = max(self.peak_rss, rss)
+                if rss > self.limit:
+                    request("memory_limit")
+
+    def __enter__(self):
+        clear()
+        self._hits = 0
+        self._r = self._w = None
+        self._old_fd = self._old_handler = None
+        if self.sigint:
+            self._r, self._w = os.pipe()
+            os.set_blocking(self._w, False)
+            os.set_blocking(self._r, False)
+            self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+            self._old_handler = signal.signal(signal.SIGINT, self._handler)
+        self._done = threading.Event()
+        self._thread = None
+        if self.sigint or self.limit is not None:
+            self._thread = threading.Thread(target=self._run, name="planner-stop-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.sigint:
+            signal.signal(signal.SIGINT, self._old_handler)
+            signal.set_wakeup_fd(self._old_fd)
+            os.close(self._r)
+            os.close(self._w)
+        clear()  # the run has its status; later runs in this process start afresh
+        return False

@@ -1,0 +1,133 @@
+"""Issue 17 (c, d): Ctrl-C and --memory-limit stop the exact planners cleanly with
+their incumbent (status interrupted / memory_limit, with its bound); Ctrl-C exits 130."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner import load_instance, load_plan
+from planner.cli import main
+from planner.problem.errors import Stopped
+from planner.solvers import stop
+from planner.solvers.registry import plan as make_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _interrupt(tmp_path, solver, after_s=3.0):
+    out = tmp_path / "plan.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "planner.cli", "plan", "gcp-16", "--solver", solver,
+                             "--time-limit", "300", "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stdout, stderr, out
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat", "auto"])
+def test_sigint_writes_the_incumbent_and_exits_130(tmp_path, solver):
+    rc, stdout, stderr, out = _interrupt(tmp_path, solver)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr and "Aborted" not in stderr
+    p = load_plan(out, load_instance("gcp-16"))
+    assert p.solver.status == "interrupted"
+    assert p.solver.bound is not None and p.solver.bound <= p.solver.objective
+    assert "plan written to" in stdout and "interrupted" in stderr
+
+
+def test_memory_limit_stops_with_the_incumbent(tmp_path):
+    out = tmp_path / "plan.json"
+    r = CliRunner().invoke(main, ["plan", "tiny-3dc", "--solver", "milp", "--time-limit", "30", "-q",
+                                  "--memory-limit", "0.01", "--out", str(out)])  # 10 MB: passed at once
+    assert r.exit_code == 0, r.output
+    p = json.loads(out.read_text())
+    assert p["solver"]["status"] == "memory_limit" and p["solver"]["bound"] is not None
+
+
+def test_memory_limit_option_checked():
+    r = CliRunner().invoke(main, ["plan", "tiny-3dc", "--memory-limit", "0"])
+    assert r.exit_code == 2 and "--memory-limit" in r.output
+
+
+def test_stop_request_before_search_keeps_greedy_incumbent_or_says_why():
+    inst = load_instance("tiny-3dc")
+    stop.request("interrupted")
+    try:
+        p = make_plan(inst, solver="cpsat", time_limit=30)
+    except Stopped as err:  # only when not even greedy had a plan
+        assert err.exit_code == 130
+    else:
+        assert p.solver.status in ("interrupted", "optimal")
+    finally:
+        stop.clear()
+    assert stop.requested() is None
+
+
+def test_rss_is_measured():
+    assert stop.rss_bytes() > 1e6
+
+
+def test_a_stopped_run_leaves_later_runs_unaffected():
+    inst = load_instance("tiny-3dc")
+    with stop.Watch(memory_limit_bytes=1e6, period_s=0.01):
+        for _ in range(500):  # the watchdog samples every 10 ms
+            if stop.requested():
+                break
+            time.sleep(0.01)
+        assert stop.requested() == "memory_limit"
+    assert stop.requested() is None
+    assert make_plan(inst, solver="milp", time_limit=20).solver.status == "optimal"
+
+
+def _sigint(args, cwd, after_s=4.0):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "planner.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stdout, stderr
+
+
+def test_sigint_during_schedule_writes_the_best_schedule(tmp_path):
+    src, dst = tmp_path / "p.json", tmp_path / "s.json"
+    assert CliRunner().invoke(main, ["plan", "gcp-16", "-q", "--out", str(src)]).exit_code == 0
+    rc, stdout, stderr = _sigint(["schedule", "gcp-16", str(src), "--out", str(dst), "--time-limit", "300"],
+                                 tmp_path)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    p = load_plan(dst, load_instance("gcp-16"))
+    assert p.solver.model_extra["schedule_status"] == "interrupted"
+
+
+def test_sigint_during_simulate_prints_the_rows_so_far(tmp_path):
+    from planner.problem import traces
+
+    trace = tmp_path / "t.csv"
+    traces.save(traces.generate(load_instance("gcp-16"), hours=24), trace)
+    rc, stdout, stderr = _sigint(["simulate", "gcp-16", "--trace", str(trace), "--iterations", "100000000",
+                                  "--policy", "static", "--policy", "greedy", "--json"], tmp_path)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    rows = json.loads(stdout)
+    assert rows and not rows[-1]["completed"]
+
+
+def test_sigint_during_bench_keeps_the_finished_rows(tmp_path):
+    out = tmp_path / "bench"
+    rc, stdout, stderr = _sigint(["bench", "tiny-3dc", "gcp-16", "--methods", "greedy,milp", "--time-limit", "300",
+                                  "--no-dynamic", "--workers", "1", "--out", str(out)], tmp_path, after_s=12.0)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    rows = (out / "static.csv").read_text().splitlines()
+    assert any(r.startswith("tiny-3dc,greedy") for r in rows)
+    assert not any(r.startswith("gcp-16,milp") for r in rows)  # cut off: 300 s were asked
