@@ -116,7 +116,7 @@ def main():
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=click.IntRange(0, limits.MAX_ROBUST), default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, exists=True), help="rl: the trained policy")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="rl: the trained policy")
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @click.option("--memory-limit", type=_Finite(min=0, min_open=True), default=None, metavar="GB",
@@ -149,6 +149,8 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     if policy_path:
         if solver != "rl":
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
+        if not os.path.isfile(policy_path):
+            raise InputError("no such file (a policy saved by planner rl train)", "--policy", policy_path)
         options["policy"] = policy_path
     if robust < 0:
         raise click.BadParameter(f"a number of sampled network states >= 0, not {robust}", param_hint="--robust")

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..problem.plan import ExplicitSchedule, Plan, SolverInfo, Stage
 from ..scoring.evaluator import Evaluator, check_plan
+from . import stop
 
 log = logging.getLogger("planner.anneal")
 
@@ -141,7 +142,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     candidates = accepted = since_best = 0
     ln_ratio = math.log(t_end / t_start)
     while True:
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline or stop.requested():  # Ctrl-C or the memory cap: the best so far
             break
         if max_evals is not None:
             if candidates >= max_evals:

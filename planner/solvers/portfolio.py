@@ -224,8 +224,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     starts = starts[:STARTS]
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
-        if i and all(fut.done() for _, fut in running.values()):
-            break  # the engines are back (small instances): collect them now
+        if (i and all(fut.done() for _, fut in running.values())) or stop.requested():
+            break  # the engines are back (small instances), or a stop was asked for: collect them now
         left = (engine_deadline - time.time()) / (len(starts) - i)
         if left < 0.2 and not deterministic:
             break

@@ -273,6 +273,7 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     p = solver.parameters
     p.random_seed = int(seed)
     p.num_workers = int(workers)
+    p.max_memory_in_mb = stop.solver_memory_mb()  # CP-SAT stops its search there (planner.solvers.stop)
     p.catch_sigint_signal = False  # Ctrl-C reaches planner.solvers.stop
     if deterministic:
         p.max_deterministic_time = float(time_limit)

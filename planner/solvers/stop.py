@@ -36,6 +36,17 @@ from contextlib import contextmanager
 _reason: str | None = None
 _stoppers: list = []
 _lock = threading.Lock()
+_memory_limit: float | None = None  # bytes, of the Watch in force (None: none)
+DEFAULT_SOLVER_MEMORY_MB = 2000  # what CP-SAT may hold without --memory-limit (its own default is 10 GB)
+
+
+def solver_memory_mb() -> int:
+    """The memory (MB) a solver call may hold: 80% of the ``--memory-limit`` in force
+    (the rest is the model's Python side), else :data:`DEFAULT_SOLVER_MEMORY_MB`.
+    CP-SAT takes it as ``max_memory_in_mb`` and stops its search when it crosses it."""
+    if _memory_limit is not None:
+        return max(100, int(0.8 * _memory_limit / 1e6))
+    return DEFAULT_SOLVER_MEMORY_MB
 
 
 def requested() -> str | None:
@@ -148,7 +159,9 @@ class Watch:
                     request("memory_limit")
 
     def __enter__(self):
+        global _memory_limit
         clear()
+        _memory_limit = self.limit
         self._hits = 0
         self._r = self._w = None
         self._old_fd = self._old_handler = None
@@ -166,6 +179,8 @@ class Watch:
         return self
 
     def __exit__(self, *exc):
+        global _memory_limit
+        _memory_limit = None
         self._done.set()
         if self._thread is not None:
             self._thread.join()

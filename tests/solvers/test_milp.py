@@ -174,7 +174,8 @@ def test_milp_plan_within_gap_of_brute_force(inst):
     got = objective_of(inst, p)
     assert info.objective == pytest.approx(got, rel=1e-12)
     assert info.bound <= want * (1 + 1e-6)  # a valid bound
-    assert got <= want * (1 + info.gap) * (1 + 1e-6) + 1e-12  # within the reported gap
+    # within the reported gap: gap = (got - bound) / got, so got = bound / (1 - gap) <= want / (1 - gap)
+    assert got * (1 - info.gap) <= want * (1 + 1e-6) + 1e-12
     if info.status == "optimal":
         assert got <= want * (1 + 2e-3)
 

@@ -85,6 +85,7 @@ from ortools.sat.python import cp_model
 from ...problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
 from ...problem.network import GBPS, MS
 from ...problem.space import PlanSpace, Shape, ShapeInfeasible
+from .. import stop
 
 INT_SAFE = 2 ** 60  # no linear activity may come near CP-SAT's int64 limit
 MAGNITUDE = 1e13  # scales are chosen to keep activities below this where the precision allows
@@ -116,6 +117,7 @@ def configure(solver: cp_model.CpSolver, time_limit: float | None = None, worker
     if deterministic and workers > 1:
         p.interleave_search = True
     p.num_workers = int(workers)
+    p.max_memory_in_mb = stop.solver_memory_mb()  # CP-SAT stops its search there (planner.solvers.stop)
     p.catch_sigint_signal = False  # Ctrl-C reaches planner.solvers.stop, which stops the whole search
     p.random_seed = int(seed)
     p.relative_gap_limit = gap
