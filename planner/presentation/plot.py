@@ -71,6 +71,41 @@ def _pyplot():
     return plt
 
 
+def printable(text: str) -> str:
+    """``text`` as matplotlib's default font can draw it: unchanged when the font has
+    every glyph, else transliterated to ASCII (``unidecode``), so that a domain
+    named in Chinese reads "Bei Jing" rather than as boxes with a "Glyph missing"
+    warning.
+
+    >>> printable("us-east-1")
+    'us-east-1'
+    """
+    if text.isascii() or all(_has_glyph(c) for c in set(text) if not c.isspace()):
+        return text
+    from unidecode import unidecode
+
+    return " ".join(unidecode(text).split())
+
+
+def _has_glyph(char: str) -> bool:
+    return ord(char) in _default_font_chars()
+
+
+_FONT_CHARS: set[int] | None = None
+
+
+def _default_font_chars() -> set[int]:
+    """Code points the default font (``rcParams['font.family']``) has glyphs for."""
+    global _FONT_CHARS
+    if _FONT_CHARS is None:
+        from matplotlib import font_manager
+        from matplotlib.ft2font import FT2Font
+
+        path = font_manager.findfont(font_manager.FontProperties())
+        _FONT_CHARS = set(FT2Font(path).get_charmap())
+    return _FONT_CHARS
+
+
 def _figure_ax(ax, size):
     if ax is not None:
         return ax.figure, ax
@@ -268,7 +303,7 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
         f"; replica{'s' if len(drawn) > 1 else ''} {', '.join(map(str, drawn))} of {R} shown")
     if hidden_critical:
         shown += f" (critical path on replica {tr.bottleneck_replica}, not shown)"
-    ax.set_title(f"{instance.name}: {plan.schedule_kind}, R={R} S={S} m={m} b={plan.micro_batch_size} "
+    ax.set_title(f"{printable(instance.name)}: {plan.schedule_kind}, R={R} S={S} m={m} b={plan.micro_batch_size} "
                  f"tp={plan.tp} — iteration {_fmt_time(T)}{shown}", fontsize=10)
 
     handles = [Patch(color=FORWARD, label="forward"), Patch(color=BACKWARD, label="backward")]
@@ -386,7 +421,7 @@ def draw(instance, plan=None, ax=None):
                linewidths=1.5, zorder=3, gid="domain")
     labels = []
     for n, x, y_, g in zip(names, xs, ys, gpus):
-        text = f"{n}\n{g} GPUs"
+        text = f"{printable(n)}\n{g} GPUs"
         if plan is not None:
             text += f"\n{used.get(n, 0)} used"
         labels.append(ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
@@ -407,7 +442,7 @@ def draw(instance, plan=None, ax=None):
             spine.set_visible(False)
     ax.margins(0.18)
 
-    title = f"{instance.name}: {len(names)} domains, {instance.total_gpus} GPUs, {len(instance.links)} WAN links"
+    title = f"{printable(instance.name)}: {len(names)} domains, {instance.total_gpus} GPUs, {len(instance.links)} WAN links"
     if plan is not None:
         title += (f"\nplan: R={plan.replicas} S={plan.num_stages} tp={plan.tp}, "
                   f"{plan.gpus_used} GPUs in {len(used)} domain{'s' if len(used) > 1 else ''}")
@@ -561,7 +596,7 @@ def compare(results, metric: str = "iteration_time_s", ax=None, labels: Sequence
                         handles.append(line)
                         legend_labels.append("lower bound")
                         first = False
-    ax.set_xticks(x, [str(n) for n in names])
+    ax.set_xticks(x, [printable(str(n)) for n in names])
     ax.set_ylabel(_METRIC_NAMES.get(metric, metric))
     ax.set_title(f"plans compared: {_METRIC_NAMES.get(metric, metric).split(' (')[0]}", fontsize=10)
     ax.grid(axis="y", color="#e5e5e5", linewidth=0.5, zorder=0)

@@ -217,3 +217,26 @@ def test_gantt_refuses_an_iteration_that_never_ends(tiny):
     bw[0, 0] = 0.0  # alpha-beta down: the plan's pipelines cross it
     with pytest.raises(ValueError, match="never ends"):
         pp.gantt(inst, p, states=planner.NetworkStates(bw, base.latency_ms))
+
+
+def test_names_the_font_cannot_draw_are_transliterated_without_warnings():
+    """A domain named in Chinese (the EDWC hubs) never renders as boxes: the default
+    font draws it, or it is transliterated; no "Glyph missing" warning either way."""
+    import warnings
+
+    from helpers import make_instance
+    from planner.presentation.plot import _has_glyph, printable
+
+    inst = make_instance([("北京", 4), ("贵州", 4)], [("北京", "贵州", 10.0, 20.0)])
+    inst = inst.model_copy(update={"name": "东数西算"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a Glyph missing warning fails the test
+        fig = pp.draw(inst)
+        fig.canvas.draw()
+    texts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    drawn = "".join(texts)
+    assert all(_has_glyph(c) for c in drawn if not c.isspace()), drawn
+    assert printable("北京") in drawn
+    assert printable("us-east-1") == "us-east-1"
+    if not _has_glyph("北"):
+        assert printable("北京") == "Bei Jing"
