@@ -433,7 +433,7 @@ def test_map_labels_do_not_overlap(name):
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     ax = fig.axes[0]
-    texts = [t for t in ax.texts if t.get_gid() in ("domain-label", "flow-label")]
+    texts = [t for t in ax.texts if t.get_gid() in ("domain-label", "flow-label", "link-label")]
     assert sum(t.get_gid() == "domain-label" for t in texts) == len(inst.domains)
     boxes = [t.get_window_extent(r) for t in texts] + [ax.title.get_window_extent(r)]
     for i, a in enumerate(boxes):

@@ -393,9 +393,10 @@ def draw(instance, plan=None, ax=None):
                 solid_capstyle="round", zorder=1, gid="link")
         if small and i not in crossed:
             continue
-        ax.text((x1 + x2) / 2, (y1 + y2) / 2, f"{link.bandwidth_gbps:g} Gbit/s / {link.latency_ms:g} ms",
-                fontsize=6 if small else 7, color="#333333", ha="center", va="center", zorder=5,
-                gid="link-label", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))
+        ax.annotate(f"{link.bandwidth_gbps:g} Gbit/s / {link.latency_ms:g} ms", ((x1 + x2) / 2, (y1 + y2) / 2),
+                    xytext=(0, 0), textcoords="offset points",  # an offset, so the labels can be moved apart
+                    fontsize=6 if small else 7, color="#333333", ha="center", va="center", zorder=5,
+                    gid="link-label", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))
 
     used: Counter = Counter()
     flows: Counter = Counter()
@@ -454,7 +455,7 @@ def draw(instance, plan=None, ax=None):
         handles.append(Line2D([], [], marker="o", color="none", markerfacecolor=NODE_USED,
                               markersize=9, label="domain used by the plan"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
-    _separate_labels(fig, labels + [t for t in ax.texts if t.get_gid() == "flow-label"])
+    _separate_labels(fig, labels + [t for t in ax.texts if t.get_gid() in ("flow-label", "link-label")])
     # labels pushed above the axes would run into the title: lift it over them
     renderer = fig.canvas.get_renderer()
     top = max(t.get_window_extent(renderer).y1 for t in labels)
