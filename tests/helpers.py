@@ -77,3 +77,18 @@ def brute_force(instance, key="time", max_gpus=None):
             best_est, best_plan = te, p
         best_T = T if best_T is None else min(best_T, T)
     return None if best_plan is None else (best_est, best_T, best_plan)
+
+
+def over_capacity_plan_file(tmp_path, name: str = "tiny-3dc"):
+    """A plan file for packaged instance ``name`` with every stage of every replica in
+    its smallest domain (over its GPU capacity): ``(path, that domain's name)``."""
+    import planner
+
+    inst = planner.load_instance(name)
+    p = planner.plan(inst)
+    small = min(inst.domains, key=lambda d: d.gpus).name
+    bad = p.model_copy(update={"placement": [[small] * p.num_stages for _ in range(p.replicas)],
+                               "predicted": None, "solver": None})
+    path = tmp_path / "bad.json"
+    path.write_text(bad.to_json())
+    return path, small

@@ -12,6 +12,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from helpers import over_capacity_plan_file
 from planner import Plan
 from planner.cli import main
 from planner.problem.io import instances_dir
@@ -261,21 +262,8 @@ def test_greedy_out_of_time_is_not_infeasible(monkeypatch):
 
 # -- item 7: explain an infeasible plan ----------------------------------------
 
-def _infeasible_plan_file(tmp_path):
-    from planner import load_instance, plan
-
-    inst = load_instance("tiny-3dc")
-    p = plan(inst)
-    small = min(inst.domains, key=lambda d: d.gpus).name
-    bad = p.model_copy(update={"placement": [[small] * p.num_stages for _ in range(p.replicas)],
-                               "predicted": None, "solver": None})
-    path = tmp_path / "bad.json"
-    path.write_text(bad.to_json())
-    return path, small
-
-
 def test_explain_and_schedule_on_an_infeasible_plan_exit_3(tmp_path):
-    path, small = _infeasible_plan_file(tmp_path)
+    path, small = over_capacity_plan_file(tmp_path)
     for args in (["explain", "tiny-3dc", path], ["schedule", "tiny-3dc", path, "--out", tmp_path / "o.json", "-q"]):
         res = run(*args)
         assert res.exit_code == 3, res.output

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from planner import Plan, evaluate, load_instance, load_plan, plan as make_plan
+from helpers import over_capacity_plan_file
 from planner.cli import main
 from planner.problem.io import DEFAULT_INSTANCE, available
 
@@ -59,14 +60,7 @@ def test_cli_default_instance_summary():
 
 
 def test_cli_evaluate_infeasible_plan_exit_3(tmp_path):
-    inst = load_instance("tiny-3dc")
-    p = make_plan(inst)
-    # put every stage of every replica into the smallest domain: over capacity
-    small = min(inst.domains, key=lambda d: d.gpus).name
-    bad = p.model_copy(update={"placement": [[small] * p.num_stages for _ in range(p.replicas)],
-                               "predicted": None, "solver": None})
-    path = tmp_path / "bad.json"
-    path.write_text(bad.to_json())
+    path, small = over_capacity_plan_file(tmp_path)  # every stage in the smallest domain
     res = CliRunner().invoke(main, ["evaluate", "tiny-3dc", str(path), "--json"])
     assert res.exit_code == 3
     doc = json.loads(res.stdout)

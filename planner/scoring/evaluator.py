@@ -136,6 +136,11 @@ class Evaluator:
             cost = t / 3600.0 * fig.gpu_hour_price() + fig.wan_bytes() / 1e9 * self.instance.options.wan_price_per_gb
         return np.where(np.isinf(t), np.inf, cost)  # a plan that never ends costs without bound
 
+    def objective(self, seconds) -> np.ndarray:
+        """The instance's objective for iteration times ``seconds``: the times themselves
+        (``objective = "time"``) or the cost per iteration (``"cost"``)."""
+        return np.asarray(seconds, dtype=float) if self.instance.options.objective == "time" else self.cost(seconds)
+
     def throughput(self, seconds) -> np.ndarray:
         wl = self.instance.workload
         with np.errstate(divide="ignore"):

@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from ..problem.errors import InputError
 from ..problem.plan import ExplicitSchedule, Plan, SolverInfo, Stage
 from ..scoring.evaluator import Evaluator, check_plan
 from . import stop
@@ -55,14 +56,14 @@ def simulated_score(instance, plan: Plan) -> float | None:
     """
     try:
         ev = Evaluator(instance, plan)
-    except Exception:  # noqa: BLE001 - a plan that does not fit the instance
+    except InputError:  # a plan that does not fit the instance
         return None
     if check_plan(instance, plan, ev.fig):
         return None
     T = float(ev.iteration_times()[0])
     if not math.isfinite(T):
         return None
-    return T if instance.options.objective == "time" else float(ev.cost(T))
+    return float(ev.objective(T))
 
 
 def _key(bounds, placement, schedule):

@@ -25,10 +25,8 @@ import logging
 import time
 
 from . import stop
-from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan
-from ..problem.space import ShapeInfeasible
-from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
+from .shapesearch import ShapeOutcome, build_model, keep_if_faster, plan_shape, same_shape, shape_search
 
 log = logging.getLogger("planner.cpsat")
 
@@ -60,16 +58,11 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     def solve_shape(shape, share, ctx) -> ShapeOutcome:
         tb = time.perf_counter()
         best = ctx.incumbent
-        try:
-            cm = build(instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
-                       cutoff=best if best < float("inf") else None, stage_bounds=ctx.stage_bounds,
-                       rounding=rounding)
-        except NotImplementedError as err:
-            raise InfeasibleError(str(err)) from None
-        except ShapeInfeasible as err:  # proven: no plan in this shape
-            return ShapeOutcome("skipped", detail=str(err))
-        except ValueError as err:  # not a proof: the shape stays unsearched
-            return ShapeOutcome("unsearched", detail=str(err))
+        cm, none = build_model(lambda: build(
+            instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
+            cutoff=best if best < float("inf") else None, stage_bounds=ctx.stage_bounds, rounding=rounding))
+        if none is not None:
+            return none
         hinted = False
         if warm_start:
             for cand in (ctx.shape_plan, ctx.incumbent_plan):

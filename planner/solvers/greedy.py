@@ -179,7 +179,6 @@ def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean
                              "(nothing is proven about feasibility; give it more time)")
     if not shapes:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan", infeasibility_reasons(space))
-    objective = instance.options.objective
     scored = []  # (T_est or its cost, GPUs, order, plan)
     seen = set()
     log = logging.getLogger("planner.greedy")
@@ -194,7 +193,7 @@ def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean
             ev = Evaluator(instance, plan)
             t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
                      else float(ev.estimate_times()[0]))
-            score = t_est if objective == "time" else float(ev.cost(t_est))
+            score = float(ev.objective(t_est))
             scored.append((score, plan.gpus_used, len(scored), plan))
         if time.perf_counter() > deadline and scored:
             break
@@ -224,7 +223,6 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     t0 = time.perf_counter()
     deadline = t0 + (time_limit if time_limit else 3600.0)
     scored = _candidates(instance, deadline, states, robust_stat, time_limit)
-    objective = instance.options.objective
     if states is not None or not rerank:
         return scored[0][3]
     # T_est misjudges some pipelines over the WAN: simulate the best few exactly
@@ -234,7 +232,7 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
             break
         ev = Evaluator(instance, plan)
         t = float(ev.iteration_times()[0])
-        exact = t if objective == "time" else float(ev.cost(t))
+        exact = float(ev.objective(t))
         if best is None or (exact, score, gpus, i) < best[:4]:
             best = (exact, score, gpus, i, plan)
     return best[4]
@@ -275,8 +273,7 @@ def shape_plan(instance, shape: Shape, stage_counts, space: PlanSpace | None = N
             if forbid and any(d in forbid for row in plan.placement for d in row):
                 continue
             ev = Evaluator(instance, plan)
-            te = float(ev.estimate_times()[0])
-            score = te if instance.options.objective == "time" else float(ev.cost(te))
+            score = float(ev.objective(ev.estimate_times())[0])
             if best is None or score < best[0]:
                 best = (score, plan)
     return None if best is None else best[1]

@@ -27,12 +27,10 @@ import logging
 import math
 import time
 
-from ..problem.errors import InfeasibleError
 from ..scoring.evaluator import Evaluator
 from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from ..problem.plan import Plan
-from ..problem.space import ShapeInfeasible
-from .shapesearch import ShapeOutcome, keep_if_faster, plan_shape, same_shape, shape_search
+from .shapesearch import ShapeOutcome, build_model, keep_if_faster, plan_shape, same_shape, shape_search
 from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public here too)
 
 log = logging.getLogger("planner.milp")
@@ -80,16 +78,12 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
         tb = time.perf_counter()
         ts, best = ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
-        try:
-            M = build(instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
-                      ts=ts, cost_scale=cs, cost_cutoff=best if best < math.inf else None,
-                      stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()})
-        except NotImplementedError as err:
-            raise InfeasibleError(str(err)) from None
-        except ShapeInfeasible as err:  # proven: no plan in this shape
-            return ShapeOutcome("skipped", detail=str(err))
-        except ValueError as err:  # not a proof: the shape stays unsearched
-            return ShapeOutcome("unsearched", detail=str(err))
+        M, none = build_model(lambda: build(
+            instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
+            ts=ts, cost_scale=cs, cost_cutoff=best if best < math.inf else None,
+            stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}))
+        if none is not None:
+            return none
         scale = ts if kind == "time" else M.cost_scale
         if best < math.inf:
             M.cutoff = pyo.Constraint(expr=M.obj.expr <= best * scale * (1 + 1e-9))
@@ -141,16 +135,11 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
 
     tb = time.perf_counter()
     best = ctx.incumbent
-    try:
-        M = milp_agg.build(instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
-                           cutoff=best if best < math.inf else None,
-                           stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()})
-    except NotImplementedError as err:
-        raise InfeasibleError(str(err)) from None
-    except ShapeInfeasible as err:
-        return ShapeOutcome("skipped", detail=str(err))
-    except ValueError as err:
-        return ShapeOutcome("unsearched", detail=str(err))
+    M, none = build_model(lambda: milp_agg.build(
+        instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
+        cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}))
+    if none is not None:
+        return none
     if best < math.inf:
         M.cutoff = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))
     start = _first_start(M, shape, ctx, _counts_start) if warm_start and not M.data.pruned else None

@@ -102,6 +102,11 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
         return solve(instance, time_limit=limit, **options)
 
 
+def _workers(executor: cf.ProcessPoolExecutor) -> list:
+    """The executor's worker processes still alive (the engine's process)."""
+    return [p for p in dict(getattr(executor, "_processes", None) or {}).values() if p.is_alive()]
+
+
 def _result(executor: cf.ProcessPoolExecutor, future: cf.Future, wait: float) -> Plan:
     """The engine's plan within ``wait`` seconds; on a stop request (planner.solvers.stop)
     the engine gets SIGINT and a few seconds to hand over its incumbent."""
@@ -112,9 +117,8 @@ def _result(executor: cf.ProcessPoolExecutor, future: cf.Future, wait: float) ->
         except cf.TimeoutError:
             if time.time() >= deadline:
                 raise
-    for proc in list(getattr(executor, "_processes", {}).values()):
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGINT)
+    for proc in _workers(executor):
+        os.kill(proc.pid, signal.SIGINT)
     return future.result(timeout=STOP_GRACE_S)
 
 
@@ -136,9 +140,8 @@ def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
     if future.done():
         executor.shutdown(wait=True)
         return
-    for proc in list(getattr(executor, "_processes", {}).values()):
-        if proc.is_alive():
-            proc.terminate()
+    for proc in _workers(executor):
+        proc.terminate()
     executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -170,6 +173,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         pin_opts["forbid"] = list(forbid)
     if require:
         pin_opts["require"] = list(require)
+    anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}  # R, tp, b: kept
     engines = dict(ENGINES if engines is None else engines)
     if deterministic and engines.get("milp") is milp:
         del engines["milp"]
@@ -232,7 +236,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         try:
             out = anneal(instance, s, time_limit=None if deterministic else left, seed=seed + i,
                          max_evals=max(20, int(EVALS_PER_S * window / len(starts))) if deterministic else None,
-                         **{k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")})
+                         **anneal_pins)
         except ValueError as err:  # a start the pins rule out
             log.info("auto: start %d skipped (%s)", i, err)
             continue
@@ -269,8 +273,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                               f"({'; '.join(f'{k}: {v}' for k, v in lines.items())})")
 
     # the engines' figures: the proven optimum and the largest valid bound
-    results = {who: p for who, p, _ in candidates}
-    proofs = [p.solver for who, p in results.items() if who in engines and p.solver is not None]
+    proofs = [p.solver for who, p, _ in candidates if who in engines and p.solver is not None]
     bounds = [i.bound for i in proofs if i.bound is not None and math.isfinite(i.bound)]
     if kind == "time":
         bounds.append(lower_bound(instance).value)
@@ -287,7 +290,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         share = (ANNEAL_END - ENGINE_SHARE) * budget if do_refine else (1 - ENGINE_SHARE) * budget
         out = anneal(instance, best, time_limit=max(0.2, end - 0.5 - time.perf_counter()) if deterministic
                      else left, seed=seed, max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
-                     **{k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")})
+                     **anneal_pins)
         if out.solver.end_s < best_val:
             who, best, best_val = f"{who}+anneal", out, out.solver.end_s
             history.append((who, best_val))
@@ -297,7 +300,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     ev = Evaluator(instance, best)
     assert not check_plan(instance, best, ev.fig)
     te = float(ev.estimate_times()[0])
-    objective = te if kind == "time" else float(ev.cost(te))
+    objective = float(ev.objective(te))
     bound = max(bounds) if bounds else None
     if bound is not None:
         bound = min(bound, objective)

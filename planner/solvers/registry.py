@@ -37,18 +37,13 @@ from ..problem.plan import Plan, Predicted, SolverInfo
 from .milp import milp
 from .cpsat import cpsat
 
-SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat}
-DEFAULT_SOLVER = "greedy"
 log = logging.getLogger("planner")
 
 
 def _rl(instance, **options) -> Plan:
-    from .rl import rl
+    from .rl import rl  # optional extra: imported only when asked for
 
     return rl(instance, **options)
-
-
-SOLVERS["rl"] = _rl
 
 
 def _auto(instance, **options) -> Plan:
@@ -64,12 +59,14 @@ def _anneal(instance, **options) -> Plan:
     return anneal_solver(instance, **options)
 
 
-SOLVERS["auto"] = _auto
-SOLVERS["anneal"] = _anneal
+SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat, "rl": _rl,
+                                          "auto": _auto, "anneal": _anneal}
+DEFAULT_SOLVER = "greedy"
 
 
 def register(name: str, solve: Callable[..., Plan]) -> None:
-    """Add a solver under ``name`` (used by the MILP, CP-SAT and RL modules)."""
+    """Add a planner of your own under ``name`` (a function with the calling convention
+    above); ``plan(..., solver=name)`` then runs it and checks its plan."""
     SOLVERS[name] = solve
 
 

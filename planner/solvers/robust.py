@@ -52,7 +52,7 @@ def score_over(instance, plan: Plan, states, stat: str) -> float:
     """The statistic over ``states`` of T_est (s), or of the cost with T_est for cost instances."""
     ev = Evaluator(instance, plan)
     te = ev.estimate_times(states)
-    return robust_score(ev.cost(te) if instance.options.objective == "cost" else te, stat)
+    return robust_score(ev.objective(te), stat)
 
 
 def robust_plan(instance, solve, k: int, stat: str = "mean", seed: int = 0, **options) -> Plan:

@@ -51,7 +51,7 @@ from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
 from ..problem.plan import Plan, SolverInfo
-from ..problem.space import PlanSpace, Shape
+from ..problem.space import PlanSpace, Shape, ShapeInfeasible
 
 PINS = ("stages", "replicas", "tp", "micro_batch_size", "schedule")
 
@@ -101,11 +101,26 @@ class SearchContext:
     require: tuple = ()
 
 
+def build_model(make: Callable[[], object]) -> tuple[object | None, "ShapeOutcome | None"]:
+    """A shape's model from ``make()``: ``(model, None)``, or ``(None, outcome)`` when
+    the shape gets none -- ``skipped`` when its build proves it holds no plan
+    (``ShapeInfeasible``), ``unsearched`` when it could not be built (``ValueError``:
+    no proof, so the search cannot claim optimality).  A formulation that cannot
+    express the instance (``NotImplementedError``) raises ``InfeasibleError``."""
+    try:
+        return make(), None
+    except NotImplementedError as err:
+        raise InfeasibleError(str(err)) from None
+    except ShapeInfeasible as err:
+        return None, ShapeOutcome("skipped", detail=str(err))
+    except ValueError as err:
+        return None, ShapeOutcome("unsearched", detail=str(err))
+
+
 def score(instance, plan) -> float:
     """The plan's objective from the evaluator: T_est (s) or cost per iteration with T_est."""
     ev = Evaluator(instance, plan)
-    te = float(ev.estimate_times()[0])
-    return te if instance.options.objective == "time" else float(ev.cost(te))
+    return float(ev.objective(ev.estimate_times())[0])
 
 
 def shape_lower_bound(space: PlanSpace, shape: Shape) -> float | None:
@@ -471,8 +486,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
 def _simulated(instance, plan: Plan) -> float:
     """The plan's exact simulated objective: iteration time (s) or its cost."""
     ev = Evaluator(instance, plan)
-    t = float(ev.iteration_times()[0])
-    return t if instance.options.objective == "time" else float(ev.cost(t))
+    return float(ev.objective(ev.iteration_times())[0])
 
 
 def _not_slower_than_greedy(instance, plan: Plan, objective: float, greedy_plans: list[Plan], log,
@@ -503,23 +517,3 @@ def keep_if_faster(instance, plan: Plan, cand: Plan | None, objective: float, lo
     t_new, t_old = float(ev_new.iteration_times()[0]), float(ev_old.iteration_times()[0])
     log.info("%s: polish (T_est kept, exact simulation): %.6g s -> %.6g s", name, t_old, min(t_new, t_old))
     return cand if t_new < t_old else plan
-
-
-def simulated_time_proxy(instance, plan: Plan, cache: dict | None = None) -> float:
-    """The exact simulation's iteration time (s) of ``plan``, extrapolated when it has
-    many micro-batches: simulate 2S and 3S micro-batches per replica and extend the
-    steady-state slope to m (exact for a pipeline in steady state; the evaluator takes
-    time linear in m, and on azure-multiregion's 512 micro-batches this is ~10x faster
-    and within 0.01%).  ``cache`` holds the shorter workloads' instances."""
-    S, m = plan.num_stages, plan.num_micro_batches
-    if m <= 4 * S:
-        return float(Evaluator(instance, plan).iteration_times()[0])
-    cache = {} if cache is None else cache
-    times = []
-    for mm in (2 * S, 3 * S):
-        gbs = plan.replicas * plan.micro_batch_size * mm
-        if gbs not in cache:
-            cache[gbs] = instance.with_workload(global_batch_size=gbs, micro_batch_sizes=[plan.micro_batch_size])
-        short = plan.model_copy(update={"num_micro_batches": mm, "predicted": None, "solver": None})
-        times.append(float(Evaluator(cache[gbs], short).iteration_times()[0]))
-    return times[0] + (m - 2 * S) * (times[1] - times[0]) / S
