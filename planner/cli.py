@@ -279,13 +279,16 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
         new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                      memory="stage" if equal_memory else memory)
     s = new.solver.model_extra
-    if s["schedule_status"] == "too large":
+    if s["schedule_status"] == "too large" and not s.get("inflight"):
         raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
                          f"is too large to build within the time limit; try --memory stage (fewer "
                          f"micro-batches in flight) or a plan with fewer micro-batches", "schedule", plan_file)
     pio.save_plan(new, out_path)
-    out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
-              f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
+    if s.get("schedule_makespan_s") is not None:
+        out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
+                  f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
+    if s.get("inflight"):
+        out.print(f"schedule: 1f1b with in-flight limits {s['inflight']} per stage")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "
               f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
               f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")

@@ -45,9 +45,17 @@ def plan_summary(instance, plan, ev) -> Group:
         extra = info.model_extra or {}
         if extra.get("robust_measure"):
             head.add_row("robust", f"{extra['robust_measure']}; the other figures are for the base network")
-        if extra.get("schedule_status") == "too large":
+        if "named_status" in extra:
+            named = "" if extra.get("named_bound") is None else f", bound {extra['named_bound']:.4g}"
+            head.add_row("search", f"{extra['named_status']}{named} over plans with a named schedule "
+                         f"({', '.join(instance.options.schedules)}); the refined schedule is outside that "
+                         f"space, so the bound above is the instance's")
+        if extra.get("inflight"):
+            head.add_row("schedule", f"1f1b with in-flight limits {extra['inflight']} per stage, "
+                         f"{extra['schedule_time_s']:.2f} s")
+        elif extra.get("schedule_status") == "too large":
             head.add_row("schedule", "not refined: the CP-SAT schedule model would be too large")
-        elif "schedule_status" in extra:
+        elif extra.get("schedule_makespan_s") is not None:
             head.add_row("schedule", f"CP-SAT {extra['schedule_status']}, makespan "
                          f"{_fmt_s(extra['schedule_makespan_s'])} (bound {_fmt_s(extra['schedule_bound_s'])}, "
                          f"gap {extra['schedule_gap']:.1%}), {extra['schedule_time_s']:.2f} s")
