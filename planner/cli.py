@@ -529,12 +529,12 @@ def export_cmd(instance, plan_file, fmt, out_dir):
 
 
 @main.command("schema")
-@click.argument("kind", type=click.Choice(["instance", "model", "plan"]))
+@click.argument("kind", metavar="KIND", type=click.Choice(["instance", "model", "plan"]))
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
               help="write the schema here instead of printing it")
 @_guard
 def schema_cmd(kind, out_path):
-    """Print the JSON Schema of an instance, model or plan file (generated from the readers' models)."""
+    """Print the JSON Schema of KIND: instance, model or plan (generated from the readers' models)."""
     from .problem.schemas import schema_text
 
     text = schema_text(kind)
