@@ -18,7 +18,9 @@ from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator
+from .presentation.export import FORMATS, NAMES, export
 from .presentation.report import plan_summary
+from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
 out = Console(highlight=False, soft_wrap=True)
@@ -506,15 +508,13 @@ def explain_cmd(instance, plan_file, as_json):
 @main.command("export")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
-@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "deepspeed"]), required=True,
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
               help="the training framework to launch with")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=_writable,
               help="directory for the launch files (created if missing)")
 @_guard
 def export_cmd(instance, plan_file, fmt, out_dir):
     """Write launch scripts, framework configs, a rank map and a README for PLAN (exit 3 if infeasible)."""
-    from .presentation.export import NAMES, export
-
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
     ex = export(inst, p, fmt)
@@ -529,14 +529,12 @@ def export_cmd(instance, plan_file, fmt, out_dir):
 
 
 @main.command("schema")
-@click.argument("kind", metavar="KIND", type=click.Choice(["instance", "model", "plan"]))
+@click.argument("kind", metavar="KIND", type=click.Choice(KINDS))
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
               help="write the schema here instead of printing it")
 @_guard
 def schema_cmd(kind, out_path):
     """Print the JSON Schema of KIND: instance, model or plan (generated from the readers' models)."""
-    from .problem.schemas import schema_text
-
     text = schema_text(kind)
     if out_path:
         pio.write_atomic(out_path, text)

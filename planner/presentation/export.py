@@ -189,10 +189,13 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
         ("placement", "per (replica, stage)", "rank placement only (rank_map.csv, launch/*.sh)",
          "megatron/core/parallel_state.py (order tp-cp-ep-dp-pp)"),
     ]
-    notes = [f"The layout string gives each stage's layers: `E` the embedding, `t` a transformer layer, `L` the "
-             f"output layer and loss, `|` between stages (Megatron-LM's `--pipeline-model-parallel-layout`, "
-             f"megatron/core/transformer/pipeline_parallel_layer_layout.py). {_megatron_older(plan, layers)}"]
-    if spec.num_layers and spec.tied_embeddings:
+    notes = []
+    if S > 1:
+        notes.append("The layout string gives each stage's layers: `E` the embedding, `t` a transformer layer, `L` "
+                     "the output layer and loss, `|` between stages (Megatron-LM's "
+                     "`--pipeline-model-parallel-layout`, megatron/core/transformer/pipeline_parallel_layer_layout.py)."
+                     + _megatron_older(plan, layers))
+    if spec.num_layers and spec.tied_embeddings and S > 1:
         notes.append("The model ties its embedding and output weights: Megatron-LM keeps a copy on the first and "
                      "the last stage and all-reduces its gradient between them every iteration, which the plan "
                      "does not price.")
@@ -219,12 +222,12 @@ def _megatron_older(plan: Plan, layers: _Layers) -> str:
     if S == 1 or not layers.standard:
         return ""
     if ends and len(set(counts)) == 1:
-        return "Older versions without it split the layers evenly by default, which is this split."
+        return " Older versions without it split the layers evenly by default, which is this split."
     middle = counts[1:-1]
     if ends and len(set(middle)) <= 1 and counts[0] > 0 and counts[-1] > 0:
-        return (f"Older versions take this split as `--decoder-first-pipeline-num-layers {counts[0]} "
+        return (f" Older versions take this split as `--decoder-first-pipeline-num-layers {counts[0]} "
                 f"--decoder-last-pipeline-num-layers {counts[-1]}` (the middle stages even).")
-    return ("Versions without it cannot express this split (their `--decoder-first-pipeline-num-layers` / "
+    return (" Versions without it cannot express this split (their `--decoder-first-pipeline-num-layers` / "
             "`--decoder-last-pipeline-num-layers` make only the first and last stage uneven).")
 
 
