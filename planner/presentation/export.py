@@ -169,7 +169,7 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
     if wl.recompute:
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
-    args.append(("--bf16", None))
+    args += [("--bf16", None), ("--grad-reduce-in-bf16", None)]
     lines = "\n".join(f"  {k}" + ("" if v is None else f" {v}") for k, v in args)
     mapping = [
         ("stages", S, "--pipeline-model-parallel-size", "megatron/training/arguments.py"),
@@ -186,6 +186,8 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
          "megatron/core/pipeline_parallel/schedules.py"),
         ("recompute", wl.recompute, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
          if wl.recompute else "(none)", "megatron/training/arguments.py"),
+        ("gradient precision (bf16: 2 bytes per parameter)", "bf16", "--bf16 --grad-reduce-in-bf16",
+         "megatron/training/arguments.py (validate_args)"),
         ("placement", "per (replica, stage)", "rank placement only (rank_map.csv, launch/*.sh)",
          "megatron/core/parallel_state.py (order tp-cp-ep-dp-pp)"),
     ]
@@ -199,6 +201,9 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
         notes.append("The model ties its embedding and output weights: Megatron-LM keeps a copy on the first and "
                      "the last stage and all-reduces its gradient between them every iteration, which the plan "
                      "does not price.")
+    notes.append("`--grad-reduce-in-bf16` keeps gradients in bf16, as the plan counts them (2 bytes per parameter "
+                 "synchronised, SPEC 3); versions without it accumulate and all-reduce the gradients of bf16 "
+                 "training in fp32 (`validate_args`), twice the plan's gradient bytes.")
     notes.append("Add your data, tokenizer and optimizer arguments after the host name; they are passed to "
                  "`pretrain_gpt.py` (set `TRAIN` to run another script).")
     return {}, lines, mapping, notes
@@ -248,9 +253,13 @@ def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[
         warnings.append(f"torchtitan applies plain data parallelism (DDP) only when nothing else is parallel "
                         f"(torchtitan/models/llama3/infra/parallelize.py), so the {R} replicas are FSDP shards "
                         f"(data_parallel_shard_degree = {R}, fsdp_reshard_after_forward = \"never\"): weights, "
-                        "gradients and optimizer state are sharded over the replicas -- less memory than the plan "
-                        "counts -- and gradients are reduce-scattered and weights all-gathered, the same bytes as "
-                        "the plan's all-reduce")
+                        "gradients and optimizer state are sharded over the replicas (less memory than the plan "
+                        "counts), and each iteration reduce-scatters the gradients in float32 (mixed_precision_reduce, "
+                        "torchtitan's only choice) and all-gathers the bf16 weights: 1.5 times the bytes of the "
+                        "plan's bf16 all-reduce")
+    elif R > 1:
+        warnings.append("torchtitan keeps float32 weights, so DDP all-reduces float32 gradients: twice the bytes of "
+                        "the plan's bf16 all-reduce (2 bytes per parameter, SPEC 3)")
     sched = {"1f1b": "1F1B", "gpipe": "GPipe", "explicit": "1F1B"}[plan.schedule_kind]
     parts = [_fqns(layers, s.start, s.end) for s in plan.stages]
     files = {}
@@ -395,7 +404,10 @@ class PlannedPipelineModule(PipelineModule):
              "ds_config.json` (added by the scripts) to `deepspeed.initialize` through your script's "
              "arguments (`deepspeed.add_config_arguments`). ZeRO stays at stage 0: the plan counts full "
              "weights, gradients and Adam state on every replica, and DeepSpeed's pipeline engine accepts "
-             "ZeRO 0 or 1 only."]
+             "ZeRO 0 or 1 only.",
+             "The plan counts bf16 gradients (2 bytes per parameter synchronised, SPEC 3); DeepSpeed accumulates and "
+             "all-reduces them in the type `data_types.grad_accum_dtype` selects (deepspeed/runtime/config.py), "
+             "which this config leaves at DeepSpeed's default: check it against the plan."]
     return files, '  --deepspeed\n  --deepspeed_config "$HERE/ds_config.json"', mapping, notes
 
 

@@ -21,6 +21,7 @@ ARGS=(
   --num-attention-heads 8
   --untie-embeddings-and-output-weights
   --bf16
+  --grad-reduce-in-bf16
 )
 HOST="${1:?usage: launch/alpha.sh HOST [more arguments]; HOST is one of alpha-node0 alpha-node1 alpha-node2 alpha-node3}"
 shift

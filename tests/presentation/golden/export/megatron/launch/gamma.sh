@@ -21,6 +21,7 @@ ARGS=(
   --num-attention-heads 8
   --untie-embeddings-and-output-weights
   --bf16
+  --grad-reduce-in-bf16
 )
 HOST="${1:?usage: launch/gamma.sh HOST [more arguments]; HOST is one of gamma-node0 gamma-node1}"
 shift
