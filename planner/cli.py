@@ -18,7 +18,9 @@ from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator
+from .presentation.export import FORMATS, NAMES, export
 from .presentation.report import plan_summary
+from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
 out = Console(highlight=False, soft_wrap=True)
@@ -504,6 +506,44 @@ def explain_cmd(instance, plan_file, as_json):
     p = pio.load_plan(plan_file, inst)
     e = explain(inst, p)
     click.echo(strict_json(e.to_dict()) if as_json else str(e))
+
+
+@main.command("export")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
+              help="the training framework to launch with")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=_writable,
+              help="directory for the launch files (created if missing)")
+@_guard
+def export_cmd(instance, plan_file, fmt, out_dir):
+    """Write launch scripts, framework configs, a rank map and a README for PLAN (exit 3 if infeasible)."""
+    inst = pio.load_instance(instance)
+    p = pio.load_plan(plan_file, inst)
+    ex = export(inst, p, fmt)
+    inputs = [pio.resolve_instance_path(instance), plan_file]
+    for rel in ex.files:
+        pio.check_output(Path(out_dir) / rel, "--out", inputs)
+    written = pio.write_files(out_dir, ex.files)
+    for w in ex.warnings:
+        click.echo(f"warning: {w}", err=True)
+    out.print(f"{NAMES[fmt]}: {len(written)} files written to {out_dir} ({ex.rank_map.world_size} ranks, "
+              f"{len(ex.rank_map.agents)} torchrun agents); start with {Path(out_dir) / 'README.md'}")
+
+
+@main.command("schema")
+@click.argument("kind", metavar="KIND", type=click.Choice(KINDS))
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
+              help="write the schema here instead of printing it")
+@_guard
+def schema_cmd(kind, out_path):
+    """Print the JSON Schema of KIND: instance, model or plan (generated from the readers' models)."""
+    text = schema_text(kind)
+    if out_path:
+        pio.write_atomic(out_path, text)
+        out.print(f"{kind} schema written to {out_path}")
+    else:
+        click.echo(text, nl=False)
 
 
 @main.command("validate")

@@ -76,6 +76,7 @@ def read_mapping(path: Path) -> dict:
                          file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("expected a table/object at the top level", file=str(path))
+    data.pop("$schema", None)  # an editor's pointer to the file's JSON Schema (docs/schemas/)
     return data
 
 
@@ -154,6 +155,27 @@ def strict_json(data, indent: int | None = 2) -> str:
     if reasons and isinstance(clean, dict):
         clean["null_reasons"] = reasons
     return json.dumps(clean, indent=indent, allow_nan=False)
+
+
+def write_files(root: str | Path, files: dict[str, str]) -> list[Path]:
+    """Write ``files`` (path relative to ``root`` -> text) under ``root``, creating folders,
+    each file atomically (:func:`write_atomic`); ``*.sh`` files are made executable.
+    Returns the paths written; ``InputError`` naming the file when one cannot be written.
+
+    >>> write_files("job", {"README.md": "...", "launch/a.sh": "#!/bin/sh"})   # doctest: +SKIP
+    [PosixPath('job/README.md'), PosixPath('job/launch/a.sh')]
+    """
+    out = []
+    for rel, text in files.items():
+        path = Path(root) / rel
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
+            path.chmod(0o755 if path.suffix == ".sh" else 0o644)
+        except OSError as err:
+            raise InputError(f"cannot write: {err.strerror or err}", file=str(path)) from None
+        out.append(path)
+    return out
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

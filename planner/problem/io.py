@@ -11,10 +11,11 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import (DEFAULT_INSTANCE, available, find_model, instances_dir, load_model,  # noqa: F401
-                    models_dir, read_mapping, read_text, write_atomic)
+                    models_dir, read_mapping, read_text, write_atomic, write_files)
 from .instance import Instance
 from .model import ModelSpec
 from .plan import Plan
+from .rankmap import parse_rank_map, parse_schedule_csv, plan_from_rank_map
 
 def resolve_instance_path(ref: str | Path | None) -> Path:
     """A path, or the name of a packaged instance, or None for the default."""
@@ -72,6 +73,35 @@ def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
     except InputError as err:
         raise err.with_file(path) from None
     return plan
+
+
+def load_rank_map(path: str | Path, instance: Instance | None = None) -> Plan:
+    """The plan a launched job runs, from the ``rank_map.csv`` that ``planner export`` wrote
+    (:mod:`planner.problem.rankmap`); an ``explicit`` schedule's op lists come from
+    ``schedule.csv`` beside it.  With ``instance``, the plan is checked against it and carries
+    its name.  ``InputError`` names the file and the line or column.
+
+    >>> plan = load_rank_map("job/rank_map.csv", inst)     # doctest: +SKIP
+    """
+    path = Path(path)
+    rows = _with_file(path, lambda: parse_rank_map(read_text(path)))
+    ops = None
+    if rows[0].schedule == "explicit":
+        sched = path.parent / "schedule.csv"
+        ops = _with_file(sched, lambda: parse_schedule_csv(read_text(sched)))
+    plan = _with_file(path, lambda: plan_from_rank_map(rows, ops, instance.name if instance else ""))
+    if instance is not None:
+        _with_file(path, lambda: plan.check_against(instance))
+    return plan
+
+
+def _with_file(path: Path, fn):
+    try:
+        return fn()
+    except InputError as err:
+        if err.file is None:
+            err.file = str(path)
+        raise
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
