@@ -587,5 +587,28 @@ def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, t
               + (f"; left out, half-measured: {', '.join(built.left_out)}" if built.left_out else ""))
 
 
+@main.command("report")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the HTML page to write")
+@_guard
+def report_cmd(instance, plan_file, out_path):
+    """Write PLAN on INSTANCE as one self-contained HTML page (summary, stages, Gantt chart,
+    map, what limits it); exit 3, after writing it, when the plan is infeasible."""
+    from .presentation.html_report import render
+
+    inst = pio.load_instance(instance)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance), plan_file])
+    p = pio.load_plan(plan_file, inst)
+    pio.write_atomic(out_path, render(inst, p, instance_file=str(instance), plan_file=str(plan_file)))
+    ev = Evaluator(inst, p).evaluate()
+    out.print(f"report written to {out_path}")
+    if not ev.feasible:
+        click.echo(f"error: {plan_file}: the plan is infeasible on {inst.name}; the report says why:\n"
+                   + "\n".join(f"  - {v.message}" for v in ev.violations), err=True)
+        sys.exit(EXIT_INFEASIBLE)
+
+
 if __name__ == "__main__":
     main()

@@ -125,6 +125,14 @@ def atomic_path(path: str | Path):
     tmp = Path(tmp)
     try:
         yield tmp
+        # mkstemp makes the file 0600; give it the mode a plain open() would (or the old file's)
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except OSError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
