@@ -3,7 +3,7 @@
 The page holds the summary (the figures of ``planner evaluate``, the same
 rows as the terminal summary, and the evaluator's JSON figures), the
 solver's status, bound and gap when the plan file carries them, the stage
-and GPU tables, the Gantt chart and the network map
+and GPU tables, the instance's domains and links, the Gantt chart and the network map
 (:mod:`planner.presentation.plot`, inline SVG) and what
 :func:`planner.presentation.explain.explain` finds.
 
@@ -80,7 +80,7 @@ footer { color: #777; font-size: .85em; margin-top: 3em; }
 <h1>Plan for {{ inst.name }}</h1>
 <p class="sub">{{ inst.description or (inst.domains|length ~ " domains, " ~ inst.total_gpus ~ " GPUs") }}</p>
 <nav><a href="#summary">Summary</a><a href="#solver">Solver</a><a href="#stages">Stages</a>
-<a href="#gpus">GPUs</a><a href="#gantt">Schedule</a><a href="#map">Network</a><a href="#explain">What limits it</a></nav>
+<a href="#gpus">GPUs</a><a href="#instance">Instance</a><a href="#gantt">Schedule</a><a href="#map">Network</a><a href="#explain">What limits it</a></nav>
 </header>
 
 <section id="summary">
@@ -120,6 +120,23 @@ counterpart); gap = (objective &minus; bound) / objective.</p>
 <tr><th>domain</th><th class="num">used</th><th class="num">available</th></tr>
 {% for name, used, avail in gpus %}<tr><td>{{ name }}</td><td class="num">{{ used }}</td><td class="num">{{ avail }}</td></tr>
 {% endfor %}</table>
+</section>
+
+<section id="instance">
+<h2>The instance</h2>
+<p>{{ inst.total_gpus }} x {{ inst.gpu.name }} ({{ "%g"|format(inst.gpu.peak_tflops) }} TFLOP/s,
+{{ "%g"|format(inst.gpu.memory_gb) }} GB, mfu {{ "%g"|format(inst.gpu.mfu) }}) in {{ inst.domains|length }} domains;
+model {{ inst.workload.model.name }}, global batch {{ inst.workload.global_batch_size }} x {{ inst.workload.seq_len }}
+tokens; objective {{ inst.options.objective }}.</p>
+<table id="domains">
+<tr><th>domain</th><th class="num">GPUs</th><th class="num">per node</th><th class="num">inside Gbit/s</th><th class="num">price/GPU-h</th><th>region</th></tr>
+{% for d in inst.domains %}<tr><td>{{ d.name }}</td><td class="num">{{ d.gpus }}</td><td class="num">{{ d.gpus_per_node }}</td><td class="num">{{ "%g"|format(d.intra_bandwidth_gbps) }}</td><td class="num">{{ "%g"|format(d.price_per_gpu_hour) }}</td><td>{{ d.region }}</td></tr>
+{% endfor %}</table>
+{% if inst.links %}<details{% if inst.links|length <= 12 %} open{% endif %}><summary>{{ inst.links|length }} WAN links</summary>
+<table id="links">
+<tr><th>link</th><th class="num">Gbit/s each way</th><th class="num">latency ms, one way</th></tr>
+{% for l in inst.links %}<tr><td>{{ l.a }} &ndash; {{ l.b }}</td><td class="num">{{ "%g"|format(l.bandwidth_gbps) }}</td><td class="num">{{ "%g"|format(l.latency_ms) }}</td></tr>
+{% endfor %}</table></details>{% endif %}
 </section>
 
 <section id="gantt">
@@ -198,19 +215,22 @@ def _short(v) -> str:
 
 
 def _svg(fig) -> Markup:
-    """A matplotlib figure as inline SVG: text as text (``svg.fonttype`` none), ids
-    stable, the XML prolog, DOCTYPE and RDF metadata left out (they name w3.org and
-    purl.org addresses, which an inline SVG does not need)."""
+    """A matplotlib figure as inline SVG: text drawn as glyph paths (``svg.fonttype``
+    path: the picture looks the same on a machine without matplotlib's font, whose
+    metrics placed the labels), ids stable, the XML prolog, DOCTYPE and RDF metadata
+    left out (they name w3.org and purl.org addresses, which an inline SVG does not
+    need), and so are the comments repeating each label."""
     import matplotlib
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "planner"}):
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "planner"}):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg"):]
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    text = re.sub(r"[ \t]*<!--.*?-->\n?", "", text, flags=re.S)  # the labels again, as comments: not needed
     return Markup(text)
 
 
