@@ -122,3 +122,23 @@ def test_model_flag_and_unknown_model(tmp_path):
     assert 'model = "tiny"' in out.read_text()
     r, _ = importing(tmp_path, rtt, rtt, None, "--gpus", "8", "--model", "nope")
     assert r.exit_code == 2 and "--model: no model named 'nope'" in r.output
+
+
+@pytest.mark.parametrize("args, option", [
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml", "--gpus", "0"],
+     "--gpus"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml",
+      "--bandwidth-scale", "0"], "--bandwidth-scale"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml",
+      "--bandwidth-scale", "nan"], "--bandwidth-scale"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml", "--links", "all"],
+     "--links"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "/missing/dir/x.toml"],
+     "--out"),
+    (["report", "none.toml", "none.json", "--out", "/missing/dir/r.html"], "--out"),
+])
+def test_bad_options_exit_2_naming_them_before_reading_anything(args, option, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert option in r.output and "none." not in r.output  # no input was opened
