@@ -203,14 +203,21 @@ def _solver_rows(plan) -> list[tuple[str, str]]:
     return rows
 
 
-def _short(v) -> str:
-    """A solver field for people: floats to 4 significant digits, containers as JSON."""
+def _short(v, in_list: bool = False) -> str:
+    """A solver field for people: floats to 4 significant digits, a table as
+    ``key: value; ...``, a list as ``a, b`` (a list inside one as ``a b``).
+
+    >>> _short({"milp": "optimal", "simulated_s": [["greedy", 0.073663], ["anneal", 0.0662]]})
+    'milp: optimal; simulated_s: greedy 0.07366, anneal 0.0662'
+    """
     if isinstance(v, str):
         return v
     if isinstance(v, float):
         return f"{v:.4g}"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True, default=str)
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_short(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return (" " if in_list else ", ").join(_short(x, True) for x in v)
     return str(v)
 
 
