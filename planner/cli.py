@@ -585,5 +585,73 @@ def list_cmd():
     out.print(m)
 
 
+# -- measured networks in, a shareable report out (issue 16) ---------------------------
+@main.command("import-network")
+@click.option("--latency", "latency_path", type=click.Path(dir_okay=False), required=True,
+              help="ping RTT matrix CSV, ms (square with site names, or src,dst,value rows)")
+@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False), required=True,
+              help="throughput matrix CSV, e.g. iperf3 (Gbit/s; see --throughput-unit)")
+@click.option("--sites", "sites_path", type=click.Path(dir_okay=False), default=None,
+              help="sites TOML: GPUs per site and the other instance fields ([gpu], [workload], [options])")
+@click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), default=None,
+              help="GPUs at every site the sites table gives no count for")
+@click.option("--links", type=click.Choice(["measured", "mesh"]), default="measured", show_default=True,
+              help="measured: a link per measured pair; mesh: every pair, unmeasured ones filled from "
+                   "the least-latency route")
+@click.option("--throughput-unit", type=click.Choice(["gbps", "mbps"]), default="gbps", show_default=True)
+@click.option("--bandwidth-scale", type=_Finite(min=0, min_open=True), default=1.0, show_default=True,
+              help="multiply the measured throughput (e.g. by the number of parallel gateway pairs)")
+@click.option("--name", default=None, help="instance name (default: the sites table's, else 'measured')")
+@click.option("--model", default=None, help="model name (overrides the sites table's [workload] model)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the instance TOML to write")
+@_guard
+def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, throughput_unit, bandwidth_scale,
+                       name, model, out_path):
+    """Build an instance TOML from measured latency and throughput matrices.
+
+    One-way latency = RTT / 2 (the mean of both directions when both were
+    measured); bandwidth = the smaller measured throughput of the two
+    directions.  The instance is loaded back (validated) before it is written.
+    """
+    from .problem.measured import blame, build
+
+    pio.check_output(out_path, "--out", [latency_path, throughput_path, sites_path])
+    lat = pio.read_matrix(latency_path)
+    tput = pio.read_matrix(throughput_path)
+    sites = pio.read_sites(sites_path)
+    built = build(lat, tput, sites, links=links, bandwidth_scale=bandwidth_scale, unit=throughput_unit,
+                  gpus=gpus, name=name, model=model)
+    inst = pio.write_instance(built.instance, built.header, out_path,
+                              blame=lambda f: blame(f, sites, model is not None))
+    out.print(f"{out_path}: {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} GPUs, "
+              f"{len(inst.links)} links ({built.measured} measured"
+              + (f", {built.filled} filled from routes" if links == "mesh" else "") + ")"
+              + (f"; left out, half-measured: {', '.join(built.left_out)}" if built.left_out else ""))
+
+
+@main.command("report")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the HTML page to write")
+@_guard
+def report_cmd(instance, plan_file, out_path):
+    """Write PLAN on INSTANCE as one self-contained HTML page (summary, stages, Gantt chart,
+    map, what limits it); exit 3, after writing it, when the plan is infeasible."""
+    from .presentation.html_report import render
+
+    inst = pio.load_instance(instance)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance), plan_file])
+    p = pio.load_plan(plan_file, inst)
+    pio.write_atomic(out_path, render(inst, p, instance_file=str(instance), plan_file=str(plan_file)))
+    ev = Evaluator(inst, p).evaluate()
+    out.print(f"report written to {out_path}")
+    if not ev.feasible:
+        click.echo(f"error: {plan_file}: the plan is infeasible on {inst.name}; the report says why:\n"
+                   + "\n".join(f"  - {v.message}" for v in ev.violations), err=True)
+        sys.exit(EXIT_INFEASIBLE)
+
+
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ file.  Errors name the file and the field (``InputError``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import InputError
@@ -131,3 +132,46 @@ def check_output(path: str | Path, option: str, inputs=(), plan: bool = False) -
         except InputError:
             raise InputError(f"{path} exists and is not a plan file; refusing to overwrite it "
                              "(remove it or write to another file)", option) from None
+
+
+# -- measured networks (planner import-network) ---------------------------------------
+def read_matrix(path: str | Path):
+    """A measurement CSV (:func:`planner.problem.measured.parse_matrix`); errors name the file."""
+    from .measured import parse_matrix
+
+    return parse_matrix(read_text(path), str(path))
+
+
+def read_sites(path: str | Path | None):
+    """A sites table TOML (:func:`planner.problem.measured.parse_sites`); None: all defaults."""
+    from .measured import Sites, parse_sites
+
+    if path is None:
+        return Sites()
+    return parse_sites(read_mapping(Path(path)), str(path))
+
+
+def write_instance(data: dict, header: list[str], path: str | Path, blame=None) -> Instance:
+    """Write ``data`` (an instance dict) as TOML to ``path`` atomically, after
+    loading it back with :func:`load_instance` (the model looked up from
+    ``path``'s folder); when the loader refuses it, ``path`` is left untouched
+    and the ``InputError`` names ``path`` and the field, or the file and field
+    that ``blame(field)`` returns as ``(file, field)`` (None: keep ``path``)."""
+    from .files import atomic_path, toml_text
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(toml_text(data, header))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            inst = load_instance(tmp)
+        except InputError as err:
+            where = blame(err.field) if blame else None
+            if where is not None:
+                err.file, err.field = where
+            else:
+                err.file = str(path)
+            raise err from None
+    return inst
