@@ -15,6 +15,7 @@ Example
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Sequence
 
 from .errors import InputError
@@ -65,6 +66,7 @@ def op_lists(schedule, stages: int, micro_batches: int) -> list[list[Op]]:
     return [[parse_op(o) if isinstance(o, str) else tuple(o) for o in ops] for ops in schedule]
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_op(text: str) -> Op:
     match = _OP.match(text.strip())
     if not match:

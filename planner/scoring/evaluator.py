@@ -231,11 +231,11 @@ def iteration_times(instance, plan, states: NetworkStates) -> np.ndarray:
     return Evaluator(instance, plan).iteration_times(states)
 
 
-def simulated_score(instance, plan: Plan, faithful: float | None = None) -> float | None:
+def simulated_score(instance, plan: Plan, fidelity: bool = False):
     """The plan's exact simulated time (s) under the base network, or its cost
-    per iteration for a cost instance; None when ``check_plan`` rejects it, or,
-    with ``faithful`` given, when the simulation exceeds T_est by more than that
-    fraction.
+    per iteration for a cost instance; None when ``check_plan`` rejects it.
+    With ``fidelity=True``: ``(score, T / T_est)``, the simulated time over the
+    estimate (SPEC 7), or None.
 
     >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
     25.15
@@ -249,6 +249,8 @@ def simulated_score(instance, plan: Plan, faithful: float | None = None) -> floa
     T = float(ev.iteration_times()[0])
     if not math.isfinite(T):
         return None
-    if faithful is not None and T > (1 + faithful) * float(ev.estimate_times()[0]):
-        return None
-    return float(ev.objective(T))
+    score = float(ev.objective(T))
+    if not fidelity:
+        return score
+    est = float(ev.estimate_times()[0])
+    return score, (T / est if est > 0 else math.inf)

@@ -15,10 +15,11 @@ parallelism, micro-batch size, hence the micro-batch count) while it moves:
   (memory, ``max_stages`` and GPU capacity decide through :func:`check_plan`).
 
 Every candidate is checked with :func:`planner.scoring.evaluator.check_plan`
-(memory, GPUs per domain, routes, schedule, stage count, pins), passed over
-when it simulates more than 1% slower than its own T_est (so T_est, which
-bounds and gaps are about, describes every plan the search returns), and
-otherwise scored by the exact simulation under the base network: the
+(memory, GPUs per domain, routes, schedule, stage count, pins) and, when
+feasible, scored by the exact simulation under the base network (the walk
+may cross a plan that simulates more than 1% slower than its own T_est, but
+the search never returns one, so T_est, which bounds and gaps are about,
+describes every plan it returns): the
 iteration time in seconds, or the cost per iteration with that time for an
 ``options.objective == "cost"`` instance.  A worse candidate is accepted with
 probability ``exp(-delta / temperature)``; the temperature falls
@@ -99,8 +100,8 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     are the temperatures as fractions of the start's score.  ``inflight``:
     the schedule move may also change one stage's in-flight limit (not with a
     pinned ``schedule``, nor from an explicit schedule that is not 1f1b with
-    limits).  ``faithful``: candidates simulating more than this fraction
-    slower than their T_est are passed over (None: none is).
+    limits).  ``faithful``: the walk may cross plans simulating more than this
+    fraction slower than their T_est, but never returns one (None: it may).
 
     The result is never worse than ``plan`` (it is ``plan`` itself, with a
     new ``SolverInfo``, when nothing better turns up).  Its ``SolverInfo``
@@ -131,6 +132,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     can_resize = stages is None and (not isinstance(plan.schedule, ExplicitSchedule) or profile is not None)
     R = plan.replicas
     memo: dict = {}
+    unfaithful: set = set()  # keys of plans the walk may cross but the search may not return
     evals = 0
 
     def build(bounds, placement, sched) -> Plan:
@@ -149,7 +151,11 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
         if not (required - used) and not (used & set(forbid)):
             p = build(bounds, placement, sched)
             evals += 1
-            val = simulated_score(instance, p, faithful=faithful)
+            got = simulated_score(instance, p, fidelity=True)
+            if got is not None:
+                val = got[0]
+                if faithful is not None and got[1] > 1 + faithful:
+                    unfaithful.add(k)
         memo[k] = val
         return val
 
@@ -190,7 +196,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
         if delta <= 0 or rng.random() < math.exp(-delta / temp):
             cur, cur_state = val, cand
             accepted += 1
-        if cur < best * (1 - 1e-12):
+        if cur < best * (1 - 1e-12) and _key(*cur_state) not in unfaithful:
             best, best_state, since_best = cur, cur_state, 0
             log.info("anneal: %.6g after %d candidates (start %.6g)", best, candidates, start)
         else:

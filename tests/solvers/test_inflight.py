@@ -119,3 +119,26 @@ def test_annealing_with_limits_returns_faithful_plans_no_worse_than_its_start(se
     assert sim(inst, out) <= 1.01 * t_est(inst, out)
     again = anneal(inst, p, time_limit=None, max_evals=400, seed=seed)
     assert again.schedule == out.schedule and again.placement == out.placement
+
+
+def test_limits_for_period_are_the_smallest_that_meet_the_target():
+    import numpy as np
+    from planner.scoring.estimate import window_terms
+    from planner.solvers.inflight import limits_for_period
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        S = int(rng.integers(2, 7))
+        c = rng.uniform(0.5, 2.0, S)
+        rounds = rng.choice([0.0, 0.1, 3.0, 8.0], S - 1)
+        tau = float(c.max() * rng.uniform(1.0, 3.0))
+        w = limits_for_period(c, rounds, tau, cap=[10**6] * S)
+
+        def worst(v):
+            return max((float(p.max()) for _, _, p in window_terms(c, rounds[None, :], np.asarray(v, float), None)),
+                       default=0.0)
+
+        assert w[-1] == 1 and worst(w) <= tau * (1 + 1e-9)
+        for j in range(S - 1):  # one less anywhere and some window misses the target
+            if w[j] > 1:
+                assert worst(w[:j] + [w[j] - 1] + w[j + 1:]) > tau * (1 + 1e-12)
