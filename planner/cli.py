@@ -286,6 +286,8 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
                          f"is too large to build within the time limit; try --memory stage (fewer "
                          f"micro-batches in flight) or a plan with fewer micro-batches", "schedule", plan_file)
     pio.save_plan(new, out_path)
+    if s["schedule_status"] == "too large":
+        out.print("schedule: the CP-SAT schedule model is too large to build within the time limit")
     if s.get("schedule_makespan_s") is not None:
         out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
                   f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")

@@ -65,11 +65,13 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import logging
 import math
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from typing import Callable
 
@@ -112,6 +114,22 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
         return solve(instance, time_limit=limit, **options)
 
 
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored in this process while engine processes are spawned: an
+    ignored signal stays ignored across exec, so a Ctrl-C forwarded while the
+    child is still importing (a loaded machine) is not a traceback; the child's
+    :class:`planner.solvers.stop.Watch` listens from then on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _workers(executor: cf.ProcessPoolExecutor) -> list:
     """The executor's worker processes still alive (the engine's process)."""
     return [p for p in dict(getattr(executor, "_processes", None) or {}).values() if p.is_alive()]
@@ -127,7 +145,7 @@ def _result(executor: cf.ProcessPoolExecutor, future: cf.Future, wait: float) ->
         except cf.TimeoutError:
             if time.time() >= deadline:
                 raise
-    for proc in _workers(executor):
+    for proc in _workers(executor):  # once: a second SIGINT is a hard stop for its stop.Watch
         os.kill(proc.pid, signal.SIGINT)
     return future.result(timeout=STOP_GRACE_S)
 
@@ -225,7 +243,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         if deterministic:
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
-        running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
+        with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
+            running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
     # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes
     #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
     try:
