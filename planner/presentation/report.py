@@ -54,9 +54,10 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
         elif extra.get("schedule_status") == "too large":
             rows.append(("schedule", "not refined: the CP-SAT schedule model would be too large"))
         elif extra.get("schedule_makespan_s") is not None:
+            kept = "" if extra.get("schedule_kept", "cpsat") == "cpsat" else "; not kept, no faster"
             rows.append(("schedule", f"CP-SAT {extra['schedule_status']}, makespan "
                          f"{_fmt_s(extra['schedule_makespan_s'])} (bound {_fmt_s(extra['schedule_bound_s'])}, "
-                         f"gap {extra['schedule_gap']:.1%}), {extra['schedule_time_s']:.2f} s"))
+                         f"gap {extra['schedule_gap']:.1%}){kept}, {extra['schedule_time_s']:.2f} s"))
     rows.append(("shape", f"{plan.replicas} replica(s) x {plan.num_stages} stage(s) x tp {plan.tp} = "
                  f"{plan.gpus_used} GPUs; micro-batch {plan.micro_batch_size} x "
                  f"{plan.num_micro_batches} per replica; schedule {plan.schedule_kind}"))

@@ -121,7 +121,8 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
 
     The result's ``solver`` figures are widened (:func:`widen_claims`: the
     search's status and bound were over named schedules) and gain
-    ``inflight`` (the limits, when that step won), ``schedule_status``,
+    ``inflight`` (the limits, when that step won), ``schedule_kept``
+    (``"inflight"``, ``"cpsat"`` or None: which step's schedule the plan has), ``schedule_status``,
     ``schedule_makespan_s``, ``schedule_bound_s``, ``schedule_gap`` and
     ``schedule_time_s``; its ``predicted`` figures are the evaluator's.
     """
@@ -140,7 +141,7 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     if inflight is not None:
         best = finish(instance, tuned.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
         best_s = best.predicted.iteration_time_s
-    extra = {"inflight": inflight}
+    extra = {"inflight": inflight, "schedule_kept": "inflight" if inflight is not None else None}
     left = time_limit - (time.perf_counter() - t0) if not deterministic else time_limit
     try:
         if left < 0.5:
@@ -154,7 +155,7 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
         if sim < best_s * (1 - 1e-12):
             cand = finish(instance, new.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
             if cand.predicted.iteration_time_s <= (1 + FAITHFUL) * cand.predicted.estimate_s:
-                best, best_s, extra["inflight"] = cand, sim, None
+                best, best_s, extra["inflight"], extra["schedule_kept"] = cand, sim, None, "cpsat"
             else:
                 log.info("schedule: CP-SAT's order simulates at %.6g s, %.3g x its T_est; not kept",
                          sim, sim / cand.predicted.estimate_s)
