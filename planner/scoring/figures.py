@@ -15,13 +15,13 @@ Example
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
-from ..problem.network import GBPS, NetworkStates, flow_bandwidth, flow_latency
+from ..problem.network import GBPS, MS, NetworkStates, flow_bandwidth, flow_latency
 from ..problem.oplists import inflight_counts
 
 
@@ -68,52 +68,163 @@ class PlanFigures:
         self.inflight = np.array(inflight_counts(plan.schedule_spec, S, self.m))
         self.memory = (BYTES_PER_PARAM_STATE * self.P + self.inflight * tokens * self.stored) / t
         self.G = BYTES_PER_PARAM_GRAD * self.P
-        self._setup_flows()
+        self._setup_groups()
 
-    # -- which links each flow crosses (fixed routes) --------------------------
-    def _setup_flows(self):
+    # -- replicas grouped by what they send over (state independent) ------------
+    def _setup_groups(self):
+        """Group the replicas whose every boundary has the same figures in every state:
+        the same intra-domain bandwidth, or the same route (the same links in the same
+        order, hence the same share and latency).  The simulator and T_est then run
+        once per group, G <= R (a 1,000-replica plan over 300 domains has a few dozen).
+        Also the gradient-ring tables, the flows' link users, the WAN bytes and the GPU
+        price, all fixed by the placement."""
+        inst, plan = self.instance, self.plan
+        S, R = self.S, self.R
+        names, idx = inst.domain_names, inst.domain_index
+        n = len(names)
+        routes = inst.routes
+        P = np.array([[idx[d] for d in row] for row in plan.placement], dtype=np.int64).reshape(R, S)
+        self.domain_of = P  # (R, S) domain index of every stage of every replica
+        intra = np.array([d.intra_bandwidth_gbps * GBPS for d in inst.domains])
+        # pipeline boundaries: -1 - (intra class) where both stages share a domain, else a route id
+        self.pipe = _RouteTable()
+        if S > 1:
+            a, b = P[:, :-1], P[:, 1:]
+            same = a == b
+            code = np.full((R, S - 1), -1, dtype=np.int64)
+            pairs, inv = np.unique((a * n + b)[~same], return_inverse=True)
+            rid = np.array([self.pipe.add(routes[(names[p // n], names[p % n])].links) for p in pairs.tolist()],
+                           dtype=np.int64)
+            code[~same] = rid[inv.ravel()]
+            self.pipe.count(code[~same])
+            bw_classes, cls = np.unique(intra[a[same]], return_inverse=True)
+            code[same] = -1 - cls.ravel()
+            _, first, group_of = np.unique(code, axis=0, return_index=True, return_inverse=True)
+            group_of = group_of.ravel()
+            # groups in order of their first replica
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            self.group_rep = first[order]
+            self.group_of = rank[group_of]
+            gcode = code[self.group_rep]
+            self.g_same = gcode < 0
+            self.g_intra = np.where(self.g_same, bw_classes[np.maximum(-1 - gcode, 0)] if len(bw_classes)
+                                    else 1.0, 0.0)
+            self.g_route = np.where(self.g_same, -1, gcode)
+        else:
+            self.group_rep = np.zeros(1, dtype=np.int64)
+            self.group_of = np.zeros(R, dtype=np.int64)
+            self.g_same = np.zeros((1, 0), dtype=bool)
+            self.g_intra = np.zeros((1, 0))
+            self.g_route = np.zeros((1, 0), dtype=np.int64)
+        self.pipe.freeze()
+        # gradient synchronisation: intra part and the ring of each stage (domains in instance order)
+        self.ar_intra = np.zeros(S)
+        self.ring_k = np.ones(S, dtype=int)
+        self.ring = _RouteTable()
+        ring_routes: list[list[int]] = [[] for _ in range(S)]
+        self.wan_ring_parts = []
+        if R > 1:
+            for j in range(S):
+                doms, cnt = np.unique(P[:, j], return_counts=True)
+                for d, c in zip(doms.tolist(), cnt.tolist()):
+                    if c > 1:
+                        self.ar_intra[j] = max(self.ar_intra[j],
+                                               2 * (c - 1) / c * (self.G[j] / plan.tp) / intra[d])
+                self.ring_k[j] = len(doms)
+                if len(doms) > 1:
+                    for x, y in zip(doms.tolist(), doms.tolist()[1:] + doms.tolist()[:1]):
+                        ring_routes[j].append(self.ring.add(routes[(names[x], names[y])].links))
+        self.ring.count(np.array([r for hops in ring_routes for r in hops], dtype=np.int64))
+        self.ring.freeze()
+        self.ring_stages = np.array([j for j in range(S) if ring_routes[j]], dtype=np.int64)
+        width = max((len(ring_routes[j]) for j in self.ring_stages.tolist()), default=0)
+        # (stages with a ring, width) route ids, padded with the sentinel column U
+        self.ring_pad = np.full((len(self.ring_stages), width), self.ring.size, dtype=np.int64)
+        for i, j in enumerate(self.ring_stages.tolist()):
+            self.ring_pad[i, :len(ring_routes[j])] = ring_routes[j]
+        # cost figures (SPEC 6), summed in the order of the per-replica loops they replace
+        cross = np.zeros((R, max(S - 1, 0)), dtype=bool) if S > 1 else np.zeros((R, 0), dtype=bool)
+        if S > 1:
+            cross = P[:, :-1] != P[:, 1:]
+        parts = [(2 * self.A[:-1] * self.m)[None, :].repeat(R, axis=0)[cross]]
+        kr = self.ring_k
+        parts.append(np.array([kr[j] * 2 * (kr[j] - 1) / kr[j] * self.G[j] for j in range(S) if kr[j] > 1]))
+        seq = np.concatenate([np.zeros(1)] + [np.asarray(x, float) for x in parts])
+        self._wan_bytes = float(np.add.accumulate(seq)[-1])
+        price = np.array([d.price_per_gpu_hour for d in inst.domains])
+        self._gpu_price = float(np.add.accumulate(np.concatenate([[0.0], plan.tp * price[P.ravel()]]))[-1])
+
+    @property
+    def groups(self) -> int:
+        """Distinct replicas (see :meth:`_setup_groups`)."""
+        return len(self.group_rep)
+
+    # -- which links each flow crosses, per replica (the ungrouped path) ---------
+    @cached_property
+    def _flows(self):
         inst, plan = self.instance, self.plan
         routes = inst.routes
         S, R = self.S, self.R
         # pipeline flows: one per (replica, boundary) between different domains
-        self.intra_bw = np.zeros((R, max(S - 1, 0)))  # bytes/s where same domain, else 0
-        self.flow_of = -np.ones((R, max(S - 1, 0)), dtype=int)
-        self.flow_routes: list[tuple[int, ...]] = []
+        intra_bw = np.zeros((R, max(S - 1, 0)))  # bytes/s where same domain, else 0
+        flow_of = -np.ones((R, max(S - 1, 0)), dtype=int)
+        flow_routes: list[tuple[int, ...]] = []
         for r, row in enumerate(plan.placement):
             for k in range(S - 1):
                 u, v = row[k], row[k + 1]
                 if u == v:
-                    self.intra_bw[r, k] = inst.domain(u).intra_bandwidth_gbps * GBPS
+                    intra_bw[r, k] = inst.domain(u).intra_bandwidth_gbps * GBPS
                 else:
-                    self.flow_of[r, k] = len(self.flow_routes)
-                    self.flow_routes.append(routes[(u, v)].links)
-        # gradient synchronisation: intra part (state independent) and ring hops
-        self.ar_intra = np.zeros(S)
-        self.ring_k = np.ones(S, dtype=int)
-        self.hop_routes: list[tuple[int, ...]] = []
-        self.hops_of: list[list[int]] = [[] for _ in range(S)]
+                    flow_of[r, k] = len(flow_routes)
+                    flow_routes.append(routes[(u, v)].links)
+        # gradient rings: the hops of each stage
+        hop_routes: list[tuple[int, ...]] = []
+        hops_of: list[list[int]] = [[] for _ in range(S)]
         if R > 1:
             order = inst.domain_index
             for j in range(S):
-                n = Counter(row[j] for row in plan.placement)
-                for d, cnt in n.items():
-                    if cnt > 1:
-                        bw = inst.domain(d).intra_bandwidth_gbps * GBPS
-                        self.ar_intra[j] = max(self.ar_intra[j],
-                                               2 * (cnt - 1) / cnt * (self.G[j] / plan.tp) / bw)
-                ring = sorted(n, key=order.__getitem__)
-                self.ring_k[j] = len(ring)
+                ring = sorted({row[j] for row in plan.placement}, key=order.__getitem__)
                 if len(ring) > 1:
                     for a, b in zip(ring, ring[1:] + ring[:1]):
-                        self.hops_of[j].append(len(self.hop_routes))
-                        self.hop_routes.append(routes[(a, b)].links)
+                        hops_of[j].append(len(hop_routes))
+                        hop_routes.append(routes[(a, b)].links)
+        return intra_bw, flow_of, flow_routes, hop_routes, hops_of
+
+    @property
+    def intra_bw(self) -> np.ndarray:
+        """(R, S-1) bytes/s of boundaries inside one domain (0 across domains)."""
+        return self._flows[0]
+
+    @property
+    def flow_of(self) -> np.ndarray:
+        """(R, S-1) index into ``flow_routes`` of a boundary across domains (-1 inside one)."""
+        return self._flows[1]
+
+    @property
+    def flow_routes(self) -> list[tuple[int, ...]]:
+        """Links of every pipeline flow, one per (replica, boundary) across domains."""
+        return self._flows[2]
+
+    @property
+    def hop_routes(self) -> list[tuple[int, ...]]:
+        """Links of every gradient-ring hop, over all stages."""
+        return self._flows[3]
+
+    @property
+    def hops_of(self) -> list[list[int]]:
+        """Indices into ``hop_routes`` of each stage's ring."""
+        return self._flows[4]
 
     @property
     def crosses_wan(self) -> bool:
-        return bool(self.flow_routes or self.hop_routes)
+        return bool(self.pipe.size or self.ring.size)
 
     def comm(self, states: NetworkStates) -> Comm:
-        """Transfer times, latencies and AR for every state in ``states``."""
+        """Transfer times, latencies and AR for every state in ``states``, for every
+        replica: the per-flow computation, kept as the reference that
+        :meth:`comm_groups` must match bit for bit."""
         K, S, R = states.count, self.S, self.R
         x = np.empty((K, R, max(S - 1, 0)))
         l = np.zeros((K, R, max(S - 1, 0)))
@@ -147,22 +258,105 @@ class PlanFigures:
                 ar[:, j] += vol + 2 * (kr - 1) * ring_lat
         return Comm(x, l, ar)
 
+    def comm_groups(self, states: NetworkStates) -> Comm:
+        """:meth:`comm` for one replica per group: x and l of shape (K, G, S-1), with
+        the same arithmetic on the same figures, so every replica's column equals its
+        group's bit for bit; ``ar`` as in :meth:`comm`.  No Python loop over flows."""
+        K, S = states.count, self.S
+        G = self.groups
+        x = np.empty((K, G, max(S - 1, 0)))
+        l = np.zeros((K, G, max(S - 1, 0)))
+        if S > 1:
+            gi, kk = np.nonzero(self.g_same)
+            x[:, gi, kk] = self.A[kk] / self.g_intra[gi, kk]
+            if self.pipe.size:
+                bw, lat = self.pipe.figures(states)
+                gc, kc = np.nonzero(~self.g_same)
+                rid = self.g_route[gc, kc]
+                fbw = bw[:, rid]
+                with np.errstate(divide="ignore"):
+                    x[:, gc, kc] = np.divide(self.A[kc], fbw, out=np.full_like(fbw, np.inf), where=fbw > 0)
+                l[:, gc, kc] = lat[:, rid]
+        ar = np.broadcast_to(self.ar_intra, (K, S)).copy()
+        if self.ring.size:
+            bw, lat = self.ring.figures(states)
+            js = self.ring_stages
+            pad = self.ring_pad
+            ring_bw = np.concatenate([bw, np.full((K, 1), np.inf)], axis=1)[:, pad].min(axis=2)
+            ring_lat = np.concatenate([lat, np.full((K, 1), -np.inf)], axis=1)[:, pad].max(axis=2)
+            kr = self.ring_k[js]
+            with np.errstate(divide="ignore"):
+                vol = np.where(ring_bw > 0, 2 * (kr - 1) / kr * self.G[js] / np.where(
+                    ring_bw > 0, ring_bw, 1.0), np.inf)
+            ar[:, js] += vol + 2 * (kr - 1) * ring_lat
+        return Comm(x, l, ar)
+
     def wan_bytes(self) -> float:
         """Bytes crossing domains per iteration (SPEC 6 cost): boundaries both
         ways for every micro-batch, plus the cross part of the gradient rings."""
-        total = 0.0
-        for r in range(self.R):
-            for k in range(self.S - 1):
-                if self.flow_of[r, k] >= 0:
-                    total += 2 * self.A[k] * self.m
-        for j in range(self.S):
-            kr = self.ring_k[j]
-            if kr > 1:
-                total += kr * 2 * (kr - 1) / kr * self.G[j]
-        return total
+        return self._wan_bytes
 
     def gpu_hour_price(self) -> float:
         """Sum over used GPUs of price_per_gpu_hour."""
-        inst = self.instance
-        return sum(self.plan.tp * inst.domain(d).price_per_gpu_hour
-                   for row in self.plan.placement for d in row)
+        return self._gpu_price
+
+
+class _RouteTable:
+    """Distinct routes (link tuples) of a set of flows with how many flows take each,
+    compiled to arrays so that the shares and latencies of all of them under K states
+    cost a few NumPy calls: the same expressions as
+    :func:`planner.problem.network.flow_bandwidth` and ``flow_latency``, so the same bits."""
+
+    def __init__(self):
+        self.ids: dict[tuple[int, ...], int] = {}
+        self.links: list[tuple[int, ...]] = []
+        self.flows = np.zeros(0)
+
+    @property
+    def size(self) -> int:
+        return len(self.links)
+
+    def add(self, links: tuple[int, ...]) -> int:
+        if links not in self.ids:
+            self.ids[links] = len(self.links)
+            self.links.append(links)
+        return self.ids[links]
+
+    def count(self, route_of_flow: np.ndarray) -> None:
+        self.flows = np.bincount(route_of_flow, minlength=self.size).astype(float)
+
+    def freeze(self) -> None:
+        used = sorted({i for links in self.links for i in links})
+        col = {link: c for c, link in enumerate(used)}
+        users = np.zeros(len(used))
+        for links, n in zip(self.links, self.flows.tolist()):
+            for i in links:
+                users[col[i]] += n
+        self.used = used
+        self.scale = GBPS / users if len(used) else np.zeros(0)  # bytes/s per Gbit/s, shared
+        width = max((len(x) for x in self.links), default=0)
+        self.cols = np.full((self.size, width), len(used), dtype=np.int64)  # padding: an inf column
+        for r, links in enumerate(self.links):
+            self.cols[r, :len(links)] = [col[i] for i in links]
+        # latency: one gather per route length (a sum over the same links in the same order)
+        by_len: dict[int, list[int]] = {}
+        for r, links in enumerate(self.links):
+            by_len.setdefault(len(links), []).append(r)
+        self.by_len = [(np.array(rs), np.array([self.links[r] for r in rs], dtype=np.int64))
+                       for _, rs in sorted(by_len.items())]
+
+    def figures(self, states: NetworkStates) -> tuple[np.ndarray, np.ndarray]:
+        """(K, routes) bytes/s (the smallest share along the route) and seconds."""
+        bw = states.bandwidth_gbps
+        K = bw.shape[0]
+        share = np.empty((K, len(self.used) + 1))
+        share[:, :-1] = bw[:, self.used] * self.scale
+        share[:, -1] = np.inf
+        out_bw = share[:, self.cols].min(axis=2)
+        lat = np.empty((K, self.size))
+        for rs, links in self.by_len:
+            if links.shape[1] == 1:
+                lat[:, rs] = states.latency_ms[:, links[:, 0]]
+            else:
+                lat[:, rs] = states.latency_ms[:, links].sum(axis=2)
+        return out_bw, lat * MS
