@@ -102,18 +102,52 @@ class Routes(Mapping):
     def __len__(self) -> int:
         return int(np.count_nonzero(self.pred >= 0))
 
+    def link_paths(self, src, dst) -> tuple[np.ndarray, np.ndarray]:
+        """Links of the routes from ``src[i]`` to ``dst[i]`` (domain indices), in path
+        order: an (n_pairs, longest) int array padded with -1, and the hop counts.
+        Every pair must have a route (distinct, connected domains)."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        hops = self.hops[src, dst].astype(np.int64)
+        if len(src) and (hops < 1).any():
+            i = int(np.argmax(hops < 1))
+            raise KeyError((self.names[src[i]], self.names[dst[i]]))
+        out = np.full((len(src), int(hops.max(initial=0))), -1, dtype=np.int64)
+        cur = dst.copy()
+        for step in range(out.shape[1]):  # from the last link back
+            on = np.nonzero(hops > step)[0]
+            u = self.pred[src[on], cur[on]]
+            out[on, hops[on] - 1 - step] = self.link[u, cur[on]]
+            cur[on] = u
+        return out, hops
+
+    def _by_hops(self, init, step) -> np.ndarray:
+        """(n, n) figures built along every route, hop level by hop level:
+        ``out[s, v] = step(out[s, u], link u-v)`` with u the domain before v."""
+        n = len(self.names)
+        out = np.array(init, dtype=float)
+        for h in range(1, int(self.hops.max(initial=0)) + 1):
+            s, v = np.nonzero(self.hops == h)
+            u = self.pred[s, v]
+            out[s, v] = step(out[s, u], self.link[u, v])
+        return out
+
     def bottleneck_gbps(self, bandwidth_gbps) -> np.ndarray:
         """(n, n) smallest link bandwidth along each route for per-link figures
         ``bandwidth_gbps`` (inf on the diagonal, 0 where there is no route)."""
         bw = np.asarray(bandwidth_gbps, float)
         n = len(self.names)
-        out = np.zeros((n, n))
-        np.fill_diagonal(out, np.inf)
-        for h in range(1, int(self.hops.max(initial=0)) + 1):
-            s, v = np.nonzero(self.hops == h)
-            u = self.pred[s, v]
-            out[s, v] = np.minimum(out[s, u], bw[self.link[u, v]])
-        return out
+        init = np.zeros((n, n))
+        np.fill_diagonal(init, np.inf)
+        return self._by_hops(init, lambda prev, li: np.minimum(prev, bw[li]))
+
+    def latency_matrix(self) -> np.ndarray:
+        """(n, n) base latency (ms) of each route, the same sum in the same order as
+        ``Route.latency_ms``, so the same bits (0 on the diagonal, inf where no route)."""
+        lat = np.asarray(self._lat, float)
+        n = len(self.names)
+        init = np.full((n, n), np.inf)
+        np.fill_diagonal(init, 0.0)
+        return self._by_hops(init, lambda prev, li: prev + lat[li])
 
 
 def shortest_routes(instance) -> Routes:

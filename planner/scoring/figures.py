@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 
@@ -73,81 +74,79 @@ class PlanFigures:
     # -- replicas grouped by what they send over (state independent) ------------
     def _setup_groups(self):
         """Group the replicas whose every boundary has the same figures in every state:
-        the same intra-domain bandwidth, or the same route (the same links in the same
-        order, hence the same share and latency).  The simulator and T_est then run
-        once per group, G <= R (a 1,000-replica plan over 300 domains has a few dozen).
+        the same intra-domain bandwidth, or the same pair of domains (hence the same
+        route, share and latency).  The simulator and T_est then run once per group,
+        G <= R (greedy's 2,048-replica plans over 300 domains have a few dozen).
         Also the gradient-ring tables, the flows' link users, the WAN bytes and the GPU
-        price, all fixed by the placement."""
+        price, all fixed by the placement; no Python loop runs over replicas."""
         inst, plan = self.instance, self.plan
         S, R = self.S, self.R
-        names, idx = inst.domain_names, inst.domain_index
-        n = len(names)
+        idx = inst.domain_index
+        n = len(idx)
         routes = inst.routes
-        P = np.array([[idx[d] for d in row] for row in plan.placement], dtype=np.int64).reshape(R, S)
+        P = np.fromiter(map(idx.__getitem__, chain.from_iterable(plan.placement)), dtype=np.int64,
+                        count=R * S).reshape(R, S)
         self.domain_of = P  # (R, S) domain index of every stage of every replica
         intra = np.array([d.intra_bandwidth_gbps * GBPS for d in inst.domains])
-        # pipeline boundaries: -1 - (intra class) where both stages share a domain, else a route id
-        self.pipe = _RouteTable()
+        # pipeline boundaries: a route id (a pair of domains) or -1 - (intra class) inside one domain
         if S > 1:
             a, b = P[:, :-1], P[:, 1:]
             same = a == b
-            code = np.full((R, S - 1), -1, dtype=np.int64)
-            pairs, inv = np.unique((a * n + b)[~same], return_inverse=True)
-            rid = np.array([self.pipe.add(routes[(names[p // n], names[p % n])].links) for p in pairs.tolist()],
-                           dtype=np.int64)
-            code[~same] = rid[inv.ravel()]
-            self.pipe.count(code[~same])
+            code = np.empty((R, S - 1), dtype=np.int64)
+            pairs, inv, flows = np.unique((a * n + b)[~same], return_inverse=True, return_counts=True)
+            self.pipe = _RouteTable(routes, pairs // n, pairs % n, flows)
+            code[~same] = inv.ravel()
             bw_classes, cls = np.unique(intra[a[same]], return_inverse=True)
             code[same] = -1 - cls.ravel()
             _, first, group_of = np.unique(code, axis=0, return_index=True, return_inverse=True)
-            group_of = group_of.ravel()
             # groups in order of their first replica
             order = np.argsort(first, kind="stable")
             rank = np.empty_like(order)
             rank[order] = np.arange(len(order))
             self.group_rep = first[order]
-            self.group_of = rank[group_of]
+            self.group_of = rank[group_of.ravel()]
             gcode = code[self.group_rep]
             self.g_same = gcode < 0
-            self.g_intra = np.where(self.g_same, bw_classes[np.maximum(-1 - gcode, 0)] if len(bw_classes)
-                                    else 1.0, 0.0)
+            self.g_intra = (np.where(self.g_same, bw_classes[np.maximum(-1 - gcode, 0)], 0.0)
+                            if len(bw_classes) else np.zeros(gcode.shape))
             self.g_route = np.where(self.g_same, -1, gcode)
         else:
+            self.pipe = _RouteTable(routes, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
             self.group_rep = np.zeros(1, dtype=np.int64)
             self.group_of = np.zeros(R, dtype=np.int64)
             self.g_same = np.zeros((1, 0), dtype=bool)
             self.g_intra = np.zeros((1, 0))
             self.g_route = np.zeros((1, 0), dtype=np.int64)
-        self.pipe.freeze()
         # gradient synchronisation: intra part and the ring of each stage (domains in instance order)
         self.ar_intra = np.zeros(S)
         self.ring_k = np.ones(S, dtype=int)
-        self.ring = _RouteTable()
-        ring_routes: list[list[int]] = [[] for _ in range(S)]
-        self.wan_ring_parts = []
+        hop_stage, hop_pair = [], []
         if R > 1:
             for j in range(S):
                 doms, cnt = np.unique(P[:, j], return_counts=True)
-                for d, c in zip(doms.tolist(), cnt.tolist()):
-                    if c > 1:
-                        self.ar_intra[j] = max(self.ar_intra[j],
-                                               2 * (c - 1) / c * (self.G[j] / plan.tp) / intra[d])
+                many = cnt > 1
+                if many.any():
+                    c = cnt[many]
+                    self.ar_intra[j] = max(0.0, float(np.max(
+                        2 * (c - 1) / c * (self.G[j] / plan.tp) / intra[doms[many]])))
                 self.ring_k[j] = len(doms)
                 if len(doms) > 1:
-                    for x, y in zip(doms.tolist(), doms.tolist()[1:] + doms.tolist()[:1]):
-                        ring_routes[j].append(self.ring.add(routes[(names[x], names[y])].links))
-        self.ring.count(np.array([r for hops in ring_routes for r in hops], dtype=np.int64))
-        self.ring.freeze()
-        self.ring_stages = np.array([j for j in range(S) if ring_routes[j]], dtype=np.int64)
-        width = max((len(ring_routes[j]) for j in self.ring_stages.tolist()), default=0)
+                    hop_stage.append(np.full(len(doms), j))
+                    hop_pair.append(doms * n + np.roll(doms, -1))
+        hop_stage = np.concatenate(hop_stage) if hop_stage else np.zeros(0, np.int64)
+        hop_pair = np.concatenate(hop_pair) if hop_pair else np.zeros(0, np.int64)
+        pairs, inv, flows = np.unique(hop_pair, return_inverse=True, return_counts=True)
+        self.ring = _RouteTable(routes, pairs // n, pairs % n, flows)
+        inv = inv.ravel()
+        self.ring_stages = np.unique(hop_stage)
+        width = int(np.max(self.ring_k[self.ring_stages], initial=0))
         # (stages with a ring, width) route ids, padded with the sentinel column U
         self.ring_pad = np.full((len(self.ring_stages), width), self.ring.size, dtype=np.int64)
         for i, j in enumerate(self.ring_stages.tolist()):
-            self.ring_pad[i, :len(ring_routes[j])] = ring_routes[j]
+            ids = inv[hop_stage == j]
+            self.ring_pad[i, :len(ids)] = ids
         # cost figures (SPEC 6), summed in the order of the per-replica loops they replace
-        cross = np.zeros((R, max(S - 1, 0)), dtype=bool) if S > 1 else np.zeros((R, 0), dtype=bool)
-        if S > 1:
-            cross = P[:, :-1] != P[:, 1:]
+        cross = P[:, :-1] != P[:, 1:]
         parts = [(2 * self.A[:-1] * self.m)[None, :].repeat(R, axis=0)[cross]]
         kr = self.ring_k
         parts.append(np.array([kr[j] * 2 * (kr[j] - 1) / kr[j] * self.G[j] for j in range(S) if kr[j] > 1]))
@@ -302,48 +301,27 @@ class PlanFigures:
 
 
 class _RouteTable:
-    """Distinct routes (link tuples) of a set of flows with how many flows take each,
-    compiled to arrays so that the shares and latencies of all of them under K states
-    cost a few NumPy calls: the same expressions as
-    :func:`planner.problem.network.flow_bandwidth` and ``flow_latency``, so the same bits."""
+    """The routes of a set of flows, one per distinct (source, destination) pair, with
+    how many flows take each, compiled to arrays so that the shares and latencies of
+    all of them under K states cost a few NumPy calls: the same expressions as
+    :func:`planner.problem.network.flow_bandwidth` and ``flow_latency`` on the same
+    figures (link users count every flow), so the same bits.
 
-    def __init__(self):
-        self.ids: dict[tuple[int, ...], int] = {}
-        self.links: list[tuple[int, ...]] = []
-        self.flows = np.zeros(0)
+    ``src``, ``dst``: domain indices of each distinct pair; ``flows``: flows per pair."""
 
-    @property
-    def size(self) -> int:
-        return len(self.links)
-
-    def add(self, links: tuple[int, ...]) -> int:
-        if links not in self.ids:
-            self.ids[links] = len(self.links)
-            self.links.append(links)
-        return self.ids[links]
-
-    def count(self, route_of_flow: np.ndarray) -> None:
-        self.flows = np.bincount(route_of_flow, minlength=self.size).astype(float)
-
-    def freeze(self) -> None:
-        used = sorted({i for links in self.links for i in links})
-        col = {link: c for c, link in enumerate(used)}
-        users = np.zeros(len(used))
-        for links, n in zip(self.links, self.flows.tolist()):
-            for i in links:
-                users[col[i]] += n
+    def __init__(self, routes, src, dst, flows):
+        self.size = len(src)
+        links, hops = routes.link_paths(src, dst)  # (pairs, width) in path order, -1 padded
+        on = links >= 0
+        used, col = np.unique(links[on], return_inverse=True)
         self.used = used
+        users = np.zeros(len(used))
+        np.add.at(users, col, np.repeat(np.asarray(flows, float), on.sum(axis=1)))
         self.scale = GBPS / users if len(used) else np.zeros(0)  # bytes/s per Gbit/s, shared
-        width = max((len(x) for x in self.links), default=0)
-        self.cols = np.full((self.size, width), len(used), dtype=np.int64)  # padding: an inf column
-        for r, links in enumerate(self.links):
-            self.cols[r, :len(links)] = [col[i] for i in links]
+        self.cols = np.full(links.shape, len(used), dtype=np.int64)  # padding: an inf column
+        self.cols[on] = col
         # latency: one gather per route length (a sum over the same links in the same order)
-        by_len: dict[int, list[int]] = {}
-        for r, links in enumerate(self.links):
-            by_len.setdefault(len(links), []).append(r)
-        self.by_len = [(np.array(rs), np.array([self.links[r] for r in rs], dtype=np.int64))
-                       for _, rs in sorted(by_len.items())]
+        self.by_len = [(np.nonzero(hops == h)[0], links[hops == h][:, :h]) for h in np.unique(hops).tolist()]
 
     def figures(self, states: NetworkStates) -> tuple[np.ndarray, np.ndarray]:
         """(K, routes) bytes/s (the smallest share along the route) and seconds."""

@@ -100,3 +100,15 @@ def test_bottleneck_matrix():
     bw = r.bottleneck_gbps([l.bandwidth_gbps for l in inst.links])
     ia, ib, ic = (inst.domain_index[x] for x in "abc")
     assert bw[ia, ic] == 40 and bw[ia, ib] == 80 and bw[ic, ib] == 40 and np.isinf(bw[ia, ia])
+
+
+def test_latency_matrix_is_the_routes_sum():
+    inst = load_generated(generate_instance(30, 30 * 64, seed=3, clusters=3))
+    r = inst.routes
+    lat = r.latency_matrix()
+    names = inst.domain_names
+    for i, a in enumerate(names):
+        assert lat[i, i] == 0.0
+        for j, b in enumerate(names):
+            if i != j:
+                assert lat[i, j] == r[(a, b)].latency_ms  # bitwise
