@@ -515,6 +515,47 @@ def validate_cmd(instance):
                f"parameters, {inst.num_units} units), global batch {wl.global_batch_size} x {wl.seq_len} tokens")
 
 
+@main.command("generate")
+@click.option("--domains", type=click.IntRange(1, limits.MAX_DOMAINS), required=True, help="datacenters")
+@click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), required=True, help="GPUs in all (>= 8 per datacenter)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--clusters", type=click.IntRange(1, limits.MAX_DOMAINS), default=None,
+              help="clusters the datacenters are grouped in (default: about 30 datacenters each)")
+@click.option("--model", default="llama2-70b", show_default=True, help="a model under models/")
+@click.option("--global-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None,
+              help="sequences per iteration (default: 1024, doubled until it can feed every GPU)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the instance file to write (TOML)")
+@_guard
+def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_path):
+    """Write a SYNTHETIC clustered instance: datacenters in clusters joined by metro links,
+    clusters by a backbone between gateways (planner/problem/synthetic.py).  The same
+    options and seed give the same file; the file is checked by the loader before it is
+    written."""
+    from .problem.synthetic import generate_instance, header, to_toml
+
+    if pio.find_model(model) is None:
+        raise InputError(f"no model named {model!r} (available: {', '.join(pio.available('models'))})", "--model")
+    try:
+        data = generate_instance(domains, gpus, seed, clusters=clusters, model=model,
+                                 global_batch_size=global_batch_size)
+    except InputError as e:  # name the option
+        e.field = f"--{e.field}" if e.field else None
+        raise
+    command = " ".join(["planner generate", f"--domains {domains}", f"--gpus {gpus}", f"--seed {seed}"]
+                       + ([f"--clusters {clusters}"] if clusters is not None else [])
+                       + [f"--model {model}"]
+                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else []))
+    pio.check_output(out_path, "--out")
+    with atomic_path(out_path) as tmp:
+        tmp.write_text(to_toml(data, header(data, command)), encoding="utf-8")
+        inst = pio.load_instance(tmp)  # validated before it replaces anything
+    out.print(f"{inst.name}: {len(inst.domains)} domains in "
+              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs, "
+              f"{len(inst.links):,} links, model {inst.workload.model.name}, global batch "
+              f"{inst.workload.global_batch_size} -> {out_path}")
+
+
 @main.command("list")
 @_guard
 def list_cmd():
