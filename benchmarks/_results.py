@@ -15,3 +15,16 @@ def save(name: str, lines: list[str], argv=None) -> Path:
     out = RESULTS / f"{name}.md"
     out.write_text(f"Command: `python benchmarks/{script} {args}`".rstrip() + "\n\n" + "\n".join(lines) + "\n")
     return out
+
+
+SUITE_MAX_DOMAINS = 40
+
+
+def suite_instances() -> list[str]:
+    """The packaged instances of the standard suite: all but the national-scale ones
+    (more than ``SUITE_MAX_DOMAINS`` domains: edwc-120dc, edwc-300dc, azure-zones),
+    which ``benchmarks/scale.py`` measures on its own."""
+    from planner import load_instance
+    from planner.problem.io import available
+
+    return [n for n in available("instances") if len(load_instance(n).domains) <= SUITE_MAX_DOMAINS]

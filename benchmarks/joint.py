@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from _results import suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
-from planner.problem.io import available
 
 
 def _run(inst, solver, **kw):
@@ -35,7 +35,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "joint.md"))
     args = ap.parse_args(argv)
-    names = args.instances or available("instances")
+    names = args.instances or suite_instances()
     cols = ["instance", "objective", "solver", "status", "gap", "bound", "value", "T_est s", "simulated T s",
             "time s"]
     lines = [f"Time limit {args.time_limit:g} s each; CP-SAT {args.workers} worker(s), HiGHS {args.threads} "

@@ -12,9 +12,8 @@ import argparse
 import sys
 import time
 
-from _results import save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import save, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
-from planner.problem.io import available
 
 
 def main(argv=None):
@@ -24,7 +23,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--name", default="milp", help="results file benchmarks/results/NAME.md")
     args = ap.parse_args(argv)
-    names = args.instances or available("instances")
+    names = args.instances or suite_instances()
     head = ("| instance | greedy T_est s | greedy T s | milp T_est s | milp T s | T gain | status | gap | "
             "bound s | x LB | build s | total s |")
     lines = [f"MILP time limit {args.time_limit:g} s, {args.threads} thread(s).", "", head,
