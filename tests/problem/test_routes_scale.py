@@ -112,3 +112,14 @@ def test_latency_matrix_is_the_routes_sum():
         for j, b in enumerate(names):
             if i != j:
                 assert lat[i, j] == r[(a, b)].latency_ms  # bitwise
+
+
+def test_what_if_copies_keep_routes_unless_latencies_change():
+    inst = make_instance([("a", 8), ("b", 8), ("c", 8)], [("a", "b", 10, 1.0), ("b", "c", 10, 1.0),
+                                                           ("a", "c", 10, 5.0)])
+    r = inst.routes
+    assert inst.with_domain("a", gpus=16).routes is r
+    assert inst.with_link("a", "c", bandwidth_gbps=40).routes is r
+    moved = inst.with_link("a", "c", latency_ms=1.5)
+    assert moved.routes is not r and moved.routes[("a", "c")].nodes == ("a", "c")
+    assert r[("a", "c")].nodes == ("a", "b", "c")
