@@ -17,14 +17,9 @@ def save(name: str, lines: list[str], argv=None) -> Path:
     return out
 
 
-SUITE_MAX_DOMAINS = 40
-
-
 def suite_instances() -> list[str]:
-    """The packaged instances of the standard suite: all but the national-scale ones
-    (more than ``SUITE_MAX_DOMAINS`` domains: edwc-120dc, edwc-300dc, azure-zones),
-    which ``benchmarks/scale.py`` measures on its own."""
-    from planner import load_instance
-    from planner.problem.io import available
+    """The packaged instances of the standard suite (``planner.bench.suite_instances``: up to
+    40 domains); ``benchmarks/scale.py`` measures the national-scale ones on their own."""
+    from planner.bench import suite_instances as suite
 
-    return [n for n in available("instances") if len(load_instance(n).domains) <= SUITE_MAX_DOMAINS]
+    return suite()

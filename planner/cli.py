@@ -455,10 +455,11 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
               workers, out_dir, quiet):
-    """Compare solvers, RL, greedy and baselines on INSTANCES (default: all packaged ones)."""
+    """Compare solvers, RL, greedy and baselines on INSTANCES (default: the packaged ones of
+    at most 40 domains; name the national-scale ones to include them)."""
     from . import bench
 
-    names = list(instances) or pio.available("instances")
+    names = list(instances) or bench.suite_instances()
     for n in names:
         pio.load_instance(n)  # fail early, with the file and field
     meths = [m.strip() for m in methods.split(",") if m.strip()]
