@@ -1328,6 +1328,20 @@ def readme(insts: list[dict]) -> str:
         "- `tiny-*` are synthetic: a toy GPU (1 TFLOP/s, 80 MB, MFU 0.5) scaled to the 6.8M-parameter",
         "  `tiny` model so that compute, transfers, latency and memory all matter at millisecond scale.",
         "",
+        "## National scale (issue 15)",
+        "",
+        "`edwc-120dc`, `edwc-300dc` and `azure-zones` have 120-300 domains and 60,000-150,000 GPUs;",
+        "each domain's `region` is its EDWC cluster or Azure region. They are not full meshes",
+        "(300 domains would need 44,850 links): inside a cluster (region) every datacenter (zone)",
+        "links to the cluster's two gateways and its nearest neighbours (all zones of a region to each",
+        "other), and the gateways carry the backbone: gateway k of each cluster to gateway k of every",
+        "other, with the EDWC pair's latency and wavelength (edwc-*) or the measured P95 RTT and the",
+        "measured or fitted throughput (azure-zones). Everything about the datacenters and zones",
+        "themselves (counts, GPUs, metro latency floor and bandwidth, zone latency) is assumed; the",
+        "headers say how. The unit tests only load them; `benchmarks/scale.py` plans on them, and",
+        "`planner generate` makes synthetic instances of the same shape at any size",
+        "([docs/scale.md](../docs/scale.md)).",
+        "",
     ]
     return "\n".join(out)
 
