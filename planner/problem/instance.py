@@ -30,7 +30,7 @@ Example
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import networkx as nx
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
@@ -106,7 +106,9 @@ class Workload(_Strict):
     tensor_parallel: list[int] = Field(default=[1], min_length=1, max_length=L.MAX_LIST)
     recompute: bool = False
 
-    @field_validator("model", mode="before")
+    @field_validator("model", mode="before", json_schema_input_type=Annotated[str, Field(
+        description="a model name (models/NAME.toml, looked up as docs/guide.md says) or a path ending in "
+                    ".toml")] | ModelSpec)
     @classmethod
     def _resolve_model(cls, value: Any, info: ValidationInfo):
         if isinstance(value, str):

@@ -15,6 +15,7 @@ list every broken feasibility rule with the figures involved.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -23,6 +24,7 @@ import numpy as np
 from .figures import PlanFigures
 from ..problem.network import NetworkStates
 from .estimate import estimate_times
+from ..problem.errors import InputError
 from ..problem.oplists import Deadlock
 from .simulator import Program, compile_program, simulate_times
 
@@ -239,3 +241,28 @@ def evaluate(instance, plan, states: NetworkStates | None = None) -> Evaluation:
 def iteration_times(instance, plan, states: NetworkStates) -> np.ndarray:
     """Exact iteration times (s) of ``plan`` under K states, shape (K,)."""
     return Evaluator(instance, plan).iteration_times(states)
+
+
+def simulated_score(instance, plan: Plan, fidelity: bool = False):
+    """The plan's exact simulated time (s) under the base network, or its cost
+    per iteration for a cost instance; None when ``check_plan`` rejects it.
+    With ``fidelity=True``: ``(score, T / T_est)``, the simulated time over the
+    estimate (SPEC 7), or None.
+
+    >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
+    25.15
+    """
+    try:
+        ev = Evaluator(instance, plan)
+    except InputError:  # a plan that does not fit the instance
+        return None
+    if check_plan(instance, plan, ev.fig):
+        return None
+    T = float(ev.iteration_times()[0])
+    if not math.isfinite(T):
+        return None
+    score = float(ev.objective(T))
+    if not fidelity:
+        return score
+    est = float(ev.estimate_times()[0])
+    return score, (T / est if est > 0 else math.inf)
