@@ -161,9 +161,9 @@ def shortest_routes(instance) -> Routes:
     level, each domain takes the predecessor whose own route is lexicographically
     smallest among those that reach it on a least (latency, hops) path.
     """
-    names = instance.domain_names
+    names = instance.domain_names  # all it reads: the names and the links
     n = len(names)
-    idx = instance.domain_index
+    idx = {name: i for i, name in enumerate(names)}
     lat_link = [l.latency_ms for l in instance.links]
     link = np.full((n, n), -1, dtype=np.int32)
     W = np.full((n, n), np.inf)
