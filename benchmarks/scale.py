@@ -20,7 +20,10 @@ and a generated 300-domain / 150,000-GPU one (``planner generate --domains 300
 
 Writes benchmarks/results/scale.md and scale.csv, headed by the command and commit.
 
-    .venv/bin/python benchmarks/scale.py [--skip-auto] [--auto-time-limit 60] [INSTANCE ...]
+    .venv/bin/python benchmarks/scale.py [--skip-auto] [--auto-time-limit 60] [--baseline DIR] [INSTANCE ...]
+
+``--baseline DIR`` also times greedy and the evaluator of another checkout (the code
+before this work: ``git archive 7c8be23 | tar -x -C DIR``) on the same files.
 """
 
 from __future__ import annotations
@@ -218,6 +221,42 @@ def auto_part(name: str, path, greedy_row: dict, time_limit: float, memory_gb: f
     return row
 
 
+BASELINE_SCRIPT = r"""
+import json, sys, time
+from planner import Evaluator, load_instance, plan
+from planner.problem.io import load_plan
+from planner.problem.network import NetworkStates
+inst = load_instance(sys.argv[1])
+t0 = time.perf_counter(); inst.routes; routes_s = time.perf_counter() - t0
+t0 = time.perf_counter(); p = plan(inst, solver="greedy"); greedy_s = time.perf_counter() - t0
+big = load_plan(sys.argv[2], inst)
+st = NetworkStates.base(inst)
+ev = Evaluator(inst, big)
+n, t0 = 0, time.perf_counter()
+while time.perf_counter() - t0 < float(sys.argv[3]):
+    T = float(ev.iteration_times(st)[0]); n += 1
+print(json.dumps({"routes_s": routes_s, "greedy_s": greedy_s, "shape": f"{p.replicas}x{p.num_stages}x{p.tp}",
+                  "T_s": p.predicted.iteration_time_s, "evals_per_s": n / (time.perf_counter() - t0), "eval_T_s": T}))
+"""
+
+
+def baseline_part(name: str, path, checkout: Path, window: float) -> dict:
+    """Greedy and the evaluator of another checkout (the code before this work), in a
+    child process on the same instance file and the same 1,024-replica plan."""
+    inst_path = Path(path) if Path(str(path)).is_file() else ROOT / "instances" / f"{name}.toml"
+    plan_file = Path(tempfile.mkdtemp()) / "plan.json"
+    plan_file.write_text(eval_plan(load_instance(path)).to_json())
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    res = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT, str(inst_path), str(plan_file), f"{window:g}"],
+                         capture_output=True, text=True, env=env, cwd=checkout, timeout=1800)
+    row = {"part": "baseline", "instance": name, "checkout": str(checkout)}
+    if res.returncode:
+        row["error"] = (res.stderr.strip().splitlines() or ["?"])[-1]
+    else:
+        row.update(json.loads(res.stdout.strip().splitlines()[-1]))
+    return row
+
+
 def fmt(v, spec=".3g"):
     if v is None or v == "":
         return "-"
@@ -235,6 +274,9 @@ def main(argv=None):
     ap.add_argument("--auto-time-limit", type=float, default=60.0)
     ap.add_argument("--memory-limit", type=float, default=6.0, help="GB, passed to auto's --memory-limit")
     ap.add_argument("--window", type=float, default=1.0, help="seconds per timing window")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of the planner before this work (e.g. git archive 7c8be23): its greedy "
+                         "and evaluator timed on the same instances and plans, in a child process")
     args = ap.parse_args(argv)
     names = args.instances or PACKAGED + [GENERATED]
     rows: list[dict] = []
@@ -260,6 +302,11 @@ def main(argv=None):
             print(f"evaluator {name}: {r['evals_per_s']:,.0f}/s grouped, {r['ungrouped_evals_per_s']:,.0f}/s "
                   f"ungrouped ({r['groups']} groups)", flush=True)
         self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+        if args.baseline:
+            for name in names:
+                r = baseline_part(name, paths[name], args.baseline.resolve(), args.window)
+                rows.append(r)
+                print(f"baseline {name}: {r}", flush=True)
         if not args.skip_auto:
             for name in names:
                 r = auto_part(name, paths[name], greedy_rows[name], args.auto_time_limit, args.memory_limit)
@@ -299,6 +346,24 @@ def main(argv=None):
                       f"{'met' if low >= 1000 else 'NOT met'} (lowest {low:,.0f}/s; a compiled evaluator scoring "
                       "the plan again, as under a new network state; 'build + eval' includes compiling it)."]
     lines += ["", f"Peak resident memory of this process (loading, routes, greedy, evaluators): {self_rss:,.0f} MB."]
+    base = {r["instance"]: r for r in rows if r["part"] == "baseline"}
+    if base:
+        now = {(r["part"], r["instance"]): r for r in rows}
+        lines += ["", f"## Before: the same runs on {args.baseline} (a checkout of the code before this work), "
+                      "in a child process", "",
+                  "| instance | routes s before / now | greedy s before / now | same greedy plan | "
+                  "evals/s before / now (same 1,024-replica plan) | speed-up | same T |", "|" + "---|" * 7]
+        for name, b in base.items():
+            g, e = now[("greedy", name)], now[("evaluator", name)]
+            if "error" in b:
+                lines.append(f"| {name} | failed: {b['error']} | | | | | |")
+                continue
+            lines.append(f"| {name} | {b['routes_s']:.2f} / {g['routes_s']:.2f} | {b['greedy_s']:.2f} / "
+                         f"{g['greedy_s']:.2f} | {fmt(b['shape'] == g['shape'] and b['T_s'] == g['T_s'])} | "
+                         f"{b['evals_per_s']:,.0f} / {e['evals_per_s']:,.0f} | "
+                         f"{e['evals_per_s'] / b['evals_per_s']:.1f}x | {fmt(b['eval_T_s'] == e['T_s'])} |")
+        lines += ["", "Before: greedy timed once (not best of two), after loading and routes; its time includes "
+                      "the exact evaluation and the lower bound, as now."]
     autos = [r for r in rows if r["part"] == "auto"]
     if autos:
         lines += ["", f"## auto (--time-limit {args.auto_time_limit:g}, --memory-limit {args.memory_limit:g} GB) in a "
