@@ -55,7 +55,7 @@ class Routes(Mapping):
     89,700 ``Route`` objects would take ~35 MB.
 
     >>> routes = shortest_routes(instance)              # doctest: +SKIP
-    >>> routes[("a", "c")].nodes, ("a", "c") in routes
+    >>> routes[("a", "c")].nodes, ("a", "c") in routes   # doctest: +SKIP
     (('a', 'b', 'c'), True)
     """
 
