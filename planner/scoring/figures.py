@@ -4,13 +4,19 @@
 ``PlanFigures(instance, plan)`` precomputes what does not depend on the
 network state (compute times, boundary bytes, memory, which links each flow
 crosses); :meth:`PlanFigures.comm` turns a batch of K network states into
-transfer times, latencies and gradient-synchronisation times.
+transfer times, latencies and gradient-synchronisation times for every
+replica, and :meth:`PlanFigures.comm_groups` the same for one replica per
+group of replicas with identical boundary figures (``fig.groups`` of them,
+``fig.group_of[r]`` the group of replica r): what the evaluator simulates.
 
 Example
 -------
->>> fig = PlanFigures(instance, plan)           # doctest: +SKIP
->>> x, l, ar = fig.comm(NetworkStates.base(instance))
->>> x.shape, ar.shape                            # (K, R, S-1), (K, S)
+>>> fig = PlanFigures(instance, plan)                         # doctest: +SKIP
+>>> x, l, ar = fig.comm(NetworkStates.base(instance))         # doctest: +SKIP
+>>> x.shape, ar.shape               # (K, R, S-1), (K, S)     # doctest: +SKIP
+>>> g = fig.comm_groups(NetworkStates.base(instance))         # doctest: +SKIP
+>>> (g.x[:, fig.group_of] == x).all()  # bit for bit          # doctest: +SKIP
+True
 """
 
 from __future__ import annotations
