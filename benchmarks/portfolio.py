@@ -32,9 +32,8 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from _results import RESULTS, save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import RESULTS, save, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
-from planner.problem.io import available
 
 SOLVERS = ("greedy", "milp", "cpsat", "auto")
 
@@ -144,7 +143,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="portfolio")
     args = ap.parse_args(argv)
-    names = args.instances or available("instances")
+    names = args.instances or suite_instances()
     cols = ["instance", "solver", "simulated T s", "T_est s", "T / T_est", "status", "bound", "gap",
             "named bound", "schedule", "wall s", "incumbent from"]
     lines = [f"Time limit {args.time_limit:g} s per solver (greedy: none), seed {args.seed}, commit "

@@ -462,10 +462,11 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
               workers, out_dir, quiet):
-    """Compare solvers, RL, greedy and baselines on INSTANCES (default: all packaged ones)."""
+    """Compare solvers, RL, greedy and baselines on INSTANCES (default: the packaged ones of
+    at most 40 domains; name the national-scale ones to include them)."""
     from . import bench
 
-    names = list(instances) or pio.available("instances")
+    names = list(instances) or bench.suite_instances()
     for n in names:
         pio.load_instance(n)  # fail early, with the file and field
     meths = [m.strip() for m in methods.split(",") if m.strip()]
@@ -558,6 +559,47 @@ def validate_cmd(instance):
     click.echo(f"ok: {inst.name}: {len(inst.domains)} domains, {len(inst.links)} links, "
                f"{inst.total_gpus} GPUs, model {wl.model.name} ({wl.model.total_params() / 1e9:.2f}B "
                f"parameters, {inst.num_units} units), global batch {wl.global_batch_size} x {wl.seq_len} tokens")
+
+
+@main.command("generate")
+@click.option("--domains", type=click.IntRange(1, limits.MAX_DOMAINS), required=True, help="datacenters")
+@click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), required=True, help="GPUs in all (>= 8 per datacenter)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--clusters", type=click.IntRange(1, limits.MAX_DOMAINS), default=None,
+              help="clusters the datacenters are grouped in (default: about 30 datacenters each)")
+@click.option("--model", default="llama2-70b", show_default=True, help="a model under models/")
+@click.option("--global-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None,
+              help="sequences per iteration (default: 1024, doubled until it can feed every GPU)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the instance file to write (TOML)")
+@_guard
+def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_path):
+    """Write a SYNTHETIC clustered instance: datacenters in clusters joined by metro links,
+    clusters by a backbone between gateways (planner/problem/synthetic.py).  The same
+    options and seed give the same file; the file is checked by the loader before it is
+    written."""
+    from .problem.synthetic import generate_instance, header, to_toml
+
+    if pio.find_model(model) is None:
+        raise InputError(f"no model named {model!r} (available: {', '.join(pio.available('models'))})", "--model")
+    try:
+        data = generate_instance(domains, gpus, seed, clusters=clusters, model=model,
+                                 global_batch_size=global_batch_size)
+    except InputError as e:  # name the option
+        e.field = f"--{e.field}" if e.field else None
+        raise
+    command = " ".join(["planner generate", f"--domains {domains}", f"--gpus {gpus}", f"--seed {seed}"]
+                       + ([f"--clusters {clusters}"] if clusters is not None else [])
+                       + [f"--model {model}"]
+                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else []))
+    pio.check_output(out_path, "--out")
+    with atomic_path(out_path) as tmp:
+        tmp.write_text(to_toml(data, header(data, command)), encoding="utf-8")
+        inst = pio.load_instance(tmp)  # validated before it replaces anything
+    out.print(f"{inst.name}: {len(inst.domains)} domains in "
+              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs, "
+              f"{len(inst.links):,} links, model {inst.workload.model.name}, global batch "
+              f"{inst.workload.global_batch_size} -> {out_path}")
 
 
 @main.command("list")

@@ -273,7 +273,15 @@ class Instance(_Strict):
 
     # -- what-if: new, validated instances (this one is never changed) -------
     def _replace(self, data: dict) -> "Instance":
-        return Instance.from_dict(data)
+        new = Instance.from_dict(data)
+        # routes depend on the domain names and the links' ends and latencies only: a what-if
+        # that keeps them (a domain's GPUs or bandwidth, a link's bandwidth) keeps the routes
+        if "routes" in self.__dict__ and new._route_key() == self._route_key():
+            new.__dict__["routes"] = self.routes
+        return new
+
+    def _route_key(self) -> tuple:
+        return self.domain_names, tuple((l.a, l.b, l.latency_ms) for l in self.links)
 
     def to_dict(self) -> dict:
         """The instance as a dict shaped like the file (model inlined)."""
