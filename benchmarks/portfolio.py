@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import statistics
 import subprocess
 import sys
@@ -168,7 +169,10 @@ def main(argv=None):
             lines.append(line)
             print(line, flush=True)
     pool.shutdown()
-    lines += ["", "Goals (issue 12):", ""] + goals(rows)
+    load = os.getloadavg()
+    lines += ["", f"Load average at the end (1, 5, 15 min): {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} "
+              f"on {os.cpu_count()} cores (other work on the machine slows the solvers' wall-clock budgets).",
+              "", "Goals (issue 12):", ""] + goals(rows)
     print("\n".join(lines[-len(goals(rows)):]), flush=True)
     save(args.name, lines, argv)
     with open(RESULTS / f"{args.name}.csv", "w", newline="") as fh:
