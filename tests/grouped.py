@@ -7,8 +7,8 @@ domains is linked (short, fast links), and every two regions are joined by
 ``gateways`` links between random members (long, slower links).  Figures are
 drawn from ``numpy.random.default_rng(seed)``; they are made up, not measured.
 
-``tiny=True`` (the brute-force tests): the 4-unit tiny model, 1-2 GPUs per
-domain, global batch 4.  Otherwise LLaMA-2 70B on H100 (or ``model``), 32-128
+``tiny=True`` (the brute-force tests): the 4-unit tiny model, ``tiny_gpus``
+(default 1 or 2) GPUs per domain, global batch 4.  Otherwise LLaMA-2 70B on H100 (or ``model``), 32-128
 GPUs per domain, the packaged instances' workload figures.
 
 Run as a script to write a ~100-domain instance for the measurements:
@@ -34,7 +34,7 @@ def tiny_model():
 
 
 def grouped_dict(groups: int = 3, per_group: int = 2, seed: int = 0, tiny: bool = False, gateways: int = 2,
-                 model="llama2-70b") -> dict:
+                 model="llama2-70b", tiny_gpus=(1, 2)) -> dict:
     """The instance as a dict shaped like the instance file (see the module docstring)."""
     rng = np.random.default_rng(seed)
     centres = rng.uniform(0, 100, size=(groups, 2))  # region positions; inter-region latency grows with distance
@@ -42,7 +42,7 @@ def grouped_dict(groups: int = 3, per_group: int = 2, seed: int = 0, tiny: bool 
     names = [[f"r{g:02d}-d{i:02d}" for i in range(per_group)] for g in range(groups)]
     for g in range(groups):
         for i, name in enumerate(names[g]):
-            gpus = int(rng.integers(1, 3)) if tiny else int(rng.choice([32, 64, 96, 128]))
+            gpus = int(rng.choice(tiny_gpus)) if tiny else int(rng.choice([32, 64, 96, 128]))
             domains.append({"name": name, "gpus": gpus, "gpus_per_node": 8,
                             "intra_bandwidth_gbps": float(rng.choice([100.0, 200.0, 400.0])),
                             "price_per_gpu_hour": round(float(rng.uniform(2.0, 4.0)), 2),
