@@ -384,7 +384,8 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
 
     # top level: per tensor-parallel class, the representative instance for a plan, the
     # optimistic one for a bound (and a plan too), each with the exact planner
-    top_end = t0 + TOP_SHARE * budget
+    top_share = TOP_SHARE if polish else 0.9  # without the annealing, nearly all the time
+    top_end = t0 + top_share * budget
     lines: list[str] = []
     class_bounds: list[float] = []
     timed_out = False
@@ -406,7 +407,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
                 timed_out = True
                 break
             weight = PLAN_WEIGHT if role == "plan" else 1.0 - PLAN_WEIGHT
-            share = (weight * TOP_SHARE * budget / len(runs)) if deterministic else \
+            share = (weight * top_share * budget / len(runs)) if deterministic else \
                 max(0.2, 2 * weight * (top_end - time.perf_counter()) / jobs_left)
             jobs_left -= 1
             try:

@@ -237,3 +237,21 @@ def test_hier_pins_and_forbid_are_honoured():
     assert check_plan(inst, p) == []
     with pytest.raises(InputError, match="--require|require"):
         run_plan(inst, solver="hier", time_limit=3.0, require=[banned])
+
+
+# -- auto goes hierarchical only beyond the flat models' reach --------------------------
+
+def test_auto_uses_hier_only_when_the_flat_models_are_too_big(monkeypatch):
+    from planner.problem.io import instances_dir, load_instance
+    from planner.solvers import portfolio
+
+    for path in sorted(instances_dir().glob("*.toml")):  # the packaged instances: unchanged
+        assert not portfolio.flat_too_big(load_instance(path)), path.name
+    assert portfolio.flat_too_big(grouped_instance(10, 10, seed=0, tiny=False))  # 100 domains
+    inst = grouped_instance(2, 2, seed=1, tiny_gpus=(1, 2)).with_options(max_stages=3)
+    monkeypatch.setattr(portfolio, "FLAT_ARCS_MAX", 0)
+    p = run_plan(inst, solver="auto", time_limit=8.0, seed=0)
+    assert set(p.solver.engines) == {"greedy", "hier"}
+    assert check_plan(inst, p) == []
+    best = min(t_est(inst, q) for q in feasible_plans(inst))
+    assert p.solver.bound <= best * (1 + 1e-9)
