@@ -65,9 +65,10 @@ from .shapesearch import plan_matches, score
 
 log = logging.getLogger("planner.hier")
 
+SPEED_UP = 4.0  # optimistic figures: every aggregated flow and ring hop at least this times the widest link
 THRESHOLD_MS = 3.0  # domains whose routes are all this short (one way) share a group
 TOP_SHARE = 0.5  # the top level's share of the budget
-PLAN_WEIGHT = 0.6  # of that, the representative instance's part (the optimistic one's: the rest)
+PLAN_WEIGHT = 0.4  # of that, the representative instance's part (the optimistic one's: the rest)
 GREEDY_SHARE = 0.1  # greedy's cap (it joins the candidates)
 PROVEN_SHARE = 0.05  # the annealing's share once the start is proven optimal (it may still simulate faster)
 EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
@@ -186,7 +187,7 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
 
     Optimistic figures (the proof that they keep every bound valid is in
     docs/formulations.md, "Hierarchical planning"); beta_max is the largest WAN
-    link bandwidth (Gbit/s), D the number of planned domains, n the number of groups:
+    link bandwidth (Gbit/s):
 
     * GPUs: ``t * sum_d floor(gpus_d / t)`` over the group's domains with
       ``gpus_per_node >= t``: exactly the group's stage slots for ``t``.  One
@@ -194,11 +195,11 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
       for all of them (e.g. every domain has a multiple of 8 GPUs); else one
       instance per ``t``;
     * ``gpus_per_node`` the group's largest, ``price_per_gpu_hour`` its smallest;
-    * ``intra_bandwidth_gbps``: ``max(largest intra bandwidth, D * n * beta_max)``;
+    * ``intra_bandwidth_gbps``: ``max(largest intra bandwidth, 4 * beta_max)``;
     * a link between every two groups: latency the smallest route latency
       between a domain of one and a domain of the other (ms), bandwidth
-      ``beta_max * U`` with U the most flows that can share a link (every
-      pipeline boundary, or every ring hop): each flow gets at least beta_max.
+      ``4 * beta_max * U`` with U the most flows that can share a link (every
+      pipeline boundary, or every ring hop): each flow gets at least 4 beta_max.
 
     ``optimistic=False`` gives *representative* figures instead, for planning
     (no bound): inside a group the smaller of its largest intra bandwidth and the
@@ -212,7 +213,6 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
     wl = instance.workload
     tps = tuple(sorted(tps if tps is not None else wl.tensor_parallel))
     groups = [tuple(g) for g in groups]
-    n, D = len(groups), sum(len(g) for g in groups)
     beta_max = max((l.bandwidth_gbps for l in instance.links), default=0.0)
 
     def one_instance_serves(ts) -> bool:
@@ -240,8 +240,8 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
         slots_total = max(sum(_slots(instance, g, t) for g in used) for t in ts)
         users = max(slots_total - 1, instance.max_stages * len(used), 1)
         valid = optimistic
-        link_bw = beta_max * users
-        intra_floor = D * n * beta_max if optimistic else 0.0
+        link_bw = SPEED_UP * beta_max * users
+        intra_floor = SPEED_UP * beta_max if optimistic else 0.0
         if link_bw > MAX_BANDWIDTH_GBPS or intra_floor > MAX_BANDWIDTH_GBPS:
             valid = False
             link_bw, intra_floor = min(link_bw, MAX_BANDWIDTH_GBPS), min(intra_floor, MAX_BANDWIDTH_GBPS)
@@ -372,10 +372,14 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
         if val is not None:
             candidates.append((who, p, val))
 
-    # greedy: a candidate (the result never simulates slower than it)
+    # greedy: a candidate (the result never simulates slower than it), and the shape the
+    # representative top level searches around
+    plan_pins = {k: v for k, v in pins.items() if v is not None}
     try:
         g = greedy(instance, time_limit=None if deterministic else max(0.5, GREEDY_SHARE * budget), seed=seed)
         offer("greedy", g)
+        for key, value in (("tp", g.tp), ("micro_batch_size", g.micro_batch_size), ("stages", g.num_stages)):
+            plan_pins.setdefault(key, value)
     except TimeLimitError:
         pass
     except InfeasibleError:
@@ -391,14 +395,14 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     timed_out = False
     solve = _top_solver("cpsat" if deterministic else top)
     runs = [(agg, rep) for agg, rep in zip(bound_aggs, plan_aggs)]
-    opts = dict(seed=seed, gap=gap, polish=False, **{k: v for k, v in pins.items() if v is not None})
+    opts = dict(seed=seed, gap=gap, polish=False)
     if deterministic:
         opts.update(deterministic=True, workers=1)
     else:
         opts.update(threads=1) if top == "milp" else opts.update(workers=1)
     if executor is not None:
         opts.update(executor=executor, address=address, jobs=jobs)
-    jobs_left = 2 * len(runs)
+    weight_left = float(len(runs))  # each class: PLAN_WEIGHT for the plan, the rest for the bound
     for i, (agg, rep) in enumerate(runs):
         what = f"tp {','.join(map(str, agg.tps))}"
         proven = 0.0  # this class's bound; 0 when nothing is proven
@@ -406,12 +410,15 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
             if stop.requested():
                 timed_out = True
                 break
+            role_pins = plan_pins if role == "plan" else {k: v for k, v in pins.items() if v is not None}
             weight = PLAN_WEIGHT if role == "plan" else 1.0 - PLAN_WEIGHT
             share = (weight * top_share * budget / len(runs)) if deterministic else \
-                max(0.2, 2 * weight * (top_end - time.perf_counter()) / jobs_left)
-            jobs_left -= 1
+                max(0.2, weight * (top_end - time.perf_counter()) / max(weight_left, 1e-9))
+            weight_left -= weight
+            if role_pins.get("tp") not in (None, *a.tps):
+                continue  # greedy's tensor-parallel degree is in another class
             try:
-                res = solve(a.instance, time_limit=share, **opts)
+                res = solve(a.instance, time_limit=share, **opts, **role_pins)
             except InfeasibleError:
                 lines.append(f"{what} ({role}): no plan")
                 if role == "bound":

@@ -184,9 +184,13 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     value = score(instance, cand) if cand is not None else math.inf
     if bound is None or value <= max(bound, 0.0) * (1 + gap) + 1e-12:
         return ShapeOutcome("optimal", bound=bound, plan=cand, build_s=build_s, detail=note)
-    # the relaxation is solved but its plan is above it: the per-replica model decides
+    # the relaxation is solved but its plan is above it: the per-replica model decides,
+    # if the share has time to build it (about R times the aggregated model)
     from .formulations.milp import build, extract
 
+    if end - time.perf_counter() < shape.replicas * build_s:
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s,
+                            detail=note + ", no time for the per-replica model")
     tb2 = time.perf_counter()
     cut = min(best, value)
     try:

@@ -47,6 +47,7 @@ from typing import Callable
 
 from . import stop
 from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
+from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
@@ -337,8 +338,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     nodes, per_shape, later = [], {}, []
     for sh in shapes(space, pins):
         if math.isfinite(budget) and left() < 0.6 * budget:
-            # out of time for bounds: the rest keep the trivial bound 0, computed if visited
-            later.append(_Node(0.0, sh))
+            # out of time for bounds: the rest keep the instance's analytic bound (time; the
+            # cost's 0), computed if visited
+            later.append(_Node(lower_bound(instance).value if kind == "time" else 0.0, sh))
             continue
         per_s = stage_bounds(space, sh)
         if not per_s:
@@ -350,7 +352,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         per_shape[sh] = per_s
     nodes.sort()
     if later:
-        log.info("%s: %d shapes keep the trivial bound 0 (no time to bound them)", name, len(later))
+        log.info("%s: %d shapes keep the instance's analytic bound %.6g (no time to bound them)", name,
+                 len(later), later[0].bound)
         nodes += later  # after the bounded ones: visited last
     if not nodes and best_plan is None:
         raise _no_plan(instance, space, pins, forbid, require)

@@ -138,7 +138,7 @@ def test_slots_are_exact_per_tensor_parallel_degree():
 
 
 def test_max_bandwidth_alone_would_not_bound_link_sharing():
-    """Why the aggregated links carry beta_max * U and not the best link's bandwidth: two
+    """Why the aggregated links carry 4 beta_max * U and not the best link's bandwidth: two
     replicas crossing between the same two groups on two different links each get a
     whole link; on one aggregated link of that bandwidth they would share it."""
     doms = [{"name": n, "gpus": 1, "intra_bandwidth_gbps": 200.0, "region": n[0]} for n in ("a1", "a2", "b1", "b2")]
