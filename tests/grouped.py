@@ -7,8 +7,9 @@ domains is linked (short, fast links), and every two regions are joined by
 ``gateways`` links between random members (long, slower links).  Figures are
 drawn from ``numpy.random.default_rng(seed)``; they are made up, not measured.
 
-``tiny=True`` (the brute-force tests): the 4-unit tiny model, ``tiny_gpus``
-(default 1 or 2) GPUs per domain, global batch 4.  Otherwise LLaMA-2 70B on H100 (or ``model``), 32-128
+``tiny=True`` (the brute-force tests): the 4-unit tiny model (``tiny_hidden``
+64; 512 makes gradient rings and transfers weigh more than compute),
+``tiny_gpus`` (default 1 or 2) GPUs per domain, global batch 4.  Otherwise LLaMA-2 70B on H100 (or ``model``), 32-128
 GPUs per domain, the packaged instances' workload figures.
 
 Run as a script to write a ~100-domain instance for the measurements:
@@ -29,12 +30,13 @@ H100 = {"name": "H100-SXM-80GB", "peak_tflops": 989.0, "memory_gb": 80.0, "mfu":
 TINY_GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
 
 
-def tiny_model():
-    return ModelSpec(name="m", num_layers=2, hidden_size=64, ffn_hidden_size=256, num_heads=4, vocab_size=100)
+def tiny_model(hidden: int = 64):
+    return ModelSpec(name="m", num_layers=2, hidden_size=hidden, ffn_hidden_size=4 * hidden, num_heads=4,
+                     vocab_size=100 if hidden <= 64 else 1000)
 
 
 def grouped_dict(groups: int = 3, per_group: int = 2, seed: int = 0, tiny: bool = False, gateways: int = 2,
-                 model="llama2-70b", tiny_gpus=(1, 2)) -> dict:
+                 model="llama2-70b", tiny_gpus=(1, 2), tiny_hidden: int = 64) -> dict:
     """The instance as a dict shaped like the instance file (see the module docstring)."""
     rng = np.random.default_rng(seed)
     centres = rng.uniform(0, 100, size=(groups, 2))  # region positions; inter-region latency grows with distance
@@ -63,7 +65,7 @@ def grouped_dict(groups: int = 3, per_group: int = 2, seed: int = 0, tiny: bool 
                               "bandwidth_gbps": round(float(rng.uniform(10.0, 50.0)), 1),
                               "latency_ms": round(5.0 + 0.8 * dist + float(rng.uniform(0.0, 5.0)), 2)})
     if tiny:
-        workload = {"model": tiny_model(), "global_batch_size": 4, "seq_len": 128, "micro_batch_sizes": [1, 2],
+        workload = {"model": tiny_model(tiny_hidden), "global_batch_size": 4, "seq_len": 128, "micro_batch_sizes": [1, 2],
                     "tensor_parallel": [1, 2], "recompute": False}
         gpu = TINY_GPU
     else:
