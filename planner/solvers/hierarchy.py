@@ -15,14 +15,16 @@ dozen domains.  :func:`hier` plans in three levels:
    gradient ring visits domains in instance order (SPEC 5): that is what
    makes the aggregated ring no slower than the real one.
 2. **Top level.** :func:`aggregate` builds an :class:`Instance` with one
-   domain per group and figures that make every real plan at least as fast
-   in the aggregated instance (docs/formulations.md, "Hierarchical
-   planning"): the group's stage slots exactly (per tensor-parallel degree),
-   its cheapest price, intra-group transfers and rings practically free,
-   inter-group links with the smallest route latency between the two groups
-   and a bandwidth no flow can saturate.  The MILP (or CP-SAT) solves it
-   exactly; its bound is a lower bound on the real problem's ``T_est``
-   optimum.
+   domain per group and *optimistic* figures that make every real plan at
+   least as fast in the aggregated instance (docs/formulations.md,
+   "Hierarchical planning"): the group's stage slots exactly (per
+   tensor-parallel degree), its cheapest price, intra-group bandwidth at
+   least 4x the widest WAN link, inter-group links with the smallest route
+   latency between the two groups and a bandwidth no number of flows can
+   share below 4x the widest link.  The MILP (or CP-SAT) solves it; its
+   bound is a lower bound on the real problem's ``T_est`` optimum.  A second,
+   *representative* aggregate (typical figures, no bound) is solved around
+   greedy's shape for a plan.
 3. **Inside the groups.** :func:`disaggregate` maps every aggregated
    (replica, stage) to a domain of its group with a free slot (a stage never
    spans domains: a group of domains with ``n_d`` slots holds ``sum n_d``
@@ -336,9 +338,11 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
          jobs: int | None = None, **_) -> Plan:
     """Plan hierarchically; see the module docstring.
 
-    ``time_limit`` seconds in all (None: 60): half for the top level (split over
-    its tensor-parallel classes), a tenth for greedy, the rest for the annealing
-    (``polish=False``: none).  ``top`` is ``"milp"`` or ``"cpsat"`` (forced with
+    ``time_limit`` seconds in all (None: 60): greedy (capped at a tenth) and the
+    top level until half of it (per tensor-parallel class, 40% for the
+    representative solve around greedy's tp, micro-batch size and stage count,
+    60% for the optimistic one over every shape), the annealing the rest
+    (``polish=False``: none, the top level until 90%).  ``top`` is ``"milp"`` or ``"cpsat"`` (forced with
     ``deterministic=True``: CP-SAT's deterministic time, greedy uncapped, the
     annealing by a count of candidates).  ``groups`` (lists of domain names,
     runs in instance order) overrides :func:`group_domains` (``threshold_ms``,

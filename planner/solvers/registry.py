@@ -15,6 +15,8 @@ Example
 ('heuristic', 12.5)
 >>> p = plan(instance, solver="auto", time_limit=60)      # doctest: +SKIP
 
+``hier`` (:mod:`planner.solvers.hierarchy`) plans many domains in groups
+first, then domains, with a bound valid for the real instance.
 ``auto`` (:mod:`planner.solvers.portfolio`) runs greedy, the MILP and CP-SAT
 (in parallel processes), the annealing by exact simulation
 (:mod:`planner.solvers.anneal`, also alone as ``anneal``) and the schedule
