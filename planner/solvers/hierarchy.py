@@ -62,7 +62,7 @@ from ..problem.plan import Plan, SolverInfo
 from ..scoring.bounds import lower_bound
 from . import stop
 from .anneal import anneal, simulated_score
-from .greedy import domain_chain, greedy
+from .greedy import domain_chain, greedy, shape_starts
 from .shapesearch import plan_matches, score
 
 log = logging.getLogger("planner.hier")
@@ -70,6 +70,7 @@ log = logging.getLogger("planner.hier")
 SPEED_UP = 4.0  # optimistic figures: every aggregated flow and ring hop at least this times the widest link
 THRESHOLD_MS = 3.0  # domains whose routes are all this short (one way) share a group
 TOP_SHARE = 0.5  # the top level's share of the budget
+PLAN_STARTS = 6  # greedy's plans of distinct shapes on the representative aggregate, each disaggregated
 PLAN_WEIGHT = 0.4  # of that, the representative instance's part (the optimistic one's: the rest)
 GREEDY_SHARE = 0.1  # greedy's cap (it joins the candidates)
 PROVEN_SHARE = 0.05  # the annealing's share once the start is proven optimal (it may still simulate faster)
@@ -369,12 +370,15 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
 
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated objective)
 
-    def offer(who: str, p: Plan) -> None:
+    def offer(who: str, p: Plan) -> float:
+        """Add a real plan to the candidates; its simulated objective (inf: rejected)."""
         if not plan_matches(p, pins, forbid):
-            return
+            return math.inf
         val = simulated_score(instance, p)
-        if val is not None:
-            candidates.append((who, p, val))
+        if val is None:
+            return math.inf
+        candidates.append((who, p, val))
+        return val
 
     # greedy: a candidate (the result never simulates slower than it), and the shape the
     # representative top level searches around
@@ -419,10 +423,15 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
             share = (weight * top_share * budget / len(runs)) if deterministic else \
                 max(0.2, weight * (top_end - time.perf_counter()) / max(weight_left, 1e-9))
             weight_left -= weight
+            start = None
+            if role == "plan":  # greedy's best plans of distinct shapes on the aggregate, then its best shape
+                found, start = _plan_starts(instance, a, pins, offer, f"top-start{i}" if len(runs) > 1 else "top-start",
+                                            None if deterministic else 0.3 * share)
+                role_pins = found or role_pins
             if role_pins.get("tp") not in (None, *a.tps):
                 continue  # greedy's tensor-parallel degree is in another class
             try:
-                res = solve(a.instance, time_limit=share, **opts, **role_pins)
+                res = solve(a.instance, time_limit=share, start=start, **opts, **role_pins)
             except InfeasibleError:
                 lines.append(f"{what} ({role}): no plan")
                 if role == "bound":
@@ -487,6 +496,28 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     log.info("hier: %s from %s, simulated %.6g, T_est %.6g, bound %.6g, gap %.2f%%", status, who, best_val,
              objective, bound, 100 * gap_now)
     return best.model_copy(update={"solver": info, "predicted": None})
+
+
+def _plan_starts(instance, agg: Aggregate, pins: dict, offer, who: str, time_limit: float | None) -> dict:
+    """Greedy's best plans of ``PLAN_STARTS`` distinct shapes on the representative
+    aggregate ``agg``, each disaggregated and offered as a real candidate; returns the
+    pins (the user's, and the tp, micro-batch size and stage count of the start whose
+    real plan simulates fastest) for the exact solve that follows, and that start (its
+    first incumbent); ``({}, None)`` if none."""
+    try:
+        starts = shape_starts(agg.instance, k=PLAN_STARTS, time_limit=time_limit)
+    except (InfeasibleError, TimeLimitError):
+        return {}, None
+    user = {k: v for k, v in pins.items() if v is not None}
+    best, best_val = None, math.inf
+    for k, s in enumerate(st for st in starts if plan_matches(st, pins)):
+        for q in disaggregate(instance, agg, s):
+            val = offer(f"{who}{k}", q)
+            if val < best_val:
+                best, best_val = s, val
+    if best is None:
+        return {}, None
+    return {**user, "tp": best.tp, "micro_batch_size": best.micro_batch_size, "stages": best.num_stages}, best
 
 
 def _top_solver(name: str):

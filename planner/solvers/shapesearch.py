@@ -289,7 +289,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                  time_limit: float | None = 60.0, gap: float = 1e-3, pins: dict | None = None, forbid=(),
                  require=(), polish: Callable[[Plan, float, float, SearchContext], Plan] | None = None,
                  deterministic: bool = False, rounds: int = 20, log: logging.Logger | None = None,
-                 executor=None, **info_extra) -> Plan:
+                 executor=None, start: Plan | None = None, **info_extra) -> Plan:
     """Best-first search over shapes with a per-shape exact solve; see the module docstring.
 
     ``solve_shape(shape, share_s, ctx)`` solves one shape within ``share_s``
@@ -305,7 +305,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     at once, each with the incumbent of the waves before it and
     ``width / open shapes`` of the time left; ``solve_shape`` must then be
     picklable (a module-level class, not a closure).  In deterministic mode a
-    wave spends the largest deterministic time of its solves.
+    wave spends the largest deterministic time of its solves.  ``start`` (a
+    plan of ``instance``) joins greedy's plan as a first incumbent when it is
+    feasible and satisfies the pins.
     """
     log = log or logging.getLogger(f"planner.{name}")
     pins = {k: (pins or {}).get(k) for k in PINS}
@@ -331,6 +333,11 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             greedy_plans.append(g)
     except (InfeasibleError, TimeLimitError):
         pass
+    if start is not None and plan_matches(start, pins, forbid, require) and not check_plan(instance, start):
+        s0 = score(instance, start)
+        greedy_plans.append(start)
+        if s0 < best * (1 - 1e-9):
+            best_plan, best = start, s0
     log.info("%s: greedy incumbent %.6g (%s)", name, best, kind)
 
     # 2. shapes with their bounds, best-first
