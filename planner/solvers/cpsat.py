@@ -38,7 +38,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
           forbid=(), require=(), deterministic: bool = False, warm_start: bool = True,
           rounding: float = 1e-4, presolve: str = "noprobe", polish: bool = True,
           log_progress: bool = False, executor: str | None = None, address: str | None = None,
-          jobs: int | None = None, start: Plan | None = None, **_) -> Plan:
+          jobs: int | None = None, start: Plan | None = None, bounding: float = 0.4, **_) -> Plan:
     """Plan with CP-SAT; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
@@ -54,7 +54,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     waves of ``jobs`` shapes at once (:mod:`planner.solvers.executor`); with
     ``deterministic`` and one worker the plan and bound are then the same on
     every executor for the same ``jobs``.  ``start``: a plan that joins
-    greedy's as a first incumbent (and hint) when it satisfies the pins.
+    greedy's as a first incumbent (and hint) when it satisfies the pins;
+    ``bounding`` the share of the time the shapes' cheap bounds may take.
     """
     solve_shape = CpsatShape(instance, workers, seed, gap, deterministic, warm_start, rounding, presolve,
                              log_progress)
@@ -67,7 +68,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None,
-                            deterministic=deterministic, log=log, executor=ex, start=start)
+                            deterministic=deterministic, log=log, executor=ex, start=start, bounding=bounding)
 
 
 class CpsatShape:

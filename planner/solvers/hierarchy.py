@@ -431,7 +431,8 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
             if role_pins.get("tp") not in (None, *a.tps):
                 continue  # greedy's tensor-parallel degree is in another class
             try:
-                res = solve(a.instance, time_limit=share, start=start, **opts, **role_pins)
+                res = solve(a.instance, time_limit=share, start=start, bounding=0.4 if role == "plan" else 0.9,
+                            **opts, **role_pins)
             except InfeasibleError:
                 lines.append(f"{what} ({role}): no plan")
                 if role == "bound":

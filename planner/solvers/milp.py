@@ -46,8 +46,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
          stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None,
          forbid=(), require=(), warm_start: bool = True, polish: bool = True, aggregate: bool = True,
-         executor: str | None = None, address: str | None = None, jobs: int | None = None, start: Plan | None = None,
-         **_) -> Plan:
+         executor: str | None = None, address: str | None = None, jobs: int | None = None,
+         start: Plan | None = None, bounding: float = 0.4, **_) -> Plan:
     """Plan with the MILP; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit), ``gap`` relative
@@ -62,7 +62,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     with ``address`` and ``jobs``) solves waves of ``jobs`` shapes at once
     (:mod:`planner.solvers.executor`); HiGHS has only wall-clock limits, so the
     plan may then depend on the machine's load.  ``start``: a plan that joins
-    greedy's as a first incumbent (and warm start) when it satisfies the pins.
+    greedy's as a first incumbent (and warm start) when it satisfies the pins;
+    ``bounding`` the share of the time the shapes' cheap bounds may take.
     """
     solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate)
     ts_for = solve_shape.ts_for
@@ -75,7 +76,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None, log=log,
-                            executor=ex, start=start)
+                            executor=ex, start=start, bounding=bounding)
 
 
 class MilpShape:

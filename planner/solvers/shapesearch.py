@@ -289,7 +289,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                  time_limit: float | None = 60.0, gap: float = 1e-3, pins: dict | None = None, forbid=(),
                  require=(), polish: Callable[[Plan, float, float, SearchContext], Plan] | None = None,
                  deterministic: bool = False, rounds: int = 20, log: logging.Logger | None = None,
-                 executor=None, start: Plan | None = None, **info_extra) -> Plan:
+                 executor=None, start: Plan | None = None, bounding: float = 0.4, **info_extra) -> Plan:
     """Best-first search over shapes with a per-shape exact solve; see the module docstring.
 
     ``solve_shape(shape, share_s, ctx)`` solves one shape within ``share_s``
@@ -307,7 +307,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     picklable (a module-level class, not a closure).  In deterministic mode a
     wave spends the largest deterministic time of its solves.  ``start`` (a
     plan of ``instance``) joins greedy's plan as a first incumbent when it is
-    feasible and satisfies the pins.
+    feasible and satisfies the pins.  ``bounding``: the share of the budget the
+    shapes' cheap bounds may take before the rest keep the instance's analytic
+    bound (computed only if visited).
     """
     log = log or logging.getLogger(f"planner.{name}")
     pins = {k: (pins or {}).get(k) for k in PINS}
@@ -344,7 +346,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     price_min = min(d.price_per_gpu_hour for d in instance.domains)
     nodes, per_shape, later = [], {}, []
     for sh in shapes(space, pins):
-        if math.isfinite(budget) and left() < 0.6 * budget:
+        if math.isfinite(budget) and left() < (1.0 - bounding) * budget:
             # out of time for bounds: the rest keep the instance's analytic bound (time; the
             # cost's 0), computed if visited
             later.append(_Node(lower_bound(instance).value if kind == "time" else 0.0, sh))
