@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/evaluator.py
+
+# optional: a headless browser for the HTML report's browser tests (tests/presentation/test_html_report.py
+# skips them without one); Debian's chromium package, as root. `make test` does not need it.
+browser:
+	command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
 
 clean:
 	rm -rf $(VENV) .pytest_cache

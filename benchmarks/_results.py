@@ -15,3 +15,11 @@ def save(name: str, lines: list[str], argv=None) -> Path:
     out = RESULTS / f"{name}.md"
     out.write_text(f"Command: `python benchmarks/{script} {args}`".rstrip() + "\n\n" + "\n".join(lines) + "\n")
     return out
+
+
+def suite_instances() -> list[str]:
+    """The packaged instances of the standard suite (``planner.bench.suite_instances``: up to
+    40 domains); ``benchmarks/scale.py`` measures the national-scale ones on their own."""
+    from planner.bench import suite_instances as suite
+
+    return suite()

@@ -21,12 +21,11 @@ import argparse
 import sys
 import time
 
-from _results import save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import save, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 import numpy as np
 
 from planner import Evaluator, Plan, load_instance, plan as make_plan
 from planner.scoring.evaluator import check_plan
-from planner.problem.io import available
 from planner.problem.network import NetworkStates
 from planner.solvers.schedule_opt import budget_caps, optimize_schedule
 
@@ -49,7 +48,7 @@ def latency_share(inst, p) -> float:
 
 
 def cases(min_share: float):
-    for name in available("instances"):
+    for name in suite_instances():
         inst = load_instance(name)
         if len(inst.domains) < 2:
             continue

@@ -37,6 +37,18 @@ from .problem.files import atomic_path, write_atomic
 
 STATIC_METHODS = ("greedy", "milp", "cpsat", "rl", "megatron", "random")
 TEST_TRACE_SEED = 1000  # rollout traces use seed TEST_TRACE_SEED + seed, RL trains on seed
+SUITE_MAX_DOMAINS = 40  # the default suite: packaged instances up to this many domains
+
+
+def suite_instances() -> list[str]:
+    """The packaged instances of the default suite: every one of at most
+    ``SUITE_MAX_DOMAINS`` domains.  The national-scale ones (edwc-120dc,
+    edwc-300dc, azure-zones: 100-300 domains, where the exact planners build
+    models of domains^2 x stages) run when named; ``benchmarks/scale.py``
+    measures them."""
+    from .problem import io as pio
+
+    return [n for n in pio.available("instances") if len(pio.load_instance(n).domains) <= SUITE_MAX_DOMAINS]
 
 
 @dataclass

@@ -18,7 +18,9 @@ from .problem.files import atomic_path, strict_json
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator
+from .presentation.export import FORMATS, NAMES, export
 from .presentation.report import plan_summary
+from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
 out = Console(highlight=False, soft_wrap=True)
@@ -299,13 +301,18 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
         new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                      memory="stage" if equal_memory else memory)
     s = new.solver.model_extra
-    if s["schedule_status"] == "too large":
+    if s["schedule_status"] == "too large" and not s.get("inflight"):
         raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
                          f"is too large to build within the time limit; try --memory stage (fewer "
                          f"micro-batches in flight) or a plan with fewer micro-batches", "schedule", plan_file)
     pio.save_plan(new, out_path)
-    out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
-              f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
+    if s["schedule_status"] == "too large":
+        out.print("schedule: the CP-SAT schedule model is too large to build within the time limit")
+    if s.get("schedule_makespan_s") is not None:
+        out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
+                  f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
+    if s.get("inflight"):
+        out.print(f"schedule: 1f1b with in-flight limits {s['inflight']} per stage")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "
               f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
               f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")
@@ -475,10 +482,11 @@ def rl_train_cmd(instance, steps, seed, out_path, curve_path):
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
               workers, out_dir, quiet):
-    """Compare solvers, RL, greedy and baselines on INSTANCES (default: all packaged ones)."""
+    """Compare solvers, RL, greedy and baselines on INSTANCES (default: the packaged ones of
+    at most 40 domains; name the national-scale ones to include them)."""
     from . import bench
 
-    names = list(instances) or pio.available("instances")
+    names = list(instances) or bench.suite_instances()
     for n in names:
         pio.load_instance(n)  # fail early, with the file and field
     meths = [m.strip() for m in methods.split(",") if m.strip()]
@@ -523,6 +531,44 @@ def explain_cmd(instance, plan_file, as_json):
     click.echo(strict_json(e.to_dict()) if as_json else str(e))
 
 
+@main.command("export")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
+              help="the training framework to launch with")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=_writable,
+              help="directory for the launch files (created if missing)")
+@_guard
+def export_cmd(instance, plan_file, fmt, out_dir):
+    """Write launch scripts, framework configs, a rank map and a README for PLAN (exit 3 if infeasible)."""
+    inst = pio.load_instance(instance)
+    p = pio.load_plan(plan_file, inst)
+    ex = export(inst, p, fmt)
+    inputs = [pio.resolve_instance_path(instance), plan_file]
+    for rel in ex.files:
+        pio.check_output(Path(out_dir) / rel, "--out", inputs)
+    written = pio.write_files(out_dir, ex.files)
+    for w in ex.warnings:
+        click.echo(f"warning: {w}", err=True)
+    out.print(f"{NAMES[fmt]}: {len(written)} files written to {out_dir} ({ex.rank_map.world_size} ranks, "
+              f"{len(ex.rank_map.agents)} torchrun agents); start with {Path(out_dir) / 'README.md'}")
+
+
+@main.command("schema")
+@click.argument("kind", metavar="KIND", type=click.Choice(KINDS))
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
+              help="write the schema here instead of printing it")
+@_guard
+def schema_cmd(kind, out_path):
+    """Print the JSON Schema of KIND: instance, model or plan (generated from the readers' models)."""
+    text = schema_text(kind)
+    if out_path:
+        pio.write_atomic(out_path, text)
+        out.print(f"{kind} schema written to {out_path}")
+    else:
+        click.echo(text, nl=False)
+
+
 @main.command("validate")
 @click.argument("instance")
 @_guard
@@ -533,6 +579,47 @@ def validate_cmd(instance):
     click.echo(f"ok: {inst.name}: {len(inst.domains)} domains, {len(inst.links)} links, "
                f"{inst.total_gpus} GPUs, model {wl.model.name} ({wl.model.total_params() / 1e9:.2f}B "
                f"parameters, {inst.num_units} units), global batch {wl.global_batch_size} x {wl.seq_len} tokens")
+
+
+@main.command("generate")
+@click.option("--domains", type=click.IntRange(1, limits.MAX_DOMAINS), required=True, help="datacenters")
+@click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), required=True, help="GPUs in all (>= 8 per datacenter)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--clusters", type=click.IntRange(1, limits.MAX_DOMAINS), default=None,
+              help="clusters the datacenters are grouped in (default: about 30 datacenters each)")
+@click.option("--model", default="llama2-70b", show_default=True, help="a model under models/")
+@click.option("--global-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None,
+              help="sequences per iteration (default: 1024, doubled until it can feed every GPU)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the instance file to write (TOML)")
+@_guard
+def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_path):
+    """Write a SYNTHETIC clustered instance: datacenters in clusters joined by metro links,
+    clusters by a backbone between gateways (planner/problem/synthetic.py).  The same
+    options and seed give the same file; the file is checked by the loader before it is
+    written."""
+    from .problem.synthetic import generate_instance, header, to_toml
+
+    if pio.find_model(model) is None:
+        raise InputError(f"no model named {model!r} (available: {', '.join(pio.available('models'))})", "--model")
+    try:
+        data = generate_instance(domains, gpus, seed, clusters=clusters, model=model,
+                                 global_batch_size=global_batch_size)
+    except InputError as e:  # name the option
+        e.field = f"--{e.field}" if e.field else None
+        raise
+    command = " ".join(["planner generate", f"--domains {domains}", f"--gpus {gpus}", f"--seed {seed}"]
+                       + ([f"--clusters {clusters}"] if clusters is not None else [])
+                       + [f"--model {model}"]
+                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else []))
+    pio.check_output(out_path, "--out")
+    with atomic_path(out_path) as tmp:
+        tmp.write_text(to_toml(data, header(data, command)), encoding="utf-8")
+        inst = pio.load_instance(tmp)  # validated before it replaces anything
+    out.print(f"{inst.name}: {len(inst.domains)} domains in "
+              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs, "
+              f"{len(inst.links):,} links, model {inst.workload.model.name}, global batch "
+              f"{inst.workload.global_batch_size} -> {out_path}")
 
 
 @main.command("list")
@@ -560,6 +647,74 @@ def list_cmd():
         m.add_row(name, f"{spec.total_params() / 1e9:.2f}B", str(spec.num_layers or "-"),
                   str(spec.hidden_size or "-"), spec.description)
     out.print(m)
+
+
+# -- measured networks in, a shareable report out (issue 16) ---------------------------
+@main.command("import-network")
+@click.option("--latency", "latency_path", type=click.Path(dir_okay=False), required=True,
+              help="ping RTT matrix CSV, ms (square with site names, or src,dst,value rows)")
+@click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False), required=True,
+              help="throughput matrix CSV, e.g. iperf3 (Gbit/s; see --throughput-unit)")
+@click.option("--sites", "sites_path", type=click.Path(dir_okay=False), default=None,
+              help="sites TOML: GPUs per site and the other instance fields ([gpu], [workload], [options])")
+@click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), default=None,
+              help="GPUs at every site the sites table gives no count for")
+@click.option("--links", type=click.Choice(["measured", "mesh"]), default="measured", show_default=True,
+              help="measured: a link per measured pair; mesh: every pair, unmeasured ones filled from "
+                   "the least-latency route")
+@click.option("--throughput-unit", type=click.Choice(["gbps", "mbps"]), default="gbps", show_default=True)
+@click.option("--bandwidth-scale", type=_Finite(min=0, min_open=True), default=1.0, show_default=True,
+              help="multiply the measured throughput (e.g. by the number of parallel gateway pairs)")
+@click.option("--name", default=None, help="instance name (default: the sites table's, else 'measured')")
+@click.option("--model", default=None, help="model name (overrides the sites table's [workload] model)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the instance TOML to write")
+@_guard
+def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, throughput_unit, bandwidth_scale,
+                       name, model, out_path):
+    """Build an instance TOML from measured latency and throughput matrices.
+
+    One-way latency = RTT / 2 (the mean of both directions when both were
+    measured); bandwidth = the smaller measured throughput of the two
+    directions.  The instance is loaded back (validated) before it is written.
+    """
+    from .problem.measured import blame, build
+
+    pio.check_output(out_path, "--out", [latency_path, throughput_path, sites_path])
+    lat = pio.read_matrix(latency_path)
+    tput = pio.read_matrix(throughput_path)
+    sites = pio.read_sites(sites_path)
+    built = build(lat, tput, sites, links=links, bandwidth_scale=bandwidth_scale, unit=throughput_unit,
+                  gpus=gpus, name=name, model=model)
+    inst = pio.write_instance(built.instance, built.header, out_path,
+                              blame=lambda f: blame(f, sites, model is not None))
+    out.print(f"{out_path}: {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} GPUs, "
+              f"{len(inst.links)} links ({built.measured} measured"
+              + (f", {built.filled} filled from routes" if links == "mesh" else "") + ")"
+              + (f"; left out, half-measured: {', '.join(built.left_out)}" if built.left_out else ""))
+
+
+@main.command("report")
+@click.argument("instance")
+@click.argument("plan_file", metavar="PLAN")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the HTML page to write")
+@_guard
+def report_cmd(instance, plan_file, out_path):
+    """Write PLAN on INSTANCE as one self-contained HTML page (summary, stages, Gantt chart,
+    map, what limits it); exit 3, after writing it, when the plan is infeasible."""
+    from .presentation.html_report import render
+
+    inst = pio.load_instance(instance)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance), plan_file])
+    p = pio.load_plan(plan_file, inst)
+    pio.write_atomic(out_path, render(inst, p, instance_file=str(instance), plan_file=str(plan_file)))
+    ev = Evaluator(inst, p).evaluate()
+    out.print(f"report written to {out_path}")
+    if not ev.feasible:
+        click.echo(f"error: {plan_file}: the plan is infeasible on {inst.name}; the report says why:\n"
+                   + "\n".join(f"  - {v.message}" for v in ev.violations), err=True)
+        sys.exit(EXIT_INFEASIBLE)
 
 
 if __name__ == "__main__":

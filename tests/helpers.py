@@ -92,3 +92,13 @@ def over_capacity_plan_file(tmp_path, name: str = "tiny-3dc"):
     path = tmp_path / "bad.json"
     path.write_text(bad.to_json())
     return path, small
+
+
+def unit_instances(max_domains: int = 40) -> list[str]:
+    """The packaged instances small enough for unit tests: the national-scale ones
+    (edwc-120dc, edwc-300dc, azure-zones: 100-300 domains) are measured by
+    ``benchmarks/scale.py`` and loaded by tests/problem/test_large_instances.py."""
+    from planner import load_instance
+    from planner.problem.io import available
+
+    return [n for n in available("instances") if len(load_instance(n).domains) <= max_domains]

@@ -406,7 +406,7 @@ def test_summary_fits_80_columns_without_cutting_names(name):
 
 # -- item 13: no two labels overlap on any packaged instance's map ------------
 
-@pytest.mark.parametrize("name", __import__("planner").problem.io.available("instances"))
+@pytest.mark.parametrize("name", __import__("helpers").unit_instances())
 def test_map_labels_do_not_overlap(name):
     import matplotlib
 

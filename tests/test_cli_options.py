@@ -43,6 +43,9 @@ MISSING = "no-such-instance.toml"
     (["bench", MISSING, "--rl-steps", "0"], "--rl-steps"),
     (["bench", MISSING, "--hours", "-1"], "--hours"),
     (["bench", MISSING, "--workers", "0"], "--workers"),
+    (["export", MISSING, "p.json", "--format", "slurm", "--out", "job"], "--format"),
+    (["export", MISSING, "p.json", "--out", "job"], "--format"),
+    (["schema", "plan", "--out", "/missing/dir/s.json"], "--out"),
 ])
 def test_bad_option_exit_2_naming_it_before_any_work(args, option, tmp_path):
     cwd = os.getcwd()
@@ -64,6 +67,8 @@ def test_out_path_that_is_a_file_where_a_directory_is_needed(tmp_path):
     assert r.exit_code == 2 and "--out" in r.output
     r = CliRunner().invoke(main, ["plan", MISSING, "--out", str(f / "plan.json")])
     assert r.exit_code == 2 and "--out" in r.output
+    r = CliRunner().invoke(main, ["export", MISSING, "p.json", "--format", "megatron", "--out", str(f)])
+    assert r.exit_code == 2 and "--out" in r.output and MISSING not in r.output
 
 
 def test_simulate_solver_time_and_iterations_checked(tmp_path):

@@ -7,11 +7,11 @@ import pytest
 from click.testing import CliRunner
 
 from planner import Plan, evaluate, load_instance, load_plan, plan as make_plan
-from helpers import over_capacity_plan_file
+from helpers import over_capacity_plan_file, unit_instances
 from planner.cli import main
 from planner.problem.io import DEFAULT_INSTANCE, available
 
-INSTANCES = available("instances")
+INSTANCES = unit_instances()  # the national-scale ones: tests/problem/test_large_instances.py
 
 
 def test_regimes_present():

@@ -19,7 +19,8 @@ Artists carry a ``gid`` so that figures can be inspected (tests do):
 per transfer), ``transfer:latency``, ``allreduce``, ``critical`` (one
 outline per segment of the critical path); ``domain`` (the node scatter),
 ``link`` / ``link-label`` (one per WAN link), ``flow`` (one per link a
-plan's pipeline crosses), ``domain-label``; ``plan`` (one bar per plan),
+plan's pipeline crosses), ``domain-label``, ``region-label`` (maps of more
+than ``MAP_DOMAIN_LABELS`` domains); ``plan`` (one bar per plan),
 ``value-label``, ``estimate``, ``lower-bound``.
 """
 
@@ -369,7 +370,8 @@ def draw(instance, plan=None, ax=None):
 
     Domains sit at their (lon, lat) when every domain has coordinates (an
     equirectangular map, no basemap), otherwise at a spring layout with a
-    fixed seed.  Node area grows with the domain's GPUs; each WAN link is
+    fixed seed.  Above ``MAP_DOMAIN_LABELS`` domains the map is drawn by region
+    (:func:`_draw_large`): one label per region, no per-link labels.  Node area grows with the domain's GPUs; each WAN link is
     labelled "bandwidth Gbit/s / latency ms" (above 20 links, only the links
     the plan's pipelines cross: more labels would stack into an unreadable
     block) and drawn wider for more bandwidth; domain labels are pushed apart
@@ -380,6 +382,8 @@ def draw(instance, plan=None, ax=None):
     """
     from matplotlib.lines import Line2D
 
+    if len(instance.domains) > MAP_DOMAIN_LABELS:
+        return _draw_large(instance, plan, ax)
     pos, geo = _positions(instance)
     fig, ax = _figure_ax(ax, (9, 7))
     names = instance.domain_names
@@ -456,13 +460,119 @@ def draw(instance, plan=None, ax=None):
                               markersize=9, label="domain used by the plan"))
     ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
     _separate_labels(fig, labels + [t for t in ax.texts if t.get_gid() in ("flow-label", "link-label")])
-    # labels pushed above the axes would run into the title: lift it over them
+    _lift_title(fig, ax, labels, title)
+    return fig
+
+
+MAP_DOMAIN_LABELS = 40  # above this many domains the map labels regions, not domains
+MAP_REGION_LABELS = 15  # ... and at most this many regions: those the plan uses, then the largest
+
+
+def _draw_large(instance, plan=None, ax=None):
+    """:func:`draw` for many domains (hundreds: a national network of datacenters):
+    small dots for the domains, thin links without labels, one label per region
+    (its domains, GPUs and, with a plan, GPUs used; gid ``region-label``) at the
+    mean position of its domains; with a plan, the links its pipelines cross in
+    orange (labelled with their flow counts when at most 20) and the domains it
+    uses in dark blue (labelled when at most 12).  At most ``MAP_REGION_LABELS``
+    regions are labelled (those the plan uses, then those with the most GPUs);
+    domains without a region get no label."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.lines import Line2D
+
+    pos, geo = _positions(instance)
+    fig, ax = _figure_ax(ax, (10, 8))
+    names = instance.domain_names
+    max_bw = max((l.bandwidth_gbps for l in instance.links), default=1.0)
+    segs = [(pos[l.a], pos[l.b]) for l in instance.links]
+    widths = [0.3 + 1.5 * l.bandwidth_gbps / max_bw for l in instance.links]
+    alpha = 0.5 if len(segs) <= 500 else 0.15  # thousands of links: a haze, not a grey block
+    ax.add_collection(LineCollection(segs, linewidths=widths, colors=LINK, alpha=alpha, zorder=1, gid="link"))
+    used: Counter = Counter()
+    if plan is not None:
+        used = plan.gpus_per_domain()
+        flows = pipeline_flows(instance, plan)
+        if flows:
+            top = max(flows.values())
+            items = sorted(flows.items())
+            ax.add_collection(LineCollection(
+                [segs[li] for li, _ in items], linewidths=[2.0 + 6.0 * n / top for _, n in items],
+                colors=FLOW, alpha=0.75, zorder=2, gid="flow"))
+            if len(items) <= 20:
+                for li, n in items:
+                    (x1, y1), (x2, y2) = segs[li]
+                    ax.annotate(f"{n} flow{'s' if n > 1 else ''}", ((x1 + x2) / 2, (y1 + y2) / 2),
+                                xytext=(0, -9), textcoords="offset points", fontsize=7, color="#9A6200",
+                                ha="center", va="center", zorder=5, gid="flow-label")
+    gpus = np.array([d.gpus for d in instance.domains], float)
+    xs, ys = np.array([pos[n][0] for n in names]), np.array([pos[n][1] for n in names])
+    on = np.array([bool(used.get(n)) for n in names])
+    ax.scatter(xs, ys, s=8 + 80 * gpus / gpus.max(), c=np.where(on, NODE_USED, NODE), edgecolors="white",
+               linewidths=0.4, zorder=3, gid="domain")
+    labels = []
+    regions: dict[str, list[int]] = {}
+    for i, d in enumerate(instance.domains):
+        if d.region:
+            regions.setdefault(d.region, []).append(i)
+    # the regions the plan uses, then the largest, up to MAP_REGION_LABELS labels
+    shown = sorted(regions, key=lambda r: (-sum(used.get(names[i], 0) for i in regions[r]),
+                                           -gpus[regions[r]].sum(), r))[:MAP_REGION_LABELS]
+    for region in sorted(shown, key=list(regions).index):
+        idx = regions[region]
+        text = f"{printable(region)}\n{len(idx)} domains, {int(gpus[idx].sum()):,} GPUs"
+        u = sum(used.get(names[i], 0) for i in idx)
+        if plan is not None and u:
+            text += f"\n{u:,} used"
+        labels.append(ax.annotate(text, (float(xs[idx].mean()), float(ys[idx].mean())), xytext=(0, 10),
+                                  textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                                  fontweight="bold" if u else "normal", zorder=6, gid="region-label",
+                                  bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.7)))
+    if plan is not None and len(used) <= 12:
+        for n in sorted(used, key=instance.domain_index.__getitem__):
+            x, y_ = pos[n]
+            labels.append(ax.annotate(f"{printable(n)}: {used[n]} GPUs", (x, y_), xytext=(0, -12),
+                                      textcoords="offset points", ha="center", va="top", fontsize=6,
+                                      color=NODE_USED, zorder=6, gid="domain-label"))
+    if geo:
+        lat0 = float(ys.mean())
+        ax.set_aspect(1 / max(math.cos(math.radians(lat0)), 0.1))
+        ax.set_xlabel("longitude (°)")
+        ax.set_ylabel("latitude (°)")
+        ax.grid(color="#eeeeee", linewidth=0.5)
+    else:
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.autoscale_view()
+    ax.margins(0.08)
+    title = (f"{printable(instance.name)}: {len(names)} domains in {len(regions)} regions, "
+             f"{instance.total_gpus:,} GPUs, {len(instance.links):,} WAN links")
+    if len(shown) < len(regions):
+        title += f" ({len(shown)} largest or used regions labelled)"
+    if plan is not None:
+        title += (f"\nplan: R={plan.replicas} S={plan.num_stages} tp={plan.tp}, "
+                  f"{plan.gpus_used:,} GPUs in {len(used)} domain{'s' if len(used) > 1 else ''}")
+    ax.set_title(title, fontsize=10)
+    handles = [Line2D([], [], color=LINK, linewidth=1.5, label="link (width ~ bandwidth)")]
+    if plan is not None:
+        handles += [Line2D([], [], color=FLOW, linewidth=4, alpha=0.75, label="pipeline flows (width ~ count)"),
+                    Line2D([], [], marker="o", color="none", markerfacecolor=NODE_USED, markersize=7,
+                           label="domain used by the plan")]
+    ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
+    _separate_labels(fig, labels + [t for t in ax.texts if t.get_gid() == "flow-label"])
+    _lift_title(fig, ax, labels, title)
+    return fig
+
+
+def _lift_title(fig, ax, labels, title: str) -> None:
+    """Labels pushed above the axes would run into the title: lift it over them."""
+    if not labels:
+        return
     renderer = fig.canvas.get_renderer()
     top = max(t.get_window_extent(renderer).y1 for t in labels)
     over = top - ax.get_window_extent(renderer).y1
     if over > 0:
         ax.set_title(title, fontsize=10, pad=6 + over * 72.0 / fig.dpi)
-    return fig
 
 
 def _separate_labels(fig, labels, passes: int = 300) -> None:
@@ -498,7 +608,8 @@ def _separate_labels(fig, labels, passes: int = 300) -> None:
                     for k, sign in ((left, -1), (right, +1)):
                         x0, y0 = labels[k].xyann
                         labels[k].xyann = (x0 + sign * step, y0)
-                boxes = [t.get_window_extent(renderer) for t in labels]
+                for k in (i, j):  # only these two moved
+                    boxes[k] = labels[k].get_window_extent(renderer)
         if not moved:
             return
 

@@ -17,6 +17,7 @@ import tempfile
 import tomllib
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Sequence
 
 from pydantic import ValidationError
 
@@ -76,6 +77,7 @@ def read_mapping(path: Path) -> dict:
                          file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("expected a table/object at the top level", file=str(path))
+    data.pop("$schema", None)  # an editor's pointer to the file's JSON Schema (docs/schemas/)
     return data
 
 
@@ -124,6 +126,14 @@ def atomic_path(path: str | Path):
     tmp = Path(tmp)
     try:
         yield tmp
+        # mkstemp makes the file 0600; give it the mode a plain open() would (or the old file's)
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except OSError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -156,6 +166,27 @@ def strict_json(data, indent: int | None = 2) -> str:
     return json.dumps(clean, indent=indent, allow_nan=False)
 
 
+def write_files(root: str | Path, files: dict[str, str]) -> list[Path]:
+    """Write ``files`` (path relative to ``root`` -> text) under ``root``, creating folders,
+    each file atomically (:func:`write_atomic`); ``*.sh`` files are made executable.
+    Returns the paths written; ``InputError`` naming the file when one cannot be written.
+
+    >>> write_files("job", {"README.md": "...", "launch/a.sh": "#!/bin/sh"})   # doctest: +SKIP
+    [PosixPath('job/README.md'), PosixPath('job/launch/a.sh')]
+    """
+    out = []
+    for rel, text in files.items():
+        path = Path(root) / rel
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
+            path.chmod(0o755 if path.suffix == ".sh" else 0o644)
+        except OSError as err:
+            raise InputError(f"cannot write: {err.strerror or err}", file=str(path)) from None
+        out.append(path)
+    return out
+
+
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` (text as UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
     with atomic_path(path) as tmp:
@@ -163,3 +194,71 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
             fh.write(data.encode() if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
+
+
+
+def _toml_key(key: str) -> str:
+    return key if key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key) else _toml_str(key)
+
+
+def _toml_str(text: str) -> str:
+    # JSON's escapes (\" \\ \n \t \uXXXX ...) are TOML's; TOML also wants DEL escaped
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_value(v, where: str) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"{where}: {v} has no place in an instance file")
+        return repr(v)
+    if isinstance(v, str):
+        return _toml_str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x, f"{where}[{i}]") for i, x in enumerate(v)) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x, f'{where}.{k}')}" for k, x in v.items()) + "}"
+    raise ValueError(f"{where}: cannot write {type(v).__name__} as TOML")
+
+
+def _toml_table(data: dict, path: list[str], out: list[str]) -> None:
+    def is_aot(v):
+        return isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
+
+    for k, v in data.items():
+        if not isinstance(v, dict) and not is_aot(v):
+            out.append(f"{_toml_key(k)} = {_toml_value(v, '.'.join(path + [k]))}")
+    for k, v in data.items():
+        sub = path + [k]
+        name = ".".join(_toml_key(p) for p in sub)
+        if isinstance(v, dict):
+            out += ["", f"[{name}]"]
+            _toml_table(v, sub, out)
+        elif is_aot(v):
+            for x in v:
+                out += ["", f"[[{name}]]"]
+                _toml_table(x, sub, out)
+
+
+def toml_text(data: dict, header: Sequence[str] = ()) -> str:
+    """``data`` (str, int, float, bool, lists and tables of them) as TOML text,
+    after ``header`` as ``#`` comment lines.  Floats are written with ``repr``,
+    so reading the text back gives the same numbers; tables and lists of
+    tables become ``[table]`` and ``[[table]]`` sections, other lists stay on
+    one line.
+
+    >>> print(toml_text({"name": "x", "gpu": {"mfu": 0.45}, "sizes": [1, 2]}, ["made by hand"]), end="")
+    # made by hand
+    name = "x"
+    sizes = [1, 2]
+    <BLANKLINE>
+    [gpu]
+    mfu = 0.45
+    """
+    out: list[str] = []
+    _toml_table(data, [], out)
+    head = "".join(f"# {' '.join(str(line).splitlines())}".rstrip() + "\n" for line in header)
+    return head + "\n".join(out).lstrip("\n") + "\n"

@@ -30,7 +30,7 @@ Example
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import networkx as nx
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
@@ -106,7 +106,9 @@ class Workload(_Strict):
     tensor_parallel: list[int] = Field(default=[1], min_length=1, max_length=L.MAX_LIST)
     recompute: bool = False
 
-    @field_validator("model", mode="before")
+    @field_validator("model", mode="before", json_schema_input_type=Annotated[str, Field(
+        description="a model name (models/NAME.toml, looked up as docs/guide.md says) or a path ending in "
+                    ".toml")] | ModelSpec)
     @classmethod
     def _resolve_model(cls, value: Any, info: ValidationInfo):
         if isinstance(value, str):
@@ -271,7 +273,15 @@ class Instance(_Strict):
 
     # -- what-if: new, validated instances (this one is never changed) -------
     def _replace(self, data: dict) -> "Instance":
-        return Instance.from_dict(data)
+        new = Instance.from_dict(data)
+        # routes depend on the domain names and the links' ends and latencies only: a what-if
+        # that keeps them (a domain's GPUs or bandwidth, a link's bandwidth) keeps the routes
+        if "routes" in self.__dict__ and new._route_key() == self._route_key():
+            new.__dict__["routes"] = self.routes
+        return new
+
+    def _route_key(self) -> tuple:
+        return self.domain_names, tuple((l.a, l.b, l.latency_ms) for l in self.links)
 
     def to_dict(self) -> dict:
         """The instance as a dict shaped like the file (model inlined)."""

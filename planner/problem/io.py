@@ -7,14 +7,16 @@ file.  Errors name the file and the field (``InputError``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import InputError
 from .files import (DEFAULT_INSTANCE, available, find_model, instances_dir, load_model,  # noqa: F401
-                    models_dir, read_mapping, read_text, write_atomic)
+                    models_dir, read_mapping, read_text, write_atomic, write_files)
 from .instance import Instance
 from .model import ModelSpec
 from .plan import Plan
+from .rankmap import parse_rank_map, parse_schedule_csv, plan_from_rank_map
 
 def resolve_instance_path(ref: str | Path | None) -> Path:
     """A path, or the name of a packaged instance, or None for the default."""
@@ -74,6 +76,35 @@ def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
     return plan
 
 
+def load_rank_map(path: str | Path, instance: Instance | None = None) -> Plan:
+    """The plan a launched job runs, from the ``rank_map.csv`` that ``planner export`` wrote
+    (:mod:`planner.problem.rankmap`); an ``explicit`` schedule's op lists come from
+    ``schedule.csv`` beside it.  With ``instance``, the plan is checked against it and carries
+    its name.  ``InputError`` names the file and the line or column.
+
+    >>> plan = load_rank_map("job/rank_map.csv", inst)     # doctest: +SKIP
+    """
+    path = Path(path)
+    rows = _with_file(path, lambda: parse_rank_map(read_text(path)))
+    ops = None
+    if rows[0].schedule == "explicit":
+        sched = path.parent / "schedule.csv"
+        ops = _with_file(sched, lambda: parse_schedule_csv(read_text(sched)))
+    plan = _with_file(path, lambda: plan_from_rank_map(rows, ops, instance.name if instance else ""))
+    if instance is not None:
+        _with_file(path, lambda: plan.check_against(instance))
+    return plan
+
+
+def _with_file(path: Path, fn):
+    try:
+        return fn()
+    except InputError as err:
+        if err.file is None:
+            err.file = str(path)
+        raise
+
+
 def save_plan(plan: Plan, path: str | Path) -> None:
     write_atomic(path, plan.to_json() + "\n")
 
@@ -101,3 +132,46 @@ def check_output(path: str | Path, option: str, inputs=(), plan: bool = False) -
         except InputError:
             raise InputError(f"{path} exists and is not a plan file; refusing to overwrite it "
                              "(remove it or write to another file)", option) from None
+
+
+# -- measured networks (planner import-network) ---------------------------------------
+def read_matrix(path: str | Path):
+    """A measurement CSV (:func:`planner.problem.measured.parse_matrix`); errors name the file."""
+    from .measured import parse_matrix
+
+    return parse_matrix(read_text(path), str(path))
+
+
+def read_sites(path: str | Path | None):
+    """A sites table TOML (:func:`planner.problem.measured.parse_sites`); None: all defaults."""
+    from .measured import Sites, parse_sites
+
+    if path is None:
+        return Sites()
+    return parse_sites(read_mapping(Path(path)), str(path))
+
+
+def write_instance(data: dict, header: list[str], path: str | Path, blame=None) -> Instance:
+    """Write ``data`` (an instance dict) as TOML to ``path`` atomically, after
+    loading it back with :func:`load_instance` (the model looked up from
+    ``path``'s folder); when the loader refuses it, ``path`` is left untouched
+    and the ``InputError`` names ``path`` and the field, or the file and field
+    that ``blame(field)`` returns as ``(file, field)`` (None: keep ``path``)."""
+    from .files import atomic_path, toml_text
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(toml_text(data, header))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            inst = load_instance(tmp)
+        except InputError as err:
+            where = blame(err.field) if blame else None
+            if where is not None:
+                err.file, err.field = where
+            else:
+                err.file = str(path)
+            raise err from None
+    return inst

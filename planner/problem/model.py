@@ -85,7 +85,11 @@ class ModelSpec(_Strict):
     units_: list[UnitSpec] | None = Field(default=None, alias="units", min_length=1,
                                                max_length=L.MAX_LAYERS)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False,
+                              json_schema_extra={"anyOf": [  # what _complete checks, for docs/schemas/
+                                  {"required": ["units"]},
+                                  {"required": ["num_layers", "hidden_size", "ffn_hidden_size", "num_heads",
+                                                "vocab_size"]}]})
 
     @model_validator(mode="after")
     def _complete(self):

@@ -15,6 +15,7 @@ Example
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Sequence
 
 from .errors import InputError
@@ -39,6 +40,25 @@ def op_list(kind: str, stage: int, stages: int, micro_batches: int) -> list[Op]:
     raise ValueError(f"unknown schedule {kind!r}")
 
 
+def inflight_op_list(w: int, micro_batches: int) -> list[Op]:
+    """One stage's op list under 1f1b with in-flight limit ``w`` micro-batches:
+    ``w - 1`` warm-up forwards, then forward/backward pairs, then the drain.
+
+    ``w = min(m, S - j)`` is 1f1b's own stage j, ``w = m`` gpipe's order on that
+    stage; the largest in-flight count is ``min(w, m)``, so SPEC 7's ``w_j`` is
+    the limit itself and T_est applies as to 1f1b.
+
+    >>> [format_op(op) for op in inflight_op_list(3, micro_batches=4)]
+    ['F0', 'F1', 'F2', 'B0', 'F3', 'B1', 'B2', 'B3']
+    """
+    m = micro_batches
+    warm = min(max(w, 1), m) - 1
+    ops = [(F, i) for i in range(warm)]
+    for q in range(m - warm):
+        ops += [(F, warm + q), (B, q)]
+    return ops + [(B, i) for i in range(m - warm, m)]
+
+
 def op_lists(schedule, stages: int, micro_batches: int) -> list[list[Op]]:
     """Op lists of all stages: ``schedule`` is a name or explicit lists."""
     if isinstance(schedule, str):
@@ -46,6 +66,7 @@ def op_lists(schedule, stages: int, micro_batches: int) -> list[list[Op]]:
     return [[parse_op(o) if isinstance(o, str) else tuple(o) for o in ops] for ops in schedule]
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_op(text: str) -> Op:
     match = _OP.match(text.strip())
     if not match:

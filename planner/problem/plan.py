@@ -33,6 +33,10 @@ from .oplists import check_op_lists, op_lists
 from .views import view
 
 
+READER_ONLY_KEYS = ("evaluation", "null_reasons", "$schema")
+"""Keys a plan file may hold that :meth:`Plan.from_dict` accepts and drops."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -200,8 +204,9 @@ class Plan(_Strict):
         """A plan from its JSON object.  The keys ``evaluation`` and
         ``null_reasons`` that ``planner plan --json`` adds (the evaluator's
         figures, recomputed whenever a plan is scored) are accepted and dropped,
-        so whatever the planner writes, every command reads."""
-        data = {k: v for k, v in data.items() if k not in ("evaluation", "null_reasons")}
+        so whatever the planner writes, every command reads; so is ``$schema``
+        (an editor's pointer to docs/schemas/plan.schema.json)."""
+        data = {k: v for k, v in data.items() if k not in READER_ONLY_KEYS}
         try:
             return cls.model_validate(data)
         except ValidationError as err:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..problem.network import GBPS, MS
+from ..problem.plan import Plan
 from ..problem.space import PlanSpace
 
 
@@ -90,3 +91,36 @@ def lower_bound(instance, space: PlanSpace | None = None) -> Bound:
     bound = Bound(parts[binding], binding, parts, forced)
     cache["lower_bound"] = bound
     return bound
+
+
+def cost_lower_bound(instance) -> float:
+    """Every FLOP runs on some GPU-second priced at least the cheapest GPU-hour."""
+    sp = PlanSpace(instance)
+    wl = instance.workload
+    gpu_seconds = (wl.global_batch_size * wl.seq_len * (1 + sp.bwd) * sp.flops_total
+                   / instance.gpu.flops_per_s)
+    return gpu_seconds / 3600.0 * min(d.price_per_gpu_hour for d in instance.domains)
+
+
+def widen_claims(instance, p: Plan) -> Plan:
+    """The figures of a plan whose schedule is explicit (a refined schedule).
+
+    A search's status and bound are about plans with the instance's named
+    schedules (``options.schedules``: 1f1b, gpipe); a refined schedule lies
+    outside that space and may beat its optimum.  They move to
+    ``named_status`` and ``named_bound``; ``bound`` becomes the instance's lower
+    bound (:func:`lower_bound`, or its cost counterpart),
+    valid for every plan whatever its schedule; ``optimal`` becomes
+    ``feasible``; the gap is recomputed against that bound.  Plans with a
+    named schedule, or already widened, are returned unchanged.
+    """
+    info = p.solver
+    if info is None or isinstance(p.schedule, str) or "named_bound" in (info.model_extra or {}):
+        return p
+    universal = lower_bound(instance).value if instance.options.objective == "time" else cost_lower_bound(instance)
+    objective = info.objective
+    bound = universal if objective is None else min(universal, objective)
+    gap = None if objective is None or objective <= 0 else max(0.0, (objective - bound) / objective)
+    status = "feasible" if info.status == "optimal" else info.status
+    return p.model_copy(update={"solver": info.model_copy(update={
+        "named_status": info.status, "named_bound": info.bound, "status": status, "bound": bound, "gap": gap})})

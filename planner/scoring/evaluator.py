@@ -15,6 +15,7 @@ list every broken feasibility rule with the figures involved.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -23,6 +24,7 @@ import numpy as np
 from .figures import PlanFigures
 from ..problem.network import NetworkStates
 from .estimate import estimate_times
+from ..problem.errors import InputError
 from ..problem.oplists import Deadlock
 from .simulator import Program, compile_program, simulate_times
 
@@ -86,13 +88,25 @@ def program_for(plan, keep_all: bool = False) -> Program:
 
 
 class Evaluator:
-    """A plan compiled for fast repeated scoring (see module docstring)."""
+    """A plan compiled for fast repeated scoring (see module docstring).
 
-    def __init__(self, instance, plan):
+    Replicas whose boundaries have the same figures (the same routes, or the same
+    intra-domain bandwidth) are simulated once (``fig.groups`` of them): the
+    iteration time is a maximum over replicas, and a replica's simulation depends
+    on its own figures only, so the result is the same to the bit.
+    ``group_replicas=False`` simulates every replica (the reference the tests and
+    ``benchmarks/scale.py`` compare with).
+    """
+
+    def __init__(self, instance, plan, group_replicas: bool = True):
         plan.check_against(instance)
         self.instance, self.plan = instance, plan
         self.fig = PlanFigures(instance, plan)
+        self.group_replicas = group_replicas
         self._base = None
+
+    def _comm(self, st: NetworkStates):
+        return self.fig.comm_groups(st) if self.group_replicas else self.fig.comm(st)
 
     def _states(self, states) -> NetworkStates:
         if states is None:
@@ -116,7 +130,7 @@ class Evaluator:
         """
         st = self._states(states)
         fig = self.fig
-        comm = fig.comm(st)
+        comm = self._comm(st)
         E = simulate_times(program_for(self.plan), fig.f, fig.g, comm.x, comm.l)  # (K, S)
         return (E + comm.ar).max(axis=1)
 
@@ -124,7 +138,7 @@ class Evaluator:
         """T_est per state, shape (K,), seconds."""
         st = self._states(states)
         fig = self.fig
-        comm = fig.comm(st)
+        comm = self._comm(st)
         return estimate_times(fig.f, fig.g, comm.x, comm.l, comm.ar, fig.m, fig.inflight,
                               gpipe=self.plan.schedule == "gpipe")
 
@@ -157,7 +171,7 @@ class Evaluator:
         deadlock = any(v.rule == "deadlock" for v in violations)
         T = float("inf") if deadlock else float(self.iteration_times(states)[0])
         Te = float("inf") if deadlock else float(self.estimate_times(states)[0])
-        comm = fig.comm(self._states(states))
+        comm = self._comm(self._states(states))
         return Evaluation(
             iteration_time_s=T, estimate_s=Te,
             throughput_tokens_per_s=float(self.throughput(T)),
@@ -227,3 +241,28 @@ def evaluate(instance, plan, states: NetworkStates | None = None) -> Evaluation:
 def iteration_times(instance, plan, states: NetworkStates) -> np.ndarray:
     """Exact iteration times (s) of ``plan`` under K states, shape (K,)."""
     return Evaluator(instance, plan).iteration_times(states)
+
+
+def simulated_score(instance, plan: Plan, fidelity: bool = False):
+    """The plan's exact simulated time (s) under the base network, or its cost
+    per iteration for a cost instance; None when ``check_plan`` rejects it.
+    With ``fidelity=True``: ``(score, T / T_est)``, the simulated time over the
+    estimate (SPEC 7), or None.
+
+    >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
+    25.15
+    """
+    try:
+        ev = Evaluator(instance, plan)
+    except InputError:  # a plan that does not fit the instance
+        return None
+    if check_plan(instance, plan, ev.fig):
+        return None
+    T = float(ev.iteration_times()[0])
+    if not math.isfinite(T):
+        return None
+    score = float(ev.objective(T))
+    if not fidelity:
+        return score
+    est = float(ev.estimate_times()[0])
+    return score, (T / est if est > 0 else math.inf)

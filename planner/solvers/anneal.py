@@ -7,13 +7,19 @@ parallelism, micro-batch size, hence the micro-batch count) while it moves:
 * ``stage``: stage j of every replica to one domain;
 * ``swap``: the domains of two (replica, stage) pairs;
 * ``boundary``: a stage boundary by 1-3 units (stages stay non-empty);
-* ``schedule``: ``1f1b`` <-> ``gpipe`` (among the instance's ``options.schedules``);
+* ``schedule``: ``1f1b`` <-> ``gpipe`` (among the instance's ``options.schedules``),
+  or one stage's in-flight limit ``w_j`` up or down (1f1b with a deeper
+  warm-up, :mod:`planner.solvers.inflight`; held as the limits, written as an
+  explicit schedule);
 * ``split`` / ``merge``: a stage cut in two / two adjacent stages joined
   (memory, ``max_stages`` and GPU capacity decide through :func:`check_plan`).
 
 Every candidate is checked with :func:`planner.scoring.evaluator.check_plan`
 (memory, GPUs per domain, routes, schedule, stage count, pins) and, when
-feasible, scored by the exact simulation under the base network: the
+feasible, scored by the exact simulation under the base network (the walk
+may cross a plan that simulates more than 1% slower than its own T_est, but
+the search never returns one, so T_est, which bounds and gaps are about,
+describes every plan it returns): the
 iteration time in seconds, or the cost per iteration with that time for an
 ``options.objective == "cost"`` instance.  A worse candidate is accepted with
 probability ``exp(-delta / temperature)``; the temperature falls
@@ -36,44 +42,50 @@ import time
 
 import numpy as np
 
-from ..problem.errors import InputError
+from ..problem.oplists import max_inflight, op_lists
 from ..problem.plan import ExplicitSchedule, Plan, SolverInfo, Stage
-from ..scoring.evaluator import Evaluator, check_plan
+from ..scoring.evaluator import check_plan, simulated_score
 from . import stop
 
 log = logging.getLogger("planner.anneal")
 
 MOVES = ("replica", "stage", "swap", "boundary", "schedule", "split", "merge")
-WEIGHTS = (0.25, 0.15, 0.15, 0.25, 0.04, 0.08, 0.08)
-
-
-def simulated_score(instance, plan: Plan) -> float | None:
-    """The plan's exact simulated time (s) under the base network, or its cost
-    per iteration for a cost instance; None when ``check_plan`` rejects it.
-
-    >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
-    25.15
-    """
-    try:
-        ev = Evaluator(instance, plan)
-    except InputError:  # a plan that does not fit the instance
-        return None
-    if check_plan(instance, plan, ev.fig):
-        return None
-    T = float(ev.iteration_times()[0])
-    if not math.isfinite(T):
-        return None
-    return float(ev.objective(T))
+WEIGHTS = (0.24, 0.14, 0.14, 0.24, 0.08, 0.08, 0.08)
+#: a candidate may simulate this fraction slower than its T_est (issue 12's goal: 1%)
+FAITHFUL = 0.01
 
 
 def _key(bounds, placement, schedule):
-    sched = schedule if isinstance(schedule, str) else tuple(map(tuple, schedule.ops))
+    sched = schedule if isinstance(schedule, (str, tuple)) else tuple(map(tuple, schedule.ops))
     return (tuple(bounds), tuple(map(tuple, placement)), sched)
+
+
+def _profile(plan: Plan) -> tuple[int, ...] | None:
+    """The in-flight limits of an explicit schedule that is 1f1b with limits, else None."""
+    from .inflight import inflight_schedule
+
+    if not isinstance(plan.schedule, ExplicitSchedule):
+        return None
+    w = tuple(max_inflight(op_lists([ops], 1, plan.num_micro_batches)[0]) for ops in plan.schedule.ops)
+    return w if inflight_schedule(w, plan.num_micro_batches).ops == plan.schedule.ops else None
+
+
+def _schedule(sched, stages: int, m: int):
+    """A state's schedule as a plan holds it: a name, or the explicit op lists of
+    in-flight limits (1f1b's own limits written as ``"1f1b"``)."""
+    from .inflight import inflight_schedule
+
+    if not isinstance(sched, tuple):
+        return sched
+    if list(sched) == [min(m, stages - j) for j in range(stages)]:
+        return "1f1b"
+    return inflight_schedule(sched, m)
 
 
 def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
            max_evals: int | None = None, stages: int | None = None, schedule: str | None = None,
-           forbid=(), require=(), t_start: float = 0.03, t_end: float = 1e-4, **_) -> Plan:
+           forbid=(), require=(), t_start: float = 0.03, t_end: float = 1e-4, inflight: bool = True,
+           faithful: float | None = FAITHFUL, **_) -> Plan:
     """Simulated annealing from ``plan``; the best plan seen (see the module docstring).
 
     ``time_limit`` seconds of wall clock (None: no limit, then ``max_evals``
@@ -85,7 +97,11 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     split/merge), ``schedule`` (no schedule switch), ``forbid`` (domains
     that may host nothing), ``require`` (domains that must host a stage);
     R, tp and the micro-batch size are never changed.  ``t_start``/``t_end``
-    are the temperatures as fractions of the start's score.
+    are the temperatures as fractions of the start's score.  ``inflight``:
+    the schedule move may also change one stage's in-flight limit (not with a
+    pinned ``schedule``, nor from an explicit schedule that is not 1f1b with
+    limits).  ``faithful``: the walk may cross plans simulating more than this
+    fraction slower than their T_est, but never returns one (None: it may).
 
     The result is never worse than ``plan`` (it is ``plan`` itself, with a
     new ``SolverInfo``, when nothing better turns up).  Its ``SolverInfo``
@@ -104,18 +120,26 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     required = set(require)
     n_units = instance.num_units
     allowed_sched = [s for s in instance.options.schedules if s in ("1f1b", "gpipe")]
-    if schedule is not None or isinstance(plan.schedule, ExplicitSchedule):
+    start_sched = plan.schedule
+    m = plan.num_micro_batches
+    profile = _profile(plan)
+    if profile is not None:
+        start_sched = profile  # 1f1b with in-flight limits: the limits can move
+    inflight = inflight and schedule is None and m > 1 and (profile is not None
+                                                            or not isinstance(plan.schedule, ExplicitSchedule))
+    if schedule is not None or (isinstance(plan.schedule, ExplicitSchedule) and profile is None):
         allowed_sched = []  # pinned; an explicit schedule is kept as it is
-    can_resize = stages is None and not isinstance(plan.schedule, ExplicitSchedule)
+    can_resize = stages is None and (not isinstance(plan.schedule, ExplicitSchedule) or profile is not None)
     R = plan.replicas
     memo: dict = {}
+    unfaithful: set = set()  # keys of plans the walk may cross but the search may not return
     evals = 0
 
     def build(bounds, placement, sched) -> Plan:
         return Plan(instance=plan.instance, replicas=R, tp=plan.tp, micro_batch_size=plan.micro_batch_size,
                     num_micro_batches=plan.num_micro_batches,
                     stages=[Stage(start=a, end=b) for a, b in bounds],
-                    placement=[list(r) for r in placement], schedule=sched)
+                    placement=[list(r) for r in placement], schedule=_schedule(sched, len(bounds), m))
 
     def scored(bounds, placement, sched):
         nonlocal evals
@@ -127,14 +151,23 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
         if not (required - used) and not (used & set(forbid)):
             p = build(bounds, placement, sched)
             evals += 1
-            val = simulated_score(instance, p)
+            got = simulated_score(instance, p, fidelity=True)
+            if got is not None:
+                val = got[0]
+                if faithful is not None and got[1] > 1 + faithful:
+                    unfaithful.add(k)
         memo[k] = val
         return val
 
     bounds = [(s.start, s.end) for s in plan.stages]
     placement = [list(r) for r in plan.placement]
-    sched = plan.schedule
-    start = scored(bounds, placement, sched)
+    sched = start_sched
+    start = simulated_score(instance, plan)  # the start itself need not be faithful
+    if start is not None and (required - {d for row in placement for d in row} or
+                              {d for row in placement for d in row} & set(forbid)):
+        start = None
+    memo[_key(bounds, placement, sched)] = start
+    evals = 1
     if start is None:
         why = "; ".join(v.message for v in check_plan(instance, plan)) or "it breaks the pins"
         raise ValueError(f"anneal: the start plan is infeasible: {why}")
@@ -153,7 +186,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
             frac = min(1.0, (time.perf_counter() - t0) / max(1e-9, time_limit))
         temp = start * t_start * math.exp(ln_ratio * frac)
         candidates += 1
-        cand = _move(rng, cur_state, names, n_units, allowed_sched, can_resize, R)
+        cand = _move(rng, cur_state, names, n_units, allowed_sched, can_resize, R, m if inflight else 0)
         if cand is None:
             continue
         val = scored(*cand)
@@ -163,7 +196,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
         if delta <= 0 or rng.random() < math.exp(-delta / temp):
             cur, cur_state = val, cand
             accepted += 1
-        if cur < best * (1 - 1e-12):
+        if cur < best * (1 - 1e-12) and _key(*cur_state) not in unfaithful:
             best, best_state, since_best = cur, cur_state, 0
             log.info("anneal: %.6g after %d candidates (start %.6g)", best, candidates, start)
         else:
@@ -183,8 +216,11 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     return result.model_copy(update={"solver": si, "predicted": None})
 
 
-def _move(rng, state, names, n_units, allowed_sched, can_resize, R):
-    """One random neighbour of ``state`` = (bounds, placement, schedule), or None."""
+def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0):
+    """One random neighbour of ``state`` = (bounds, placement, schedule), or None.
+
+    A schedule is a name or a tuple of in-flight limits; ``m`` > 0 (the
+    micro-batch count) lets the schedule move change one limit."""
     bounds, placement, sched = state
     S = len(bounds)
     kind = MOVES[rng.choice(len(MOVES), p=WEIGHTS)]
@@ -224,6 +260,17 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R):
         b[k - 1], b[k] = (b[k - 1][0], cut), (cut, b[k][1])
         return b, placement, sched
     if kind == "schedule":
+        if m and (isinstance(sched, tuple) or not allowed_sched or rng.random() < 0.75):
+            w = list(sched) if isinstance(sched, tuple) else [
+                min(m, S - j) if sched == "1f1b" else m for j in range(S)]
+            j = int(rng.integers(S))
+            step = int(rng.choice([-2, -1, 1, 2, 0]))
+            v = max(1, w[j] // 2) if step == 0 and rng.random() < 0.5 else (2 * w[j] if step == 0 else w[j] + step)
+            v = min(m, max(1, v))
+            if v == w[j]:
+                return None
+            w[j] = v
+            return bounds, placement, tuple(w)
         others = [s for s in allowed_sched if s != sched]
         if not others:
             return None
@@ -237,6 +284,8 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R):
             return None
         cut = int(rng.integers(a + 1, e))
         b = list(bounds[:j]) + [(a, cut), (cut, e)] + list(bounds[j + 1:])
+        if isinstance(sched, tuple):
+            sched = sched[:j + 1] + sched[j:]
         pl = []
         for row in placement:
             d = row[j] if rng.random() < 0.5 else names[int(rng.integers(len(names)))]
@@ -249,6 +298,8 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R):
     b = list(bounds[:j]) + [(bounds[j][0], bounds[j + 1][1])] + list(bounds[j + 2:])
     keep = j + int(rng.integers(2))
     pl = [list(row[:j]) + [row[keep]] + list(row[j + 2:]) for row in placement]
+    if isinstance(sched, tuple):
+        sched = sched[:j] + (max(sched[j], sched[j + 1]),) + sched[j + 2:]
     return b, pl, sched
 
 

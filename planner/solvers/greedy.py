@@ -80,22 +80,43 @@ def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: fl
 
 
 def domain_chain(instance, tp: int, start: str, slots: dict[str, int]) -> list[str]:
-    """Domains with slots, from ``start`` onwards along the best routes."""
-    routes = instance.routes
+    """Domains with slots, from ``start`` onwards along the best routes: each next one
+    the least by (price if ``objective = "cost"``, highest route bottleneck bandwidth,
+    lowest route latency, most slots, instance order) from the last one.
+
+    >>> domain_chain(instance, 8, "zhangjiakou", PlanSpace(instance).slots(8))   # doctest: +SKIP
+    ['zhangjiakou', 'horinger', ...]
+    """
+    tables = _route_tables(instance)
+    idx = instance.domain_index
     cost = instance.options.objective == "cost"
-    chain, left = [start], {d for d in slots if slots[d] > 0 and d != start}
+    price = tables["price"] if cost else np.zeros(len(idx))
+    bw, lat = tables["bottleneck"], tables["latency"]
+    left = np.array(sorted(idx[d] for d in slots if slots[d] > 0 and d != start), dtype=np.int64)
+    slot = np.zeros(len(idx))
+    for d, k in slots.items():
+        slot[idx[d]] = k
+    chain = [idx[start]]
+    while len(left):
+        c = chain[-1]
+        # the least key (price, -bandwidth, latency, -slots, index): lexsort's last key is primary
+        i = np.lexsort((left, -slot[left], lat[c, left], -bw[c, left], price[left]))[0]
+        chain.append(int(left[i]))
+        left = np.delete(left, i)
+    names = instance.domain_names
+    return [names[i] for i in chain]
 
-    def key(d):
-        r = routes[(chain[-1], d)]
-        bw = min(instance.links[i].bandwidth_gbps for i in r.links)
-        price = instance.domain(d).price_per_gpu_hour if cost else 0.0
-        return (price, -bw, r.latency_ms, -slots[d], instance.domain_index[d])
 
-    while left:
-        nxt = min(left, key=key)
-        chain.append(nxt)
-        left.remove(nxt)
-    return chain
+def _route_tables(instance) -> dict:
+    """Per instance (cached): route bottleneck bandwidth and latency matrices, prices."""
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    if "greedy_routes" not in cache:
+        routes = instance.routes
+        cache["greedy_routes"] = {
+            "bottleneck": routes.bottleneck_gbps([l.bandwidth_gbps for l in instance.links]),
+            "latency": routes.latency_matrix(),
+            "price": np.array([d.price_per_gpu_hour for d in instance.domains])}
+    return cache["greedy_routes"]
 
 
 def place_fill(chain, slots, stages: int, replicas: int):
@@ -238,12 +259,21 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     return best[4]
 
 
+def _chains(instance, space: PlanSpace, tp: int):
+    """The slots of ``tp`` GPUs and the domain chains from the best start domains
+    (they depend on tp only: kept on ``space`` for the shapes that share it)."""
+    memo = space.__dict__.setdefault("_greedy_chains", {})
+    if tp not in memo:
+        slots = space.slots(tp)
+        memo[tp] = slots, [domain_chain(instance, tp, start, slots) for start in _starts(instance, slots)]
+    return memo[tp]
+
+
 def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set):
     """The chain placements (fill and aligned, from the best start domains) of a shape
     with a fixed partition, each once."""
-    slots = space.slots(sh.tp)
-    for start in _starts(instance, slots):
-        chain = domain_chain(instance, sh.tp, start, slots)
+    slots, chains = _chains(instance, space, sh.tp)
+    for chain in chains:
         for placer in (place_fill, place_aligned):
             placement = placer(chain, slots, sh.stages, sh.replicas)
             if placement is None:

@@ -38,7 +38,10 @@ dozen domains.  :func:`hier` plans in three levels:
 The result's ``bound`` is the larger of the aggregated level's (the smallest
 over its tensor-parallel classes) and the instance's analytic bound; ``gap``
 is on the returned plan's ``T_est``; ``status`` is ``optimal`` only when
-that gap is within ``gap``.
+that gap is within ``gap``.  When the annealing leaves the plan with an
+explicit schedule (per-stage in-flight limits), outside the named schedules
+the top level searched, the figures are widened
+(:func:`planner.scoring.bounds.widen_claims`).
 
 Example
 -------
@@ -59,9 +62,10 @@ from ..problem.errors import InfeasibleError, InputError, Stopped, TimeLimitErro
 from ..problem.instance import Instance
 from ..problem.limits import MAX_BANDWIDTH_GBPS
 from ..problem.plan import Plan, SolverInfo
-from ..scoring.bounds import lower_bound
+from ..scoring.bounds import cost_lower_bound, lower_bound, widen_claims
 from . import stop
-from .anneal import anneal, simulated_score
+from ..scoring.evaluator import simulated_score
+from .anneal import anneal
 from .greedy import domain_chain, greedy, shape_starts
 from .shapesearch import plan_matches, score
 
@@ -468,8 +472,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     bound = min(class_bounds) if class_bounds else 0.0
     if not math.isfinite(bound):
         bound = 0.0
-    if kind == "time":
-        bound = max(bound, lower_bound(instance).value)
+    bound = max(bound, lower_bound(instance).value if kind == "time" else cost_lower_bound(instance))
 
     # polish: annealing on the real instance (briefly when the start's T_est is proven optimal)
     if polish and not stop.requested():
@@ -496,7 +499,9 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
                       groups=[_group_name(instance, g) for g in gs], top_level=lines)
     log.info("hier: %s from %s, simulated %.6g, T_est %.6g, bound %.6g, gap %.2f%%", status, who, best_val,
              objective, bound, 100 * gap_now)
-    return best.model_copy(update={"solver": info, "predicted": None})
+    # an explicit schedule (the annealing's in-flight limits) lies outside the named
+    # schedules the top level searched: the instance's own bound then (widen_claims)
+    return widen_claims(instance, best.model_copy(update={"solver": info, "predicted": None}))
 
 
 def _plan_starts(instance, agg: Aggregate, pins: dict, offer, who: str, time_limit: float | None) -> dict:

@@ -15,18 +15,20 @@
 2. while they run, this process anneals (:func:`planner.solvers.anneal.anneal`)
    greedy's plan and the best plans of greedy's next best shapes
    (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all, an equal
-   share of the engines' window each): on many domains the engines rarely
-   leave greedy's plan within a minute, while a search scored by the exact
-   simulation does, and a shape greedy ranks second often anneals further;
+   share of the engines' window each, the first quarter of it spent on the
+   per-stage in-flight limits, :func:`planner.solvers.inflight.tune_inflight`):
+   on many domains the engines rarely leave greedy's plan within a minute,
+   while a search scored by the exact simulation does, and a shape greedy
+   ranks second often anneals further;
 3. each engine's plan, status and bound is
-   collected as it finishes; one that raised or crashed, or still runs at
+   collected as it finishes (and offered again with tuned in-flight limits); one that raised or crashed, or still runs at
    80% of the budget (an overrun under load), is terminated and
    left out (the log and ``solver.engines`` say so); the incumbent is the
    plan that simulates fastest (exact simulation, base network; the
    simulated cost per iteration for a cost instance);
 4. :func:`planner.solvers.anneal.anneal` from the incumbent until 92%;
-5. the CP-SAT schedule refinement (``refine``, :func:`planner.solvers.registry.refine`)
-   with what is left (skipped below one second).
+5. the schedule refinement (``refine``, :func:`planner.solvers.registry.refine`:
+   in-flight limits, then CP-SAT) with what is left (skipped below one second).
 
 Figures of the result (``plan.solver``): ``bound`` is the largest valid
 lower bound on T_est (or its cost counterpart) among the engines (and the
@@ -41,7 +43,12 @@ out of time, failed or was cut off, else ``feasible`` (the simulation
 preferred a plan whose T_est is above the proven optimum).  ``incumbent``
 names who found the plan (``"cpsat+anneal"`` ...), ``engines`` holds one
 line per engine, ``simulated_s`` the incumbent's simulated figure at each
-stage.
+stage.  A returned plan whose schedule is explicit (tuned in-flight limits
+or a CP-SAT order) lies outside the space the engines searched (named
+schedules) and may beat their optimum: its figures are widened
+(:func:`planner.scoring.bounds.widen_claims`: the engines' status and bound
+move to ``named_status``/``named_bound``, the bound is the instance's, valid
+for any schedule).
 
 ``deterministic=True``: CP-SAT with its deterministic time budget, greedy
 without a time cap, the annealing by a count of candidates (``300`` per
@@ -61,23 +68,26 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import logging
 import math
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from typing import Callable
 
 from . import stop
 from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan, SolverInfo
-from ..scoring.bounds import lower_bound
+from ..scoring.bounds import lower_bound, widen_claims
 from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
 from .greedy import greedy, shape_starts
 from .hierarchy import hier
+from .inflight import tune_inflight
 from .milp import milp
 from .shapesearch import plan_matches
 
@@ -92,6 +102,8 @@ EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its 
 TIE = 1e-9  # relative: scores this close are equal
 PROVEN_SHARE = 0.05  # the last annealing's share of the budget once an engine proved optimality
 STARTS = 4  # plans (distinct shapes) annealed while the engines run
+TUNE_SHARE = 0.25  # of each start's annealing share: in-flight limits first (cheap, systematic)
+TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
 
 
@@ -126,6 +138,22 @@ def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: 
         return solve(instance, time_limit=limit, **options)
 
 
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored in this process while engine processes are spawned: an
+    ignored signal stays ignored across exec, so a Ctrl-C forwarded while the
+    child is still importing (a loaded machine) is not a traceback; the child's
+    :class:`planner.solvers.stop.Watch` listens from then on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _workers(executor: cf.ProcessPoolExecutor) -> list:
     """The executor's worker processes still alive (the engine's process)."""
     return [p for p in dict(getattr(executor, "_processes", None) or {}).values() if p.is_alive()]
@@ -141,7 +169,7 @@ def _result(executor: cf.ProcessPoolExecutor, future: cf.Future, wait: float) ->
         except cf.TimeoutError:
             if time.time() >= deadline:
                 raise
-    for proc in _workers(executor):
+    for proc in _workers(executor):  # once: a second SIGINT is a hard stop for its stop.Watch
         os.kill(proc.pid, signal.SIGINT)
     return future.result(timeout=STOP_GRACE_S)
 
@@ -243,7 +271,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         if deterministic:
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
-        running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
+        with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
+            running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
     # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes
     #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
     try:
@@ -261,8 +290,13 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         left = (engine_deadline - time.time()) / (len(starts) - i)
         if left < 0.2 and not deterministic:
             break
+        if schedule is None:  # 1f1b with deeper warm-ups first, then the annealing (which moves them too)
+            t1 = time.perf_counter()
+            s = tune_inflight(instance, s, time_limit=None if deterministic else TUNE_SHARE * left,
+                              max_evals=100 + 20 * s.num_stages if deterministic else None)
+            left -= time.perf_counter() - t1
         try:
-            out = anneal(instance, s, time_limit=None if deterministic else left, seed=seed + i,
+            out = anneal(instance, s, time_limit=None if deterministic else max(0.1, left), seed=seed + i,
                          max_evals=max(20, int(EVALS_PER_S * window / len(starts))) if deterministic else None,
                          **anneal_pins)
         except ValueError as err:  # a start the pins rule out
@@ -290,6 +324,11 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
+            if schedule is None and not stop.requested():
+                tuned = tune_inflight(instance, res, time_limit=None if deterministic else TUNE_ENGINE * budget,
+                                      max_evals=100 + 20 * res.num_stages if deterministic else None)
+                if tuned is not res:
+                    offer(f"{name}+inflight", tuned)
     finally:
         for ex, fut in running.values():
             _kill(ex, fut)
@@ -330,7 +369,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     te = float(ev.estimate_times()[0])
     objective = float(ev.objective(te))
     bound = max(bounds) if bounds else None
-    if bound is not None:
+    if bound is not None and isinstance(best.schedule, str):  # an explicit schedule is outside the engines' space
         bound = min(bound, objective)
     gap_now = None if bound is None or objective <= 0 else max(0.0, (objective - bound) / objective)
     if proven and objective <= min(proven) * (1 + 1e-9):
@@ -344,7 +383,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     info = SolverInfo(name="auto", status=status, objective=objective, bound=bound, gap=gap_now,
                       time_s=time.perf_counter() - t0, incumbent=who, engines=lines,
                       simulated_s=[[w, v] for w, v in history])
-    best = best.model_copy(update={"solver": info, "predicted": None})
+    best = widen_claims(instance, best.model_copy(update={"solver": info, "predicted": None}))
+    status, bound, gap_now = best.solver.status, best.solver.bound, best.solver.gap
     log.info("auto: %s from %s, simulated %.6g, T_est %.6g, bound %s, gap %s", status, who, best_val,
              objective, "-" if bound is None else f"{bound:.6g}",
              "-" if gap_now is None else f"{100 * gap_now:.2f}%")

@@ -4,7 +4,7 @@ return new instances; text and HTML views carry the plan's figures."""
 import pytest
 
 from planner import Evaluator, InputError, evaluate, explain, load_instance, plan as make_plan
-from planner.problem.io import available
+from helpers import unit_instances
 
 
 def relaxed_time(inst, plan, link_index, bandwidth=None, latency=None):
@@ -15,7 +15,7 @@ def relaxed_time(inst, plan, link_index, bandwidth=None, latency=None):
     return float(Evaluator(new, plan).iteration_times()[0])
 
 
-@pytest.mark.parametrize("name", available("instances"))
+@pytest.mark.parametrize("name", unit_instances())
 def test_bottleneck_confirmed_by_the_evaluator(name):
     inst = load_instance(name)
     p = make_plan(inst)

@@ -206,7 +206,8 @@ def test_hier_bound_never_above_the_brute_force_optimum(seed, groups, per_group,
     assert info.name == "hier" and info.bound is not None
     assert info.bound <= flat_best * (1 + 1e-9)
     te = t_est(inst, p)
-    assert te >= flat_best * (1 - 1e-9)
+    if isinstance(p.schedule, str):  # (an explicit schedule from the annealing may beat the named ones)
+        assert te >= flat_best * (1 - 1e-9)
     assert info.gap == pytest.approx(max(0.0, (te - info.bound) / te), abs=1e-12)
     if info.status == "optimal":
         assert te <= flat_best / (1 - 1e-3) + 1e-15

@@ -181,4 +181,8 @@ def test_too_large_schedule_is_refused_quickly(tmp_path):
     path.write_text(g.to_json())
     res = CliRunner().invoke(main, ["schedule", "memory-bound", str(path), "--out", str(tmp_path / "q.json"),
                                     "--time-limit", "5", "-q"])
-    assert res.exit_code == 2 and "too large" in res.output
+    # deeper in-flight limits still pay (GPU memory allows them); CP-SAT is said to be too large
+    assert res.exit_code == 0 and "too large" in res.output and "in-flight limits" in res.output
+    res = CliRunner().invoke(main, ["schedule", "memory-bound", str(path), "--out", str(tmp_path / "r.json"),
+                                    "--time-limit", "5", "-q", "--memory", "stage"])
+    assert res.exit_code == 2 and "too large" in res.output  # 1f1b's own limits: nothing else to try

@@ -21,16 +21,19 @@ from planner.solvers.registry import plan as make_plan
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _interrupt(tmp_path, solver, after_s=3.0):
+def _interrupt(tmp_path, solver, after_s=1.0):
+    """Ctrl-C ``after_s`` seconds after the planner's first progress line (the
+    search is under way then, whatever the machine's load)."""
     out = tmp_path / "plan.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "planner.cli", "plan", "gcp-16", "--solver", solver,
                              "--time-limit", "300", "--out", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    first = proc.stderr.readline()  # blocks until the first progress line
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
-    return proc.returncode, stdout, stderr, out
+    return proc.returncode, stdout, first + stderr, out
 
 
 @pytest.mark.parametrize("solver", ["milp", "cpsat", "auto"])

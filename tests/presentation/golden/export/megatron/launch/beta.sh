@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# planner export --format megatron: the hosts of domain beta (instance tiny-3dc).
+# On each host below run:  MASTER_ADDR=<address of alpha-node0> bash launch/beta.sh HOST [more arguments]
+# Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on alpha-node0.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of alpha-node0, where torchrun node rank 0 runs}"
+MASTER_PORT="${MASTER_PORT:-29500}"
+read -r -a TRAIN <<< "${TRAIN:-pretrain_gpt.py}"
+ARGS=(
+  --tensor-model-parallel-size 4
+  --pipeline-model-parallel-size 4
+  --pipeline-model-parallel-layout "Et*2|t*2|t*2|t*2L"
+  --micro-batch-size 1
+  --global-batch-size 16
+  --seq-length 512
+  --max-position-embeddings 512
+  --num-layers 8
+  --hidden-size 256
+  --ffn-hidden-size 1024
+  --num-attention-heads 8
+  --untie-embeddings-and-output-weights
+  --bf16
+  --grad-reduce-in-bf16
+)
+HOST="${1:?usage: launch/beta.sh HOST [more arguments]; HOST is one of beta-node0 beta-node1}"
+shift
+EXTRA=("$@")
+run() {  # CUDA devices, torchrun node rank, processes
+  CUDA_VISIBLE_DEVICES="$1" torchrun --nnodes 8 --node-rank "$2" --nproc-per-node "$3" \
+    --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" "${TRAIN[@]}" "${ARGS[@]}" "${EXTRA[@]}" &
+}
+case "$HOST" in
+  beta-node0) run 0,1,2,3 4 4 ;;  # ranks 16-19
+  beta-node1) run 0,1,2,3 5 4 ;;  # ranks 20-23
+  *) echo "launch/beta.sh: $HOST is not a host of domain beta (beta-node0 beta-node1)" >&2; exit 2 ;;
+esac
+wait

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# planner export --format torchtitan: the hosts of domain alpha (instance tiny-3dc).
+# On each host below run:  MASTER_ADDR=<address of alpha-node0> bash launch/alpha.sh HOST [more arguments]
+# Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on alpha-node0.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of alpha-node0, where torchrun node rank 0 runs}"
+MASTER_PORT="${MASTER_PORT:-29500}"
+read -r -a TRAIN <<< "${TRAIN:--m torchtitan.train}"
+ARGS=(
+  --job.config_file "$HERE/torchtitan.toml"
+)
+HOST="${1:?usage: launch/alpha.sh HOST [more arguments]; HOST is one of alpha-node0 alpha-node1 alpha-node2 alpha-node3}"
+shift
+EXTRA=("$@")
+run() {  # CUDA devices, torchrun node rank, processes
+  CUDA_VISIBLE_DEVICES="$1" torchrun --nnodes 8 --node-rank "$2" --nproc-per-node "$3" \
+    --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" "${TRAIN[@]}" "${ARGS[@]}" "${EXTRA[@]}" &
+}
+case "$HOST" in
+  alpha-node0) run 0,1,2,3 0 4 ;;  # ranks 0-3
+  alpha-node1) run 0,1,2,3 1 4 ;;  # ranks 4-7
+  alpha-node2) run 0,1,2,3 2 4 ;;  # ranks 8-11
+  alpha-node3) run 0,1,2,3 3 4 ;;  # ranks 12-15
+  *) echo "launch/alpha.sh: $HOST is not a host of domain alpha (alpha-node0 alpha-node1 alpha-node2 alpha-node3)" >&2; exit 2 ;;
+esac
+wait

@@ -1,0 +1,90 @@
+"""``planner generate`` and planner.problem.synthetic: deterministic, validated by
+the loader, the sizes asked for, clusters as regions; small generated instances
+plan with greedy and evaluate; bad sizes are refused with exit 2."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from planner import evaluate, load_instance, plan as make_plan
+from planner.cli import main
+from planner.problem.errors import InputError
+from planner.problem.synthetic import generate_instance, header, to_toml
+
+
+def write(tmp_path, data, name="g.toml"):
+    path = tmp_path / name
+    path.write_text(to_toml(data, header(data, "test")))
+    return path
+
+
+@pytest.mark.parametrize("domains,gpus,clusters,seed", [(1, 8, None, 0), (7, 700, 2, 3), (40, 20_000, 4, 1),
+                                                         (300, 150_000, None, 0)])
+def test_sizes_regions_and_determinism(tmp_path, domains, gpus, clusters, seed):
+    data = generate_instance(domains, gpus, seed, clusters=clusters)
+    assert data == generate_instance(domains, gpus, seed, clusters=clusters)
+    assert data != generate_instance(domains, gpus, seed + 1, clusters=clusters) or domains == 1
+    inst = load_instance(write(tmp_path, data))
+    assert len(inst.domains) == domains and inst.total_gpus == gpus
+    assert all(d.gpus >= 8 for d in inst.domains)
+    assert len({d.region for d in inst.domains}) == (clusters or max(1, min(100, round(domains / 30))))
+    n = len(inst.domains)
+    assert len(inst.routes) == n * (n - 1)  # connected
+    # metro links 0.2-2 ms inside a cluster; the backbone joins gateways of different clusters
+    region = {d.name: d.region for d in inst.domains}
+    for link in inst.links:
+        if region[link.a] == region[link.b]:
+            assert 0.2 <= link.latency_ms <= 2.0 + 1e-9
+    # the batch can feed every GPU with replicas of 64 GPUs
+    assert inst.workload.global_batch_size * 64 >= gpus or inst.workload.global_batch_size >= 2**22
+
+
+def test_toml_header_says_synthetic(tmp_path):
+    data = generate_instance(12, 1200, 5, clusters=3)
+    text = to_toml(data, header(data, "planner generate --domains 12 --gpus 1200 --seed 5"))
+    assert text.startswith("# synthetic-12dc-1200gpu-s5: SYNTHETIC instance; no figure is sourced.")
+    assert "planner generate --domains 12" in text
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_small_generated_instance_plans_and_evaluates(tmp_path, seed):
+    inst = load_instance(write(tmp_path, generate_instance(24, 24 * 128, seed, clusters=3)))
+    p = make_plan(inst, solver="greedy")
+    ev = evaluate(inst, p)
+    assert ev.feasible, ev.violations
+    assert ev.iteration_time_s == pytest.approx(p.predicted.iteration_time_s, rel=1e-12)
+    assert ev.iteration_time_s >= ev.lower_bound_s * (1 - 1e-9)
+    used = p.gpus_per_domain()
+    assert all(used[d] <= inst.domain(d).gpus for d in used)
+
+
+@pytest.mark.parametrize("kwargs,field", [(dict(domains=0, gpus=8), "domains"),
+                                          (dict(domains=1001, gpus=10**6), "domains"),
+                                          (dict(domains=10, gpus=79), "gpus"),
+                                          (dict(domains=10, gpus=800, clusters=11), "clusters")])
+def test_bad_sizes(kwargs, field):
+    with pytest.raises(InputError) as e:
+        generate_instance(**kwargs)
+    assert e.value.field == field
+
+
+def test_cli_generate(tmp_path):
+    out = tmp_path / "x.toml"
+    args = ["generate", "--domains", "30", "--gpus", "4000", "--seed", "2", "--clusters", "3", "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    first = out.read_text()
+    assert "SYNTHETIC" in first and "--domains 30 --gpus 4000 --seed 2 --clusters 3" in first
+    assert CliRunner().invoke(main, args).exit_code == 0 and out.read_text() == first  # deterministic
+    res = CliRunner().invoke(main, ["validate", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["plan", str(out), "--solver", "greedy", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["evaluation"]["feasible"] is True
+    bad = CliRunner().invoke(main, ["generate", "--domains", "3", "--gpus", "10", "--out", str(tmp_path / "y.toml")])
+    assert bad.exit_code == 2 and "--gpus" in bad.output and not (tmp_path / "y.toml").exists()
+    bad = CliRunner().invoke(main, ["generate", "--domains", "3", "--gpus", "100", "--model", "nope",
+                                    "--out", str(tmp_path / "y.toml")])
+    assert bad.exit_code == 2 and "--model" in bad.output

@@ -1,0 +1,144 @@
+"""Issue 16.2: `planner import-network` end to end: matrices -> instance ->
+validate -> plan (greedy) -> evaluate, the shipped example rebuilt byte for
+byte, and bad input refused with exit 2 naming the file and the field."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "docs" / "examples" / "measured"
+
+
+def run(*args):
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert "Traceback" not in r.output and "internal error" not in r.output, r.output
+    return r
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def importing(tmp_path, rtt, tput, sites=None, *extra):
+    out = tmp_path / "out.toml"
+    args = ["import-network", "--latency", rtt, "--throughput", tput, "--out", out, *extra]
+    if sites is not None:
+        args += ["--sites", sites]
+    return run(*args), out
+
+
+def test_shipped_example_is_what_the_command_builds(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the header names the inputs as given, relative to the checkout
+    out = tmp_path / "aws-5.toml"
+    r = run("import-network", "--latency", "docs/examples/measured/aws-rtt.csv",
+            "--throughput", "docs/examples/measured/aws-tput.csv",
+            "--sites", "docs/examples/measured/aws-sites.toml", "--out", out)
+    assert r.exit_code == 0, r.output
+    assert "5 domains, 96 GPUs, 10 links (10 measured)" in r.output
+    assert out.read_text() == (EX / "aws-5.toml").read_text()
+
+
+def test_round_trip_matrices_instance_validate_plan_evaluate(tmp_path):
+    r, inst = importing(tmp_path, EX / "aws-rtt.csv", EX / "aws-tput.csv", EX / "aws-sites.toml", "--links", "mesh")
+    assert r.exit_code == 0, r.output
+    v = run("validate", inst)
+    assert v.exit_code == 0 and "5 domains, 10 links, 96 GPUs" in v.output
+    plan = tmp_path / "plan.json"
+    p = run("plan", inst, "--solver", "greedy", "-q", "--out", plan)
+    assert p.exit_code == 0, p.output
+    e = run("evaluate", inst, plan, "--json")
+    assert e.exit_code == 0, e.output
+    ev = json.loads(e.output)
+    predicted = json.loads(plan.read_text())["predicted"]
+    assert ev["feasible"] and ev["iteration_time_s"] > 0
+    assert ev["iteration_time_s"] == pytest.approx(predicted["iteration_time_s"], rel=1e-12)
+    assert sum(ev["gpus_used"].values()) <= 96
+
+
+def test_defaults_and_gpus_flag_without_a_sites_table(tmp_path):
+    rtt = write(tmp_path, "r.csv", ",x,y\nx,,20\ny,20,\n")
+    tput = write(tmp_path, "t.csv", "src,dst,mbps\nx,y,800\n")
+    r, out = importing(tmp_path, rtt, tput, None, "--gpus", "8", "--throughput-unit", "mbps", "--name", "pair")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert 'name = "pair"' in text and "bandwidth_gbps = 0.8" in text and "latency_ms = 10.0" in text
+    assert "# ASSUMED [gpu]" in text and run("validate", out).exit_code == 0
+
+
+@pytest.mark.parametrize("rtt, tput, where", [
+    (",a,b\na,,1\nb,1,\nc,1,1\n", "src,dst,v\na,b,1\n", "r.csv: line 4: not square"),
+    (",a,b\na,,-1\nb,1,\n", "src,dst,v\na,b,1\n", "r.csv: line 2, row 'a', column 'b': negative value -1"),
+    (",a,b\na,,1\nb,1,\n", ",a,b\na,,x1\nb,1,\n", "t.csv: line 2, row 'a', column 'b': not a number: 'x1'"),
+    (",a,b\na,,1\nb,1,\n", ",a,b\na,,0\nb,0,\n", "t.csv: row 'a', column 'b': throughput 0"),
+    (",a,b,c\na,,1,\nb,1,,\nc,,,\n", "src,dst,v\na,b,1\n", "links: the measured pairs do not connect the sites"),
+])
+def test_bad_matrices_exit_2_naming_file_and_cell(tmp_path, rtt, tput, where):
+    r, out = importing(tmp_path, write(tmp_path, "r.csv", rtt), write(tmp_path, "t.csv", tput), None, "--gpus", "8")
+    assert r.exit_code == 2, r.output
+    assert where in r.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("sites, where", [
+    ('[[sites]]\nname = "a"\ngpus = 8\n[[sites]]\nname = "gama"\ngpus = 8\n',
+     "s.toml: sites[1].name: unknown site 'gama'"),
+    ('[[sites]]\nname = "a"\ngpus = 0\n', "s.toml: sites[0].gpus"),
+    ('[defaults]\ngpus = 8\ngpus_per_nod = 8\n', "s.toml: defaults.gpus_per_nod: unknown key"),
+    ('[defaults]\ngpus = 8\n[workload]\nmodel = "llama2-7b"\nglobal_batch_size = 8\nseq_len = 128\n'
+     'micro_batch_sizes = [1]\ntensor_parallel = [16]\n', "s.toml: workload.tensor_parallel[0]"),
+    ('[defaults]\ngpus = 8\n[workload]\nmodel = "no-such-model"\nglobal_batch_size = 8\nseq_len = 128\n'
+     'micro_batch_sizes = [1]\n', "s.toml: workload.model: no model named 'no-such-model'"),
+    ('name = "x"\n[defaults\n', "s.toml: not valid TOML"),
+])
+def test_bad_sites_table_exit_2_naming_file_and_field(tmp_path, sites, where):
+    rtt = write(tmp_path, "r.csv", ",a,b\na,,1\nb,1,\n")
+    tput = write(tmp_path, "t.csv", ",a,b\na,,1\nb,1,\n")
+    r, out = importing(tmp_path, rtt, tput, write(tmp_path, "s.toml", sites))
+    assert r.exit_code == 2, r.output
+    assert where in r.output
+    assert not out.exists()
+
+
+def test_missing_file_and_overwriting_an_input(tmp_path):
+    rtt = write(tmp_path, "r.csv", ",a,b\na,,1\nb,1,\n")
+    r, _ = importing(tmp_path, rtt, tmp_path / "none.csv", None, "--gpus", "1")
+    assert r.exit_code == 2 and "none.csv: no such file" in r.output
+    r = run("import-network", "--latency", rtt, "--throughput", rtt, "--gpus", "1", "--out", rtt)
+    assert r.exit_code == 2 and "--out" in r.output and "input file" in r.output
+    assert rtt.read_text() == ",a,b\na,,1\nb,1,\n"
+
+
+def test_model_flag_and_unknown_model(tmp_path):
+    rtt = write(tmp_path, "r.csv", ",a,b\na,,1\nb,1,\n")
+    r, out = importing(tmp_path, rtt, rtt, None, "--gpus", "8", "--model", "tiny")
+    assert r.exit_code == 0, r.output
+    assert 'model = "tiny"' in out.read_text()
+    r, _ = importing(tmp_path, rtt, rtt, None, "--gpus", "8", "--model", "nope")
+    assert r.exit_code == 2 and "--model: no model named 'nope'" in r.output
+
+
+@pytest.mark.parametrize("args, option", [
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml", "--gpus", "0"],
+     "--gpus"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml",
+      "--bandwidth-scale", "0"], "--bandwidth-scale"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml",
+      "--bandwidth-scale", "nan"], "--bandwidth-scale"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "x.toml", "--links", "all"],
+     "--links"),
+    (["import-network", "--latency", "none.csv", "--throughput", "none.csv", "--out", "/missing/dir/x.toml"],
+     "--out"),
+    (["report", "none.toml", "none.json", "--out", "/missing/dir/r.html"], "--out"),
+])
+def test_bad_options_exit_2_naming_them_before_reading_anything(args, option, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert option in r.output and "none." not in r.output  # no input was opened
