@@ -31,9 +31,10 @@ dozen domains.  :func:`hier` plans in three levels:
    stages, the aggregated domain has exactly that many), by chains of
    domains from a large or a well-connected start, consecutive stages of a
    replica together ("fill") or stage j of every replica together
-   ("aligned"); then greedy's plan joins the candidates and
-   :func:`planner.solvers.anneal.anneal` polishes the best one on the real
-   instance by exact simulation.
+   ("aligned"); then greedy's plan joins the candidates, and the best one is
+   polished on the real instance by exact simulation: per-stage in-flight
+   limits (:func:`planner.solvers.inflight.tune_inflight`, a quarter of the
+   polish), then :func:`planner.solvers.anneal.anneal`.
 
 The result's ``bound`` is the larger of the aggregated level's (the smallest
 over its tensor-parallel classes) and the instance's analytic bound; ``gap``
@@ -67,6 +68,7 @@ from . import stop
 from ..scoring.evaluator import simulated_score
 from .anneal import anneal
 from .greedy import domain_chain, greedy, shape_starts
+from .inflight import tune_inflight
 from .shapesearch import plan_matches, score
 
 log = logging.getLogger("planner.hier")
@@ -77,6 +79,7 @@ TOP_SHARE = 0.5  # the top level's share of the budget
 PLAN_STARTS = 6  # greedy's plans of distinct shapes on the representative aggregate, each disaggregated
 PLAN_WEIGHT = 0.4  # of that, the representative instance's part (the optimistic one's: the rest)
 GREEDY_SHARE = 0.1  # greedy's cap (it joins the candidates)
+TUNE_SHARE = 0.25  # of the polish: per-stage in-flight limits first, then the annealing
 PROVEN_SHARE = 0.05  # the annealing's share once the start is proven optimal (it may still simulate faster)
 EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
 
@@ -481,6 +484,15 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
         if score(instance, best) * (1 - gap) <= bound + 1e-12:
             left, share = min(left, PROVEN_SHARE * budget), PROVEN_SHARE * budget
         anneal_pins = {k: v for k, v in (("stages", stages), ("schedule", schedule)) if v is not None}
+        if schedule is None and (left > 0.4 or deterministic):  # 1f1b with deeper warm-ups first (cheap)
+            t1 = time.perf_counter()
+            tuned = tune_inflight(instance, best, time_limit=None if deterministic else TUNE_SHARE * left,
+                                  max_evals=100 + 20 * best.num_stages if deterministic else None)
+            left -= time.perf_counter() - t1
+            if tuned is not best:
+                val = simulated_score(instance, tuned)
+                if val is not None and val < best_val * (1 - 1e-12):
+                    who, best, best_val = f"{who}+inflight", tuned, val
         if left > 0.2 or deterministic:
             out = anneal(instance, best, time_limit=max(0.2, left) if not deterministic else None, seed=seed,
                          max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
