@@ -122,10 +122,16 @@ def main():
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @click.option("--memory-limit", type=_Finite(min=0, min_open=True), default=None, metavar="GB",
               help="milp, cpsat, auto: stop with the best plan so far once resident memory passes GB")
+@click.option("--executor", type=click.Choice(["serial", "process", "ray"]), default=None,
+              help="milp, cpsat, hier: solve shapes in waves of --jobs at once, here, in local processes or on Ray")
+@click.option("--address", default=None, help="Ray cluster address (with --executor ray; default: a local Ray)")
+@click.option("--jobs", type=WORKERS, default=None, help="shapes per wave (with --executor; default 2, on Ray its CPUs)")
+@click.option("--deterministic", is_flag=True,
+              help="cpsat, auto, hier: deterministic budgets (CP-SAT deterministic time), the same plan at any load")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
              schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
-             robust_stat, policy_path, quiet, memory_limit):
+             robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     _outputs([pio.resolve_instance_path(instance), policy_path], out=out_path, gantt=gantt_path, map=map_path)
@@ -146,6 +152,20 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         raise click.BadParameter("--threads: auto runs one thread per engine", param_hint="--threads")
     if solver == "cpsat" and "threads" in options:
         options["workers"] = options.pop("threads")
+    if executor is None and (address or jobs):
+        raise click.BadParameter("--address and --jobs go with --executor", param_hint="--executor")
+    if address and executor != "ray":
+        raise click.BadParameter("--address is a Ray cluster's (with --executor ray)", param_hint="--address")
+    if executor is not None:
+        if solver not in ("milp", "cpsat", "hier"):
+            raise click.BadParameter(f"--executor applies to --solver milp, cpsat or hier, not {solver}",
+                                     param_hint="--executor")
+        options.update(executor=executor, address=address, jobs=jobs)
+    if deterministic:
+        if solver not in ("cpsat", "auto", "hier"):
+            raise click.BadParameter(f"--deterministic applies to --solver cpsat, auto or hier, not {solver}",
+                                     param_hint="--deterministic")
+        options["deterministic"] = True
     options = check_options(inst, solver, options, cli=True)  # pins in range and consistent (exit 2)
     if policy_path:
         if solver != "rl":

@@ -56,7 +56,7 @@ class PlanSpace:
         self.bwd = 3.0 if wl.recompute else 2.0
         self.flops_total = self.table.flops[-1]
         self.tp_bytes = [0.0, *accumulate(float(u.tp_bytes_per_token) for u in units)]  # prefix sums
-        self._cache: dict = {}
+        self._cache: dict = _partition_cache(instance)
 
     # -- capacity ----------------------------------------------------------
     def slots(self, tp: int) -> dict[str, int]:
@@ -139,6 +139,22 @@ class PlanSpace:
                             if S * (inst.workload.global_batch_size // (R * b)) > MAX_STAGE_MICRO_BATCHES:
                                 continue  # see partition()
                             yield Shape(tp, b, sched, S, R)
+
+
+_PARTITIONS: dict[tuple, dict] = {}  # what a partition depends on -> its cache (a few entries)
+
+
+def _partition_cache(instance) -> dict:
+    """The partition cache of every instance with the same model, sequence length,
+    recompute and usable memory per GPU (what a memory-feasible partition depends on):
+    the aggregated instances of the hierarchical planner and what-if copies share it."""
+    wl = instance.workload
+    key = (wl.model.model_dump_json(), wl.seq_len, wl.recompute, instance.memory_limit_bytes)
+    if key not in _PARTITIONS:
+        if len(_PARTITIONS) >= 8:
+            _PARTITIONS.pop(next(iter(_PARTITIONS)))
+        _PARTITIONS[key] = {}
+    return _PARTITIONS[key]
 
 
 def divisors(n: int) -> list[int]:

@@ -26,6 +26,7 @@ import time
 
 from . import stop
 from ..problem.plan import Plan
+from .executor import executor_context
 from .shapesearch import ShapeOutcome, build_model, keep_if_faster, plan_shape, same_shape, shape_search
 
 log = logging.getLogger("planner.cpsat")
@@ -36,7 +37,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
           micro_batch_size: int | None = None, schedule: str | None = None,
           forbid=(), require=(), deterministic: bool = False, warm_start: bool = True,
           rounding: float = 1e-4, presolve: str = "noprobe", polish: bool = True,
-          log_progress: bool = False, **_) -> Plan:
+          log_progress: bool = False, executor: str | None = None, address: str | None = None,
+          jobs: int | None = None, start: Plan | None = None, bounding: float = 0.4, **_) -> Plan:
     """Plan with CP-SAT; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
@@ -47,15 +49,45 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     relative rounding error of the integer time unit (see
     :mod:`planner.solvers.formulations.cpsat`).  Pins (``stages``, ``replicas``,
     ``tp``, ``micro_batch_size``, ``schedule``, ``forbid``/``require``
-    domain names) restrict the plan space as for the MILP.
+    domain names) restrict the plan space as for the MILP.  ``executor``
+    (``serial``, ``process``, ``ray``; with ``address`` and ``jobs``) solves
+    waves of ``jobs`` shapes at once (:mod:`planner.solvers.executor`); with
+    ``deterministic`` and one worker the plan and bound are then the same on
+    every executor for the same ``jobs``.  ``start``: a plan that joins
+    greedy's as a first incumbent (and hint) when it satisfies the pins;
+    ``bounding`` the share of the time the shapes' cheap bounds may take.
     """
-    from ortools.sat.python import cp_model
+    solve_shape = CpsatShape(instance, workers, seed, gap, deterministic, warm_start, rounding, presolve,
+                             log_progress)
 
-    from .formulations.cpsat import build, configure
+    def polish_plan(plan, best, seconds, ctx) -> Plan:
+        return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
+                       deterministic, rounding, presolve)
 
-    kind = instance.options.objective
+    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
+    with executor_context(executor, address, jobs) as ex:
+        return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
+                            forbid=forbid, require=require, polish=polish_plan if polish else None,
+                            deterministic=deterministic, log=log, executor=ex, start=start, bounding=bounding)
 
-    def solve_shape(shape, share, ctx) -> ShapeOutcome:
+
+class CpsatShape:
+    """One shape's CP-SAT model (``solve_shape`` of the shape search): a module-level
+    class, so that it can be pickled to another process or a Ray worker."""
+
+    def __init__(self, instance, workers: int, seed: int, gap: float, deterministic: bool, warm_start: bool,
+                 rounding: float, presolve: str, log_progress: bool = False):
+        self.instance, self.workers, self.seed, self.gap = instance, workers, seed, gap
+        self.deterministic, self.warm_start, self.rounding = deterministic, warm_start, rounding
+        self.presolve, self.log_progress = presolve, log_progress
+
+    def __call__(self, shape, share, ctx) -> ShapeOutcome:
+        from ortools.sat.python import cp_model
+
+        from .formulations.cpsat import build, configure
+
+        instance, rounding, deterministic = self.instance, self.rounding, self.deterministic
+        kind = instance.options.objective
         tb = time.perf_counter()
         best = ctx.incumbent
         cm, none = build_model(lambda: build(
@@ -64,7 +96,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
         if none is not None:
             return none
         hinted = False
-        if warm_start:
+        if self.warm_start:
             for cand in (ctx.shape_plan, ctx.incumbent_plan):
                 if cand is not None and same_shape(cand, shape) and cm.hint(cand):
                     hinted = True
@@ -73,10 +105,10 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
         limit = share if deterministic else share - build_s
         if limit <= 0.05:
             return ShapeOutcome("unknown", build_s=build_s, detail="no time left after building")
-        solver = configure(cp_model.CpSolver(), time_limit=limit, workers=workers, seed=seed,
-                           gap=max(0.0, gap - 2 * rounding),  # leave room for the rounding bound
-                           deterministic=deterministic, presolve=presolve)
-        if log_progress:
+        solver = configure(cp_model.CpSolver(), time_limit=limit, workers=self.workers, seed=self.seed,
+                           gap=max(0.0, self.gap - 2 * rounding),  # leave room for the rounding bound
+                           deterministic=deterministic, presolve=self.presolve)
+        if self.log_progress:
             solver.parameters.log_search_progress = True
             solver.log_callback = lambda line: log.info("cpsat: %s", line)
         with stop.stoppable(solver.stop_search):  # Ctrl-C, the memory cap
@@ -93,15 +125,6 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
         return ShapeOutcome("optimal" if status == cp_model.OPTIMAL else "feasible",
                             bound=cm.true_lower(solver.best_objective_bound / cm.obj_scale), plan=cand,
                             build_s=build_s, spent=spent, detail=note)
-
-    def polish_plan(plan, best, seconds, ctx) -> Plan:
-        return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
-                       deterministic, rounding, presolve)
-
-    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
-    return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
-                        forbid=forbid, require=require, polish=polish_plan if polish else None,
-                        deterministic=deterministic, log=log)
 
 
 def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limit, workers, seed,

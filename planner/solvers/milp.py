@@ -28,6 +28,7 @@ import math
 import time
 
 from ..scoring.evaluator import Evaluator
+from .executor import executor_context
 from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from ..problem.plan import Plan
 from .shapesearch import ShapeOutcome, build_model, keep_if_faster, plan_shape, same_shape, shape_search
@@ -45,7 +46,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
          stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None,
          forbid=(), require=(), warm_start: bool = True, polish: bool = True, aggregate: bool = True,
-         **_) -> Plan:
+         executor: str | None = None, address: str | None = None, jobs: int | None = None,
+         start: Plan | None = None, bounding: float = 0.4, **_) -> Plan:
     """Plan with the MILP; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit), ``gap`` relative
@@ -56,27 +58,57 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     space to ask "what if".  ``aggregate`` (time objective): solve each
     shape of two or more replicas with the aggregated-replica model
     (:mod:`planner.solvers.formulations.milp_agg`) first, and the per-replica model
-    only where the two differ.
+    only where the two differ.  ``executor`` (``serial``, ``process``, ``ray``;
+    with ``address`` and ``jobs``) solves waves of ``jobs`` shapes at once
+    (:mod:`planner.solvers.executor`); HiGHS has only wall-clock limits, so the
+    plan may then depend on the machine's load.  ``start``: a plan that joins
+    greedy's as a first incumbent (and warm start) when it satisfies the pins;
+    ``bounding`` the share of the time the shapes' cheap bounds may take.
     """
-    import pyomo.environ as pyo
+    solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate)
+    ts_for = solve_shape.ts_for
 
-    from .formulations.milp import build, extract, time_scale
+    def polish_plan(plan, best, seconds, ctx) -> Plan:
+        return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
+                       threads, ctx.forbid, ctx.require)
 
-    kind = instance.options.objective
-    scale_of: dict[str, float] = {}
+    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
+    with executor_context(executor, address, jobs) as ex:
+        return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
+                            forbid=forbid, require=require, polish=polish_plan if polish else None, log=log,
+                            executor=ex, start=start, bounding=bounding)
 
-    def ts_for(ctx) -> float:
+
+class MilpShape:
+    """One shape's MILP (``solve_shape`` of the shape search): a module-level class, so
+    that it can be pickled to another process or a Ray worker.  ``ts`` is the time scale
+    (model units per second), fixed from the first incumbent it sees."""
+
+    def __init__(self, instance, seed: int, threads: int, gap: float, warm_start: bool, aggregate: bool):
+        self.instance, self.seed, self.threads, self.gap = instance, seed, threads, gap
+        self.warm_start, self.aggregate = warm_start, aggregate
+        self.ts: float | None = None
+
+    def ts_for(self, ctx) -> float:
         """The time scale (model units per second), fixed from the first incumbent."""
-        if "ts" not in scale_of:
-            p = ctx.incumbent_plan
-            scale_of["ts"] = time_scale(float(Evaluator(instance, p).estimate_times()[0]) if p else 1.0)
-        return scale_of["ts"]
+        from .formulations.milp import time_scale
 
-    def solve_shape(shape, share, ctx) -> ShapeOutcome:
-        if kind == "time" and aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
-            return _solve_aggregate(instance, shape, share, ctx, ts_for(ctx), seed, threads, gap, warm_start)
+        if self.ts is None:
+            p = ctx.incumbent_plan
+            self.ts = time_scale(float(Evaluator(self.instance, p).estimate_times()[0]) if p else 1.0)
+        return self.ts
+
+    def __call__(self, shape, share, ctx) -> ShapeOutcome:
+        import pyomo.environ as pyo
+
+        from .formulations.milp import build, extract, time_scale
+
+        instance, seed, threads, gap, warm_start = self.instance, self.seed, self.threads, self.gap, self.warm_start
+        kind = instance.options.objective
+        if kind == "time" and self.aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
+            return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start)
         tb = time.perf_counter()
-        ts, best = ts_for(ctx), ctx.incumbent
+        ts, best = self.ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
         M, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
@@ -102,14 +134,6 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
                               instance=instance, schedule=shape.schedule)
         status = "optimal" if res.status == "optimal" else ("feasible" if cand is not None else "unknown")
         return ShapeOutcome(status, bound=bound, plan=cand, build_s=build_s, detail=note)
-
-    def polish_plan(plan, best, seconds, ctx) -> Plan:
-        return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
-                       threads, ctx.forbid, ctx.require)
-
-    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
-    return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
-                        forbid=forbid, require=require, polish=polish_plan if polish else None, log=log)
 
 
 def _first_start(M, shape, ctx, to_start) -> dict | None:
@@ -163,9 +187,13 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     value = score(instance, cand) if cand is not None else math.inf
     if bound is None or value <= max(bound, 0.0) * (1 + gap) + 1e-12:
         return ShapeOutcome("optimal", bound=bound, plan=cand, build_s=build_s, detail=note)
-    # the relaxation is solved but its plan is above it: the per-replica model decides
+    # the relaxation is solved but its plan is above it: the per-replica model decides,
+    # if the share has time to build it (about R times the aggregated model)
     from .formulations.milp import build, extract
 
+    if end - time.perf_counter() < shape.replicas * build_s:
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s,
+                            detail=note + ", no time for the per-replica model")
     tb2 = time.perf_counter()
     cut = min(best, value)
     try:

@@ -8,7 +8,10 @@
    own *process* (``ProcessPoolExecutor`` with the ``spawn`` context: the
    machine's cores are shared, so one thread each), with the user's pins and a
    deadline at 60% of the budget (their time limit is what is left of it when
-   the process has started);
+   the process has started).  When the flat models would be too big to build
+   (:func:`flat_too_big`: beyond about 40 domains), the one engine is the
+   hierarchical planner (:func:`planner.solvers.hierarchy.hier`, without its
+   own annealing) instead;
 2. while they run, this process anneals (:func:`planner.solvers.anneal.anneal`)
    greedy's plan and the best plans of greedy's next best shapes
    (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all, an equal
@@ -83,6 +86,7 @@ from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
 from .greedy import greedy, shape_starts
+from .hierarchy import hier
 from .inflight import tune_inflight
 from .milp import milp
 from .shapesearch import plan_matches
@@ -90,6 +94,7 @@ from .shapesearch import plan_matches
 log = logging.getLogger("planner.auto")
 
 ENGINES: dict[str, Callable[..., Plan]] = {"milp": milp, "cpsat": cpsat}
+FLAT_ARCS_MAX = 40 * 40 * 32  # domains^2 x stage slots of one shape's flat model beyond which auto goes hierarchical
 ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
 COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
 ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
@@ -100,6 +105,25 @@ STARTS = 4  # plans (distinct shapes) annealed while the engines run
 TUNE_SHARE = 0.25  # of each start's annealing share: in-flight limits first (cheap, systematic)
 TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
+
+
+def hier_engine(instance, **options) -> Plan:
+    """The hierarchical planner as an engine: no annealing of its own (the portfolio
+    anneals), so its top level gets its whole time."""
+    return hier(instance, polish=False, **options)
+
+
+def flat_too_big(instance) -> bool:
+    """Whether one shape's flat exact model would be too big to build within a
+    minute: its pairs of domains times its stage slots (the arcs of
+    :mod:`planner.solvers.formulations.milp`, per replica or aggregated) above
+    :data:`FLAT_ARCS_MAX`, about 40 domains at 32 stages.  The packaged instances
+    stay below (gcp-16: 16^2 x 32 = 8,192); a 100-domain instance is far above.
+
+    >>> flat_too_big(load_instance("gcp-16"))                     # doctest: +SKIP
+    False
+    """
+    return len(instance.domains) ** 2 * instance.max_stages > FLAT_ARCS_MAX
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -202,6 +226,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if require:
         pin_opts["require"] = list(require)
     anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}  # R, tp, b: kept
+    if engines is None and flat_too_big(instance):
+        engines = {"hier": hier_engine}
+        log.info("auto: %d domains, flat models too big (%d > %d arcs per shape): the hierarchical planner",
+                 len(instance.domains), len(instance.domains) ** 2 * instance.max_stages, FLAT_ARCS_MAX)
     engines = dict(ENGINES if engines is None else engines)
     if deterministic and engines.get("milp") is milp:
         del engines["milp"]

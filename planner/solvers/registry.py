@@ -15,6 +15,8 @@ Example
 ('heuristic', 12.5)
 >>> p = plan(instance, solver="auto", time_limit=60)      # doctest: +SKIP
 
+``hier`` (:mod:`planner.solvers.hierarchy`) plans many domains in groups
+first, then domains, with a bound valid for the real instance.
 ``auto`` (:mod:`planner.solvers.portfolio`) runs greedy, the MILP and CP-SAT
 (in parallel processes), the annealing by exact simulation
 (:mod:`planner.solvers.anneal`, also alone as ``anneal``) and the schedule
@@ -59,8 +61,15 @@ def _anneal(instance, **options) -> Plan:
     return anneal_solver(instance, **options)
 
 
+def _hier(instance, **options) -> Plan:
+    """Hierarchical planning (:func:`planner.solvers.hierarchy.hier`): groups of domains, then domains."""
+    from .hierarchy import hier
+
+    return hier(instance, **options)
+
+
 SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat, "rl": _rl,
-                                          "auto": _auto, "anneal": _anneal}
+                                          "auto": _auto, "anneal": _anneal, "hier": _hier}
 DEFAULT_SOLVER = "greedy"
 
 
@@ -198,6 +207,10 @@ def solver_options(solver: str) -> set[str]:
         names = _parameters(anneal_solver) | (_parameters(anneal) - {"start"})
     elif solver == "rl":
         names = {"policy", "states", "seed"}
+    elif solver == "hier":
+        from .hierarchy import hier as fn
+
+        names = _parameters(fn)
     else:
         names = _parameters(SOLVERS[solver])
     return names | _PLAN_OPTIONS
@@ -214,7 +227,7 @@ def check_options(instance, solver: str, options: dict, cli: bool = False) -> di
     unknown = sorted(set(options) - solver_options(solver))
     if unknown:
         pins = [k for k in unknown if k in PIN_OPTIONS]
-        if pins and solver in ("greedy", "rl", "anneal"):
+        if pins and solver in ("greedy", "rl", "anneal", "hier"):
             raise InputError(f"{', '.join(map(name, pins))} apply to solver milp, cpsat or auto, not {solver}",
                              name(pins[0]))
         raise TypeError(f"plan() got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "

@@ -47,6 +47,7 @@ from typing import Callable
 
 from . import stop
 from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
+from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
@@ -288,7 +289,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                  time_limit: float | None = 60.0, gap: float = 1e-3, pins: dict | None = None, forbid=(),
                  require=(), polish: Callable[[Plan, float, float, SearchContext], Plan] | None = None,
                  deterministic: bool = False, rounds: int = 20, log: logging.Logger | None = None,
-                 **info_extra) -> Plan:
+                 executor=None, start: Plan | None = None, bounding: float = 0.4, **info_extra) -> Plan:
     """Best-first search over shapes with a per-shape exact solve; see the module docstring.
 
     ``solve_shape(shape, share_s, ctx)`` solves one shape within ``share_s``
@@ -298,6 +299,17 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     only).  Returns the incumbent with a :class:`SolverInfo` (status,
     objective, bound, gap, time); raises :class:`InfeasibleError` with the
     reasons when no plan exists.  ``time_limit`` seconds (None: none).
+
+    ``executor`` (a :class:`planner.solvers.executor.Executor`; None: this
+    process, one shape at a time) solves *waves* of ``executor.width`` shapes
+    at once, each with the incumbent of the waves before it and
+    ``width / open shapes`` of the time left; ``solve_shape`` must then be
+    picklable (a module-level class, not a closure).  In deterministic mode a
+    wave spends the largest deterministic time of its solves.  ``start`` (a
+    plan of ``instance``) joins greedy's plan as a first incumbent when it is
+    feasible and satisfies the pins.  ``bounding``: the share of the budget the
+    shapes' cheap bounds may take before the rest keep the instance's analytic
+    bound (computed only if visited).
     """
     log = log or logging.getLogger(f"planner.{name}")
     pins = {k: (pins or {}).get(k) for k in PINS}
@@ -323,15 +335,21 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             greedy_plans.append(g)
     except (InfeasibleError, TimeLimitError):
         pass
+    if start is not None and plan_matches(start, pins, forbid, require) and not check_plan(instance, start):
+        s0 = score(instance, start)
+        greedy_plans.append(start)
+        if s0 < best * (1 - 1e-9):
+            best_plan, best = start, s0
     log.info("%s: greedy incumbent %.6g (%s)", name, best, kind)
 
     # 2. shapes with their bounds, best-first
     price_min = min(d.price_per_gpu_hour for d in instance.domains)
     nodes, per_shape, later = [], {}, []
     for sh in shapes(space, pins):
-        if math.isfinite(budget) and left() < 0.6 * budget:
-            # out of time for bounds: the rest keep the trivial bound 0, computed if visited
-            later.append(_Node(0.0, sh))
+        if math.isfinite(budget) and left() < (1.0 - bounding) * budget:
+            # out of time for bounds: the rest keep the instance's analytic bound (time; the
+            # cost's 0), computed if visited
+            later.append(_Node(lower_bound(instance).value if kind == "time" else 0.0, sh))
             continue
         per_s = stage_bounds(space, sh)
         if not per_s:
@@ -343,7 +361,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         per_shape[sh] = per_s
     nodes.sort()
     if later:
-        log.info("%s: %d shapes keep the trivial bound 0 (no time to bound them)", name, len(later))
+        log.info("%s: %d shapes keep the instance's analytic bound %.6g (no time to bound them)", name,
+                 len(later), later[0].bound)
         nodes += later  # after the bounded ones: visited last
     if not nodes and best_plan is None:
         raise _no_plan(instance, space, pins, forbid, require)
@@ -362,88 +381,116 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     def is_open(i: int) -> bool:
         return i not in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap)
 
+    width = executor.width if executor is not None else 1
+
+    def run(items: list) -> list:
+        """The wave's outcomes: in this process (no executor), else on the executor."""
+        if executor is None:
+            return [solve_shape(*it) for it in items]
+        got = executor.map(solve_shape, items)
+        return [o if o is not None else ShapeOutcome("unknown", detail="stopped") for o in got]
+
+    def absorb(i: int, out: ShapeOutcome, solve_s: float) -> None:
+        """A shape's outcome: its bound, its plan (maybe the new incumbent), the log line."""
+        nonlocal best_plan, best, timed_out
+        node = nodes[i]
+        if out.status == "skipped":  # proven empty
+            bound_of[i] = math.inf
+            final.add(i)
+            skipped[out.detail] = skipped.get(out.detail, 0) + 1
+            return
+        if out.status == "unsearched":  # nothing proven: the shape keeps its cheap bound
+            final.add(i)
+            if out.detail not in unsearched:
+                log.warning("%s: a shape could not be searched: %s", name, out.detail)
+            unsearched[out.detail] = unsearched.get(out.detail, 0) + 1
+            return
+        if out.plan is not None:
+            problems = check_plan(instance, out.plan)
+            if problems:  # never expected: the models encode every rule of SPEC 4-5
+                log.warning("%s: shape %s gave an infeasible plan: %s", name, node.shape,
+                            "; ".join(v.message for v in problems))
+            else:
+                shape_best[i] = out.plan
+                s = score(instance, out.plan)
+                if s < best * (1 - 1e-9):
+                    best_plan, best = out.plan, s
+        if out.status == "infeasible":  # nothing in this shape beats the incumbent
+            shape_bound = best
+            final.add(i)
+        else:
+            shape_bound = max(node.bound, out.bound) if out.bound is not None else node.bound
+            if out.status == "optimal":
+                final.add(i)
+            else:
+                timed_out = True
+        bound_of[i] = max(bound_of.get(i, node.bound), min(shape_bound, best))
+        sh = node.shape
+        log.info("%s: shape tp=%d b=%d %s R=%d: %s in %.2fs (build %.2fs%s), shape bound %.6g; incumbent %.6g",
+                 name, sh.tp, sh.micro_batch, sh.schedule, sh.replicas, out.status,
+                 solve_s, out.build_s, f", {out.detail}" if out.detail else "",
+                 bound_of[i], best)
+
     for rnd in range(rounds):
         todo = [i for i in range(len(nodes)) if is_open(i)]
         if not todo:
             break
-        for k, i in enumerate(todo):
-            if stop.requested():  # Ctrl-C or the memory cap: keep the incumbent
+        k = 0
+        while k < len(todo):
+            # a wave: up to `width` open shapes, each with the incumbent of the waves before it
+            wave, halt = [], False
+            while k < len(todo) and len(wave) < width:
+                i = todo[k]
+                k += 1
+                if stop.requested():  # Ctrl-C or the memory cap: keep the incumbent
+                    halt = True
+                    break
+                if not is_open(i):
+                    continue  # the incumbent improved meanwhile
+                rest = left()
+                if rest <= 0.05:
+                    timed_out = halt = True
+                    break
+                n_open = sum(1 for j in todo[k - 1:] if is_open(j))
+                share = rest if math.isinf(rest) else min(rest, max(rest * width / n_open, min(rest, 1.0)))
+                node = nodes[i]
+                if node.shape not in per_shape:  # bounded lazily (see step 2)
+                    per_shape[node.shape] = stage_bounds(space, node.shape)
+                    if not per_shape[node.shape]:
+                        bound_of[i] = math.inf
+                        final.add(i)
+                        continue
+                if not deterministic and build_est and rest < build_est + 0.5:
+                    timed_out = out_of_time = halt = True  # too little time to build this shape's model
+                    break
+                if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
+                    # a greedy plan of this shape: a warm start, and maybe a better incumbent
+                    per_s = per_shape[node.shape]
+                    h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], space, forbid)
+                    if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
+                        shape_best[i] = h
+                        greedy_plans.append(h)
+                        s = score(instance, h)
+                        if s < best * (1 - 1e-9):
+                            best_plan, best = h, s
+                            if not is_open(i):
+                                continue
+                ctx = SearchContext(instance, space, best, best_plan, shape_best.get(i), per_shape[node.shape],
+                                    forbid, require)
+                wave.append((i, (node.shape, share, ctx)))
+            if wave:
+                ts = time.perf_counter()
+                outs = run([item for _, item in wave])
+                wall = time.perf_counter() - ts
+                spent += max(out.spent for out in outs)
+                build_total += sum(out.build_s for out in outs)
+                # what a shape costs beyond the solver's share: model building and compiling it for the solver
+                build_est = max(build_est, max(out.build_s for out in outs),
+                                wall - max(item[1] for _, item in wave))
+                for (i, _), out in zip(wave, outs):
+                    absorb(i, out, wall - out.build_s)
+            if halt:
                 break
-            if not is_open(i):
-                continue  # the incumbent improved meanwhile
-            rest = left()
-            if rest <= 0.05:
-                timed_out = True
-                break
-            n_open = sum(1 for j in todo[k:] if is_open(j))
-            share = rest if math.isinf(rest) else max(rest / n_open, min(rest, 1.0))
-            node = nodes[i]
-            if node.shape not in per_shape:  # bounded lazily (see step 2)
-                per_shape[node.shape] = stage_bounds(space, node.shape)
-                if not per_shape[node.shape]:
-                    bound_of[i] = math.inf
-                    final.add(i)
-                    continue
-            if build_est and rest < build_est + 0.5:  # too little time to build this shape's model
-                timed_out = out_of_time = True
-                break
-            if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
-                # a greedy plan of this shape: a warm start, and maybe a better incumbent
-                per_s = per_shape[node.shape]
-                h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], space, forbid)
-                if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
-                    shape_best[i] = h
-                    greedy_plans.append(h)
-                    s = score(instance, h)
-                    if s < best * (1 - 1e-9):
-                        best_plan, best = h, s
-                        if not is_open(i):
-                            continue
-            ctx = SearchContext(instance, space, best, best_plan, shape_best.get(i), per_shape[node.shape],
-                                forbid, require)
-            ts = time.perf_counter()
-            out = solve_shape(node.shape, share, ctx)
-            solve_s = time.perf_counter() - ts - out.build_s
-            spent += out.spent
-            build_total += out.build_s
-            # what a shape costs beyond the solver's share: model building and compiling it for the solver
-            build_est = max(build_est, out.build_s, time.perf_counter() - ts - share)
-            if out.status == "skipped":  # proven empty
-                bound_of[i] = math.inf
-                final.add(i)
-                skipped[out.detail] = skipped.get(out.detail, 0) + 1
-                continue
-            if out.status == "unsearched":  # nothing proven: the shape keeps its cheap bound
-                final.add(i)
-                if out.detail not in unsearched:
-                    log.warning("%s: a shape could not be searched: %s", name, out.detail)
-                unsearched[out.detail] = unsearched.get(out.detail, 0) + 1
-                continue
-            if out.plan is not None:
-                problems = check_plan(instance, out.plan)
-                if problems:  # never expected: the models encode every rule of SPEC 4-5
-                    log.warning("%s: shape %s gave an infeasible plan: %s", name, node.shape,
-                                "; ".join(v.message for v in problems))
-                else:
-                    shape_best[i] = out.plan
-                    s = score(instance, out.plan)
-                    if s < best * (1 - 1e-9):
-                        best_plan, best = out.plan, s
-            if out.status == "infeasible":  # nothing in this shape beats the incumbent
-                shape_bound = best
-                final.add(i)
-            else:
-                shape_bound = max(node.bound, out.bound) if out.bound is not None else node.bound
-                if out.status == "optimal":
-                    final.add(i)
-                else:
-                    timed_out = True
-            bound_of[i] = max(bound_of.get(i, node.bound), min(shape_bound, best))
-            sh = node.shape
-            log.info("%s: shape tp=%d b=%d %s R=%d: %s in %.2fs (build %.2fs%s), shape bound %.6g; incumbent %.6g",
-                     name, sh.tp, sh.micro_batch, sh.schedule, sh.replicas, out.status,
-                     solve_s, out.build_s, f", {out.detail}" if out.detail else "",
-                     bound_of[i], best)
         if left() <= 0.05 or out_of_time or stop.requested():
             timed_out = timed_out or any(is_open(i) for i in range(len(nodes)))
             break

@@ -458,6 +458,8 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
                 multi = S - c0  # stages spanning >= 2 domains
                 val = max(val_k, vol_row(flows))
                 pool = ar_multi if multi >= S else ar
+                if not pool:
+                    continue  # every stage across domains, but one domain hosts them all
                 val = max(val, base + min((ph + xi) * pmax + ps for ph, xi, ps in pool.values()))
                 if k == 1:
                     # every replica inside one domain: each stage's replicas span the same

@@ -1,0 +1,161 @@
+"""Where the exact planners' per-shape solves run: this process, local processes or a Ray cluster.
+
+:func:`make_executor` returns an :class:`Executor` whose :meth:`~Executor.map`
+runs ``fn(*item)`` for a list of items and returns the results in order.
+The shape search (:func:`planner.solvers.shapesearch.shape_search`) hands it
+one *wave* of shapes at a time, ``jobs`` shapes per wave, each with the
+incumbent of the waves before it; the next wave starts when the whole wave is
+back.  What a shape is solved with depends only on the waves before it, never
+on which worker ran what or when: with deterministic budgets (CP-SAT's
+deterministic time, one worker per solve, a fixed seed) every executor gives
+the same plan and bound for the same ``jobs``.
+
+* ``serial``: in this process, one item after another; each item works on its
+  own copy of ``fn`` and of its arguments (a pickle round trip), as a remote
+  worker does, so serial and remote runs see the same state;
+* ``process``: a local pool of ``jobs`` processes (``spawn``);
+* ``ray``: Ray tasks of one CPU each, on the cluster at ``address`` (None: a
+  local Ray started with ``jobs`` CPUs).  ``planner`` must be importable on
+  every node (installed, or on ``PYTHONPATH``).
+
+A stop request (Ctrl-C, the memory cap; :mod:`planner.solvers.stop`) during a
+wave cancels what has not finished: its result is ``None``.
+
+Example
+-------
+>>> with make_executor("ray", jobs=2) as ex:                # doctest: +SKIP
+...     ex.map(pow, [(2, 3), (3, 2)])
+[8, 9]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import pickle
+import signal
+import time
+
+from . import stop
+
+KINDS = ("serial", "process", "ray")
+POLL_S = 0.2  # how often a wave checks for a stop request
+
+
+def _call(blob: bytes):
+    """Run one pickled ``(fn, item)``: ``fn(*item)`` (in a worker or in this process)."""
+    fn, item = pickle.loads(blob)
+    return fn(*item)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what a Ctrl-C stops
+
+
+class Executor:
+    """Runs ``fn(*item)`` for each item of a wave; see the module docstring.
+    ``kind`` is one of :data:`KINDS`, ``width`` the number of items run at once."""
+
+    def __init__(self, kind: str, width: int, address: str | None = None):
+        self.kind, self.width, self.address = kind, max(1, int(width)), address
+        self._pool = None
+        self._remote = None
+
+    # -- context manager -------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    # -- running a wave --------------------------------------------------------
+    def map(self, fn, items) -> list:
+        """``[fn(*item) for item in items]``, run where the executor runs things
+        (None for an item cancelled by a stop request)."""
+        blobs = [pickle.dumps((fn, tuple(item))) for item in items]
+        if self.kind == "serial":
+            out = []
+            for blob in blobs:
+                out.append(None if stop.requested() else _call(blob))
+            return out
+        if self.kind == "process":
+            return self._map_process(blobs)
+        return self._map_ray(blobs)
+
+    def _map_process(self, blobs) -> list:
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.width, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=_ignore_sigint)
+        futures = [self._pool.submit(_call, b) for b in blobs]
+        while not all(f.done() for f in futures):
+            if stop.requested():
+                for f in futures:
+                    f.cancel()
+                for proc in list(getattr(self._pool, "_processes", {}).values()):
+                    proc.terminate()  # a solve in progress: its shape keeps its cheap bound
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+                return [f.result() if f.done() and not f.cancelled() and f.exception() is None else None
+                        for f in futures]
+            cf.wait(futures, timeout=POLL_S, return_when=cf.ALL_COMPLETED)
+        return [f.result() for f in futures]
+
+    def _map_ray(self, blobs) -> list:
+        import ray
+
+        if self._remote is None:
+            self._remote = ray.remote(num_cpus=1)(_call)
+        refs = [self._remote.remote(b) for b in blobs]
+        done: dict = {}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
+            for r in ready:
+                done[r] = ray.get(r)
+            if pending and stop.requested():
+                for r in pending:
+                    ray.cancel(r, force=True)
+                break
+        return [done.get(r) for r in refs]
+
+
+def make_executor(kind: str, address: str | None = None, jobs: int | None = None) -> Executor:
+    """An :class:`Executor` of ``kind`` (``serial``, ``process``, ``ray``) running ``jobs``
+    items at once (default: 2 locally; on a Ray cluster, its CPUs).  Ray starts here
+    (``ray.init(address=...)``, or a local Ray with ``jobs`` CPUs) unless already started."""
+    if kind not in KINDS:
+        raise ValueError(f"executor {kind!r}: choose one of {', '.join(KINDS)}")
+    if kind == "ray":
+        import ray
+
+        if not ray.is_initialized():
+            t0 = time.perf_counter()
+            ray.init(address=address, num_cpus=None if address else (jobs or 2), include_dashboard=False,
+                     ignore_reinit_error=True, log_to_driver=False)
+            import logging
+
+            logging.getLogger("planner").info("ray: started in %.1f s (%s)", time.perf_counter() - t0,
+                                              address or "local")
+        if jobs is None:
+            jobs = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return Executor(kind, jobs or 2, address)
+
+
+def executor_context(kind: str | None, address: str | None = None, jobs: int | None = None):
+    """A context manager giving :func:`make_executor`'s executor (closed on exit), or None
+    when ``kind`` is None (the shape search then solves one shape at a time, here).
+
+    >>> with executor_context("serial", jobs=2) as ex:         # doctest: +SKIP
+    ...     shape_search(instance, solve_shape, name="mine", executor=ex)
+    """
+    from contextlib import nullcontext
+
+    if kind is None:
+        return nullcontext(None)
+    return make_executor(kind, address, jobs)
