@@ -456,7 +456,8 @@ def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet)
 @click.argument("instances", nargs=-1)
 @click.option("--methods", default="greedy,milp,cpsat,rl,megatron,random", show_default=True)
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="per solver run")
-@click.option("--rl-steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="RL training budget per instance")
+@click.option("--rl-steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=None,
+              help="train RL per instance with this budget (default: the shipped policies under models/rl/)")
 @click.option("--dynamic/--no-dynamic", default=True, show_default=True, help="also run rollouts over traces")
 @click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=24.0, show_default=True,
               help="trace length")

@@ -176,7 +176,7 @@ def solver_options(solver: str) -> set[str]:
 
         names = _parameters(anneal_solver) | (_parameters(anneal) - {"start"})
     elif solver == "rl":
-        names = {"policy", "states", "seed"}
+        names = {"policy", "states", "seed", "samples"}
     else:
         names = _parameters(SOLVERS[solver])
     return names | _PLAN_OPTIONS
