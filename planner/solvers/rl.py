@@ -35,6 +35,7 @@ import csv
 import json
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,6 +164,19 @@ class Curve:
 
 # -- decoding ------------------------------------------------------------------------
 
+@contextmanager
+def one_thread():
+    """torch on one thread meanwhile (tiny networks: more threads only contend)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
     import torch as th
 
@@ -219,6 +233,10 @@ class Replanner:
     def __call__(self, states: NetworkStates | None = None, time_limit: float | None = None,
                  samples: int | None = None) -> Plan:
         """The best plan for the first state of ``states`` (default: the base network)."""
+        with one_thread():
+            return self._search(states, time_limit, samples)
+
+    def _search(self, states, time_limit, samples) -> Plan:
         env = self.env
         t0 = time.perf_counter()
         opts = None
@@ -267,9 +285,10 @@ def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0
     exact simulation under ``states``' first state (default: the base network).
     ``time_limit`` (s) stops the search early (the best plan so far)."""
     t0 = time.perf_counter()
-    rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True)
-    left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
-    return rep(states, time_limit=left)
+    with one_thread():
+        rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True)
+        left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+        return rep(states, time_limit=left)
 
 
 # -- training ------------------------------------------------------------------------

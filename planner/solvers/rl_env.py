@@ -86,6 +86,16 @@ def _log_ratio(a, b):
     return _clip(math.log(max(a, 1e-300) / b))
 
 
+def _log_ratios(a, b) -> np.ndarray:
+    """:func:`_log_ratio` elementwise over ``a`` (``b`` a scalar)."""
+    a = np.asarray(a, float)
+    if b <= 0 or not np.isfinite(b):
+        return np.where(np.isfinite(a), 0.0, OBS_MAX)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.clip(np.log(np.maximum(a, 1e-300) / b), -OBS_MAX, OBS_MAX)
+    return np.where(np.isfinite(a), v, OBS_MAX)
+
+
 def shape_key(plan: Plan) -> tuple:
     return (plan.tp, plan.micro_batch_size, str(plan.schedule), plan.num_stages, plan.replicas,
             tuple(plan.bounds()))
@@ -522,35 +532,37 @@ class PlacementEnv(gym.Env if gym else object):
             g[9] = len(self._order) / N_SLOTS
             prev = self._placed[r, j - 1] if j > 0 else -1
             est, order = self._cand_est, self._order
-            best = float(np.min(est))
-            cmax = float(self.est.c.max())
-            remaining = self.n - self._pos
-            for i, d in enumerate(order):
-                col = self._placed[:r, j]
-                if j > 0 and prev != d:
-                    link_bw = float(self._bw_pad[self.est.route[prev, d]].min()) * GBPS  # unshared, bytes/s
-                    comm = 2 * (self.est.A[j - 1] / max(link_bw, 1e-300) + self.est.route_lat[prev, d]) \
-                        if link_bw > 0 else np.inf
-                    rel_bw = _log_ratio(link_bw, self.est.intra[prev])
-                    lat = self.est.route_lat[prev, d] / max(cmax, 1e-12)
-                else:
-                    comm, rel_bw, lat = 0.0, 0.0, 0.0
-                slots[i] = [1.0,
-                            float(j > 0 and prev == d),
-                            float(d == self._last),
-                            float((col == d).mean()) if r > 0 else 0.0,
-                            float(r > 0 and self._placed[0, j] == d),
-                            _clip(10 * _log_ratio(est[i], best)),
-                            _log_ratio(est[i], base),
-                            _clip(math.log1p(comm / max(cmax, 1e-12))) if np.isfinite(comm) else OBS_MAX,
-                            rel_bw / 5,
-                            _clip(math.log1p(lat)),
-                            min(1.0, self._free[d] / remaining),
-                            float(self._free[d] >= S - j),
-                            min(4.0, self._free[d] / S) / 4,
-                            self.slots0[d] / max(1, self.slots0.max()),
-                            float(not (self._placed == d).any()),
-                            self.price[d]]
+            K = len(order)
+            cm = max(float(self.est.c.max()), 1e-12)
+            f = np.zeros((K, SLOT))
+            f[:, 0] = 1.0
+            if j > 0:
+                cross = order != prev
+                link_bw = self._bw_pad[self.est.route[prev, order]].min(axis=1) * GBPS  # unshared, bytes/s
+                lat = self.est.route_lat[prev, order]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    comm = np.where(link_bw > 0, 2 * (self.est.A[j - 1] / np.maximum(link_bw, 1e-300) + lat), np.inf)
+                    f[:, 7] = np.where(cross, np.where(np.isfinite(comm), np.clip(np.log1p(comm / cm), -OBS_MAX, OBS_MAX),
+                                                       OBS_MAX), 0.0)
+                f[:, 8] = np.where(cross, _log_ratios(link_bw, self.est.intra[prev]) / 5, 0.0)
+                f[:, 9] = np.where(cross, np.clip(np.log1p(lat / cm), -OBS_MAX, OBS_MAX), 0.0)
+                f[:, 1] = ~cross
+            f[:, 2] = order == self._last
+            if r > 0:
+                f[:, 3] = (self._placed[:r, j][None, :] == order[:, None]).mean(axis=1)
+                f[:, 4] = self._placed[0, j] == order
+            f[:, 5] = np.clip(10 * _log_ratios(est, float(np.min(est))), -OBS_MAX, OBS_MAX)
+            f[:, 6] = _log_ratios(est, base)
+            free = self._free[order]
+            f[:, 10] = np.minimum(1.0, free / (self.n - self._pos))
+            f[:, 11] = free >= S - j
+            f[:, 12] = np.minimum(4.0, free / S) / 4
+            f[:, 13] = self.slots0[order] / max(1, self.slots0.max())
+            used = np.zeros(self.D, dtype=bool)
+            used[self._placed[self._placed >= 0]] = True
+            f[:, 14] = ~used[order]
+            f[:, 15] = self.price[order]
+            slots[:K] = f
         return np.concatenate([g, slots.ravel()]).astype(np.float32)
 
     # -- the plan ---------------------------------------------------------------------
