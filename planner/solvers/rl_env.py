@@ -165,6 +165,21 @@ class PartialEstimate:
         self.bw = np.append(np.asarray(bw_gbps, float) * GBPS, np.inf)  # bytes/s; dummy link: infinite
         lat = np.append(np.asarray(lat_ms, float) * MS, 0.0)
         self.route_lat = lat[self.route].sum(axis=-1)  # (D, D) seconds
+        self._rings: dict = {}
+
+    def _ring(self, domains: tuple) -> tuple[np.ndarray, float]:
+        """The ring over ``domains`` (sorted indices): its hops' padded routes (h, P) and
+        their largest latency (s) under the current state; cached."""
+        hit = self._rings.get(domains)
+        if hit is None:
+            hops = self.ring_hops(domains)
+            if hops:
+                a, b = (list(x) for x in zip(*hops))
+                hit = (self.route[a, b], float(self.route_lat[a, b].max()))
+            else:
+                hit = (np.zeros((0, self.route.shape[-1]), dtype=np.int64), 0.0)
+            self._rings[domains] = hit
+        return hit
 
     @staticmethod
     def ring_hops(domains) -> list[tuple[int, int]]:
@@ -199,32 +214,28 @@ class PartialEstimate:
         np.add.at(counts, (ss, real[rr, ss]), 1)
         present = counts > 0
         # the rings of the other stages (fixed) and of stage j with each candidate
-        hop_list, ring_of, ring_lat = [], [], np.zeros(S)
+        parts, ring_of, ring_lat, n = [], [], np.zeros(S), 0
         for s in range(S):
             if s == j:
                 ring_of.append([])
                 continue
-            hops = self.ring_hops(np.nonzero(present[s])[0])
-            ring_of.append(list(range(len(hop_list), len(hop_list) + len(hops))))
-            hop_list += hops
-            if hops:
-                ring_lat[s] = max(self.route_lat[a, b] for a, b in hops)
-        hop_idx = self.route[[a for a, _ in hop_list], [b for _, b in hop_list]] if hop_list else \
-            np.zeros((0, P), dtype=np.int64)
+            idx, ring_lat[s] = self._ring(tuple(np.flatnonzero(present[s]).tolist()))
+            ring_of.append(np.arange(n, n + len(idx)))
+            n += len(idx)
+            parts.append(idx)
+        hop_idx = np.concatenate(parts) if parts else np.zeros((0, P), dtype=np.int64)
         prev = placed[r, j - 1] if j > 0 else -1
         new_pipe = self.route[prev, cands] if j > 0 else np.full((K, P), L, dtype=np.int64)
         if j > 0:
             new_pipe[cands == prev] = L
-        base_j = set(np.nonzero(present[j])[0].tolist())
-        ring_j = [self.ring_hops(base_j | {int(d)}) for d in cands]
-        V = max(1, max(len(h) for h in ring_j))
+        base_j = set(np.flatnonzero(present[j]).tolist())
+        ring_j = [self._ring(tuple(sorted(base_j | {int(d)}))) for d in cands]
+        V = max(1, max(len(h) for h, _ in ring_j))
         var_ring = np.full((K, V, P), L, dtype=np.int64)
         lat_j = np.zeros(K)
-        for k, hops in enumerate(ring_j):
-            if hops:
-                a, b = zip(*hops)
-                var_ring[k, :len(hops)] = self.route[list(a), list(b)]
-                lat_j[k] = self.route_lat[list(a), list(b)].max()
+        for k, (idx, lat_k) in enumerate(ring_j):
+            var_ring[k, :len(idx)] = idx
+            lat_j[k] = lat_k
 
         def shares(fixed, var):
             """Per-candidate flow bandwidths (bytes/s) of the fixed flows (K, F) and of ``var``
@@ -267,7 +278,7 @@ class PartialEstimate:
         ring_bw = np.full((K, S), np.inf)
         lat = np.broadcast_to(ring_lat, (K, S)).copy()
         for s in range(S):
-            if s != j and ring_of[s]:
+            if s != j and len(ring_of[s]):
                 ring_bw[:, s] = hop_bw[:, ring_of[s]].min(axis=1)
         ring_bw[:, j] = np.where(np.arange(V)[None, :] < np.where(kr[:, j] > 1, kr[:, j], 0)[:, None], ring_bw_j,
                                  np.inf).min(axis=1)
@@ -422,6 +433,9 @@ class PlacementEnv(gym.Env if gym else object):
             mask[:, np.arange(len(ORDERS)) != int(order)] = False
         self._shape_mask = mask.ravel()
         self._bw_pad = np.append(self._bw, np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(self.base_bw > 0, self._bw / np.maximum(self.base_bw, 1e-12), 1.0)
+        self._drift = _clip(float(np.mean(np.log(np.maximum(ratio, 1e-4)))))  # mean log bandwidth / base
         self._phase = 0
         self._phi = 0.0
         self._scale = None
@@ -513,9 +527,7 @@ class PlacementEnv(gym.Env if gym else object):
         slots = np.zeros((N_SLOTS, SLOT), dtype=np.float32)
         g[6] = float(self.cost)
         g[11] = 1.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(self.base_bw > 0, self._bw / np.maximum(self.base_bw, 1e-12), 1.0)
-        g[10] = _clip(float(np.mean(np.log(np.maximum(ratio, 1e-4)))))
+        g[10] = self._drift
         if self._phase == 0:
             g[0] = 1.0
             slots[:] = self._shape_feats
