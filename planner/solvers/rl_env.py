@@ -12,7 +12,8 @@ Actions index *slots*: at step 0 slot i is shape i of the menu; afterwards
 slot i is the i-th candidate domain, candidates sorted by the partial
 plan's ``T_est`` if the stage went there (then by free slots).  Slots
 beyond the candidates are masked (:meth:`PlacementEnv.action_masks`), so
-every episode ends in a plan that fits the GPUs.  The observation is
+every episode ends in a plan that fits the GPUs; a masked action (an agent
+that ignores the mask) ends the episode at once with the worst return.  The observation is
 instance-agnostic: ``GLOBAL`` figures of the position, then ``SLOT``
 features for each of ``N_SLOTS`` slots (ratios, flags, logs: no domain
 names or counts that change with the instance), so one policy can serve
@@ -439,12 +440,16 @@ class PlacementEnv(gym.Env if gym else object):
         self._phase = 0
         self._phi = 0.0
         self._scale = None
+        self._incomplete = False
         return self._obs(), {}
 
     def step(self, action: int):
         action = int(action)
-        if not self.action_masks()[action]:
-            raise ValueError(f"action {action} is masked")
+        if not self.action_masks()[action]:  # only agents that ignore the mask get here: the worst return
+            reward = REWARD_MIN - self._phi if self._phase == 1 else REWARD_MIN
+            self._phase = 2
+            self._incomplete = True
+            return self._obs(), float(reward), True, False, {"invalid_action": action, "final": REWARD_MIN}
         if self._phase == 0:
             self._setup_shape(*divmod(action, len(ORDERS)))
             self._phase = 1
@@ -579,7 +584,9 @@ class PlacementEnv(gym.Env if gym else object):
 
     # -- the plan ---------------------------------------------------------------------
     def plan(self) -> Plan:
-        """The plan of the placement so far (complete after the last step)."""
+        """The plan of the finished episode (``ValueError`` if it is not complete)."""
+        if self._phase == 0 or self._incomplete or (self._placed < 0).any():
+            raise ValueError("no complete placement: the episode has not placed every stage")
         placement = [[self.domains[d] for d in row] for row in self._placed]
         return self.template.model_copy(update={"placement": placement, "predicted": None, "solver": None})
 

@@ -61,9 +61,26 @@ def test_shape_choice_is_masked_to_the_menu(env, inst):
     env.reset(seed=0)
     mask = env.action_masks()
     assert env.phase == 0 and mask.sum() == k * len(ORDERS) and mask[:k * len(ORDERS)].all()
-    for bad in np.nonzero(~mask)[0]:
+    for bad in np.nonzero(~mask)[0]:  # a masked action ends the episode with the worst return, no plan
+        env.reset(seed=0)
+        _, reward, done, _, info = env.step(int(bad))
+        assert done and reward == -2.0 and info["invalid_action"] == bad and not env.action_masks().any()
         with pytest.raises(ValueError):
-            env.step(int(bad))
+            env.plan()
+    env.reset(seed=0)  # also while placing
+    env.step(int(np.nonzero(env.action_masks())[0][0]))
+    total = 0.0
+    for _ in range(2):
+        if env.phase != 1:
+            break
+        m = env.action_masks()
+        if (~m).any():
+            _, reward, done, _, _ = env.step(int(np.nonzero(~m)[0][0]))
+            total += reward
+            break
+        _, reward, done, _, _ = env.step(int(np.nonzero(m)[0][0]))
+        total += reward
+    assert done and total == pytest.approx(-2.0)
     # a forced shape and order leave exactly one action, and the episode places that shape
     for i in range(k):
         for o in range(len(ORDERS)):
