@@ -350,7 +350,7 @@ def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None 
     class Record(BaseCallback):
         def _on_step(self) -> bool:
             for info, done in zip(self.locals["infos"], self.locals["dones"]):
-                if done:
+                if done and "objective" in info:  # (an unmasked agent's invalid action has none)
                     name = names[info.get("instance", 0)]
                     curve.episodes.append((self.num_timesteps, name, f"{info['shape']}{'rs'[info['order']]}",
                                            info["final"],
