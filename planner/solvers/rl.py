@@ -144,6 +144,7 @@ class Curve:
         a1.set_xlabel("environment steps")
         a1.set_ylabel("episode return log(T_greedy / T)\n(moving mean)")
         a1.set_title("training episodes (base network and drifted states)", fontsize=9)
+        a1.legend(fontsize=7, ncol=2, loc="lower right")
         for name in names:
             ev = [e for e in self.evals if e[1] == name]
             if ev:
