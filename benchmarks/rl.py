@@ -71,6 +71,7 @@ def main(argv=None):
     from planner.solvers.registry import finish
     from planner.solvers.rl import Replanner, shipped_policy
 
+    code = commit()  # before any results file changes the tree
     names = args.instances or available("instances")
     prior = untrained(args.seed)
     rows, policies = [], {}
@@ -105,7 +106,7 @@ def main(argv=None):
         w.writeheader()
         w.writerows(rows)
     met = [r["instance"] for r in rows if r["within_5pct"]]
-    lines = [f"Code: `{commit()}` (git describe). Policies: " + "; ".join(
+    lines = [f"Code: `{code}` (git describe). Policies: " + "; ".join(
                  f"`{k}` ({v.get('steps')} steps, seed {v.get('seed')}, trained at `{v.get('commit')}` by "
                  f"`{v.get('command')}`)" for k, v in policies.items()), "",
              "Static, base network. Objective: simulated iteration time (s), or cost per iteration (USD) on "
