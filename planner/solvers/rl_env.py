@@ -4,25 +4,32 @@ its stages one (replica, stage) at a time, seeing instance-agnostic features.
 An episode has ``1 + R * S`` steps.  Step 0 chooses a *shape* (tensor
 parallelism, micro-batch size, schedule, stages, replicas and the layer
 split) among the ``k`` best distinct shapes of greedy's candidate ranking
-(:func:`shape_menu`).  Each later step places the next (replica, stage),
-replica by replica, on a domain with a free slot of ``tp`` GPUs.  Only the
-shape comes from greedy; every placement is the agent's.
+(:func:`shape_menu`) and an *order* of placement (``ORDERS``: replica by
+replica, or stage by stage across the replicas).  Each later step places
+the next (replica, stage) in that order on a domain with a free slot of
+``tp`` GPUs.  Only the shape comes from greedy; every placement is the
+agent's.
 
-Actions index *slots*: at step 0 slot i is shape i of the menu; afterwards
-slot i is the i-th candidate domain, candidates sorted by the partial
-plan's ``T_est`` if the stage went there (then by free slots).  Slots
-beyond the candidates are masked (:meth:`PlacementEnv.action_masks`), so
-every episode ends in a plan that fits the GPUs; a masked action (an agent
-that ignores the mask) ends the episode at once with the worst return.  The observation is
+Actions index *slots*: at step 0 slot ``2 i + o`` is shape i of the menu
+with order o; afterwards slot i is the i-th candidate domain, candidates
+sorted by the partial plan's ``T_est`` if the stage went there (then by
+free slots).  Slots beyond the menu or the candidates are masked
+(:meth:`PlacementEnv.action_masks`), so every episode ends in a plan that
+fits the GPUs; a masked action (an agent that ignores the mask) ends the
+episode at once with the worst return.  The observation is
 instance-agnostic: ``GLOBAL`` figures of the position, then ``SLOT``
 features for each of ``N_SLOTS`` slots (ratios, flags, logs: no domain
 names or counts that change with the instance), so one policy can serve
 every instance.  Placement features of a candidate domain d: the partial
-plan's T_est with d (SPEC 7 over the replicas placed so far, the rest of the
-current replica assumed inside d; :class:`PartialEstimate`, vectorised over
-the candidates), the transfer time from the previous stage's domain and the
-gradient ring of this stage with d (both with link sharing), d's free slots,
-whether previous replicas put this stage in d, its price.
+plan's ``T_est`` (s) with d, relative to the best candidate's and to the
+compute-only ``T_est`` (SPEC 7 over the replicas placed so far, links
+shared by every flow placed, the unplaced stages assumed to stay in their
+replica's last domain; :class:`PartialEstimate`, vectorised over the
+candidates), the transfer time, bandwidth and latency from the previous
+stage's domain (the route's own figures), d's free slots, whether earlier
+replicas put this stage in d, d's size and price.  At step 0 the slots hold
+the shapes' figures (rank, ``T_est`` relative to the best, tp, replicas,
+stages, GPUs, schedule, micro-batch, order).
 
 Reward: ``log(T_ref / T)`` clipped to [-2, 1] at the last step, ``T``
 the plan's exact simulated objective (seconds, or cost per iteration for
