@@ -84,7 +84,7 @@ def main(argv=None):
         wall = time.perf_counter() - t0
         pol = shipped_policy(name)
         policies[str(pol.relative_to(pol.parents[2]))] = json.loads(Path(str(pol) + ".json").read_text())
-        det = finish(inst, Replanner(inst, str(pol), seed=args.seed)(samples=0), "rl", 0.0)
+        det = finish(inst, Replanner(inst, str(pol), seed=args.seed, per_shape=False)(samples=0), "rl", 0.0)
         pri = finish(inst, Replanner(inst, prior, seed=args.seed, samples=args.samples, per_shape=True)(), "rl", 0.0)
         base = objective(g, cost)
         row = {"instance": name, "objective": inst.options.objective,

@@ -210,11 +210,12 @@ class Replanner:
     """A trained policy ready to plan ``instance`` for any network state: the
     environment (greedy's shape menu) is built once; each call decodes one
     deterministic episode (the policy chooses the shape), with ``per_shape``
-    one more on each shape of the menu, and ``samples`` sampled ones (seeded),
-    and returns the plan with the best exact objective under that state.  ``policy``: a path,
+    (the default) one more on each shape and order of the menu, and
+    ``samples`` sampled ones (seeded; none by default), and returns the plan
+    with the best exact objective under that state.  ``policy``: a path,
     the zip's bytes, a loaded model, or None for the shipped policy."""
 
-    def __init__(self, instance, policy=None, seed: int = 0, samples: int = 0, per_shape: bool = False, menu=None):
+    def __init__(self, instance, policy=None, seed: int = 0, samples: int = 0, per_shape: bool = True, menu=None):
         _require()
         self.policy_path = None
         if policy is None:
