@@ -564,7 +564,7 @@ class PlacementEnv(gym.Env if gym else object):
                 cross = order != prev
                 link_bw = self._bw_pad[self.est.route[prev, order]].min(axis=1) * GBPS  # unshared, bytes/s
                 lat = self.est.route_lat[prev, order]
-                with np.errstate(divide="ignore", invalid="ignore"):
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a link down: inf
                     comm = np.where(link_bw > 0, 2 * (self.est.A[j - 1] / np.maximum(link_bw, 1e-300) + lat), np.inf)
                     f[:, 7] = np.where(cross, np.where(np.isfinite(comm), np.clip(np.log1p(comm / cm), -OBS_MAX, OBS_MAX),
                                                        OBS_MAX), 0.0)
