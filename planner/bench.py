@@ -13,8 +13,9 @@ we report total time, iterations per hour, reconfiguration and stalled
 time, the number of re-planning decisions and the mean wall time of one.
 
 Methods: ``greedy``, ``milp`` (time limit), ``cpsat`` (when installed),
-``rl`` (MaskablePPO trained on the instance with a fixed, stated budget of
-environment steps; its training time is reported apart), ``megatron``
+``rl`` (the shipped MaskablePPO policy of ``models/rl/``, or one trained on
+the instance with a stated budget of environment steps, its training time
+reported apart; :mod:`planner.solvers.rl`), ``megatron``
 (one domain per stage, uniform layer split, 1f1b, the largest tp, as many
 replicas as every chosen domain holds) and ``random`` (a random feasible
 plan: random shape, balanced split, random placement; seeded).
@@ -57,7 +58,7 @@ class Task:
     method: str
     time_limit: float
     seed: int
-    rl_steps: int
+    rl_steps: int | None
 
 
 def megatron_plan(instance):
@@ -141,15 +142,21 @@ def run_static(task: Task) -> dict:
             p = make_plan(inst, solver=task.method, time_limit=task.time_limit if task.method != "greedy" else None,
                           seed=task.seed)
         elif task.method == "rl":
-            from .solvers.rl import rl, train
+            from .solvers.rl import policy_bytes, rl, shipped_policy, train
 
-            from .solvers.rl import policy_bytes
-
-            model, _ = train(inst, steps=task.rl_steps, seed=task.seed)
-            row["train_s"] = time.perf_counter() - t0
-            row["_policy"] = policy_bytes(model)  # for the rl rollout policy; not a table column
+            if task.rl_steps:  # train with the stated budget
+                policy, _ = train(inst, steps=task.rl_steps, seed=task.seed)
+                row["train_s"] = time.perf_counter() - t0
+                row["_policy"] = policy_bytes(policy)  # for the rl rollout policy; not a table column
+            else:  # the shipped policy (models/rl/), trained beforehand
+                path = shipped_policy(inst.name)
+                if path is None:
+                    row["status"] = "no policy"
+                    return row
+                policy = str(path)
+                row["_policy"] = path.read_bytes()
             t0 = time.perf_counter()
-            p = finish(inst, rl(inst, policy=model, seed=task.seed), "rl", 0.0)
+            p = finish(inst, rl(inst, policy=policy, seed=task.seed), "rl", 0.0)
         else:
             raw = megatron_plan(inst) if task.method == "megatron" else random_plan(inst, task.seed)
             if raw is None:
@@ -266,13 +273,14 @@ def _map(fn, items, executor: str, workers: int, address: str | None, progress=N
     return out
 
 
-def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int = 0, rl_steps: int = 20_000,
+def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int = 0, rl_steps: int | None = None,
         dynamic: bool = True, hours: float = 24.0, iterations: int | str = 2000, executor: str = "process",
         workers: int = 2, address: str | None = None, show_progress: bool = True):
     """(static rows, dynamic rows) for the suite; see the module docstring.  The
     resolve policy uses the MILP (when ``milp`` is among ``methods``) with
     ``min(time_limit, 30)`` s per re-solve; the rl policy uses the policy
-    trained for the static table (when ``rl`` is among ``methods``)."""
+    of the static table (when ``rl`` is among ``methods``): trained with
+    ``rl_steps`` environment steps, or (None) the shipped one under ``models/rl/``."""
     from rich.console import Console
     from rich.progress import Progress
 

@@ -435,38 +435,56 @@ def rl_group():
 
 
 @rl_group.command("train")
-@click.argument("instance")
+@click.argument("instances", nargs=-1, required=True)
 @click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="environment steps")
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="policy file (zip)")
 @click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_writable, help="learning curve PNG "
-              "(default: OUT with .png)")
+              "(default: OUT with .png; its CSV beside it with .csv)")
+@click.option("--init", "init_path", type=click.Path(dir_okay=False, exists=True),
+              help="continue training this policy")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def rl_train_cmd(instance, steps, seed, out_path, curve_path):
-    """Train a MaskablePPO placement policy on INSTANCE over generated network states."""
+def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet):
+    """Train a MaskablePPO policy that chooses one of greedy's best shapes and places its
+    stages, on INSTANCES (one or more files or packaged names, or "all"; several: one
+    instance-agnostic policy for all) over the base network and generated network states."""
+    import time
+
     import numpy as np
 
+    from . import bench
     from .solvers.rl import train
 
-    inst = pio.load_instance(instance)
-    curve_path = curve_path or str(out_path).removesuffix(".zip") + ".png"
-    for option, path in (("--out", out_path), ("--curve", curve_path)):
-        pio.check_output(path, option, [pio.resolve_instance_path(instance)])
-    t0 = __import__("time").perf_counter()
-    _, curve = train(inst, steps=steps, seed=seed, out=out_path, progress=True, curve_png=curve_path)
+    names = pio.available("instances") if list(instances) == ["all"] else list(instances)
+    insts = [pio.load_instance(n) for n in names]
+    stem = str(out_path).removesuffix(".zip")
+    curve_path = curve_path or stem + ".png"
+    curve_csv = str(curve_path).rsplit(".", 1)[0] + ".csv"
+    for option, path in (("--out", out_path), ("--curve", curve_path), ("--curve", curve_csv)):
+        pio.check_output(path, option, [pio.resolve_instance_path(n) for n in names])
+    _progress(quiet)
+    command = "planner rl train " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "planner rl train"
+    t0 = time.perf_counter()
+    _, curve = train(insts if len(insts) > 1 else insts[0], steps=steps, seed=seed, out=out_path,
+                     progress=not quiet, curve_png=curve_path, curve_csv=curve_csv, init=init_path,
+                     meta={"command": command, "commit": bench.code_version()})
     r = np.array(curve.rewards)
     tail = r[-max(1, len(r) // 10):]
-    out.print(f"trained {steps} steps in {__import__('time').perf_counter() - t0:.1f} s; {len(r)} episodes; "
-              f"last 10% mean reward {tail.mean():+.3f} (0 = greedy's T_est)")
-    out.print(f"policy written to {out_path}, learning curve to {curve_path}")
+    out.print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; {len(r)} episodes; "
+              f"last 10% mean return {tail.mean():+.3f} (log of greedy's objective over the plan's)")
+    for name, ratio in curve.last_ratios().items():
+        out.print(f"  {name}: deterministic plan / greedy's = {ratio:.4f} (exact, base network)")
+    out.print(f"policy written to {out_path}, learning curve to {curve_path} and {curve_csv}")
 
 
 @main.command("bench")
 @click.argument("instances", nargs=-1)
 @click.option("--methods", default="greedy,milp,cpsat,rl,megatron,random", show_default=True)
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="per solver run")
-@click.option("--rl-steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=20_000, show_default=True, help="RL training budget per instance")
+@click.option("--rl-steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=None,
+              help="train RL per instance with this budget (default: the shipped policies under models/rl/)")
 @click.option("--dynamic/--no-dynamic", default=True, show_default=True, help="also run rollouts over traces")
 @click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=24.0, show_default=True,
               help="trace length")

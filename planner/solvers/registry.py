@@ -93,9 +93,10 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     objective = e.objective(instance.options.objective)
     info = result.solver
     if info is None:
-        bound = (lower_bound(instance).value if instance.options.objective == "time"
-                 else cost_lower_bound(instance))
-        info = SolverInfo(name=name, status="heuristic", objective=objective, bound=bound)
+        info = SolverInfo(name=name, status="heuristic", objective=objective)
+    if info.bound is None and info.status == "heuristic":  # a heuristic proves nothing: the instance's bound
+        info = info.model_copy(update={"bound": lower_bound(instance).value if instance.options.objective == "time"
+                                       else cost_lower_bound(instance)})
     bound = info.bound
     gap = info.gap
     if gap is None and bound is not None and objective > 0:
@@ -206,7 +207,7 @@ def solver_options(solver: str) -> set[str]:
 
         names = _parameters(anneal_solver) | (_parameters(anneal) - {"start"})
     elif solver == "rl":
-        names = {"policy", "states", "seed"}
+        names = {"policy", "states", "seed", "samples"}
     elif solver == "hier":
         from .hierarchy import hier as fn
 

@@ -1,222 +1,409 @@
-"""Reinforcement-learning planner: a gymnasium environment in which an agent
-places the stages of a plan one (replica, stage) at a time, and a
-MaskablePPO (sb3-contrib) policy trained on it that re-plans in
-milliseconds for whatever network state it is shown.
+"""Reinforcement-learning planner: a MaskablePPO policy (sb3-contrib) that
+chooses one of greedy's best shapes and places every stage itself, in the
+environment of :mod:`planner.solvers.rl_env`, with the per-slot network of
+:mod:`planner.solvers.rl_net`.
 
-The shape (tensor parallelism, micro-batch, schedule, replicas, stages and
-partition) is the greedy plan's on the base network; the agent decides the
-domain assignment, which is what changing networks change.  Each episode
-draws a network state from a generated week of WAN drift
-(``planner.problem.traces``); the observation holds that state (every link's
-bandwidth and latency relative to base), the placement so far, the free
-stage slots per domain and the position being placed; actions that would
-overfill a domain are masked.  The reward, given at the last step, is
-(T_ref - T) / T_ref with T the plan's T_est under the episode's state and
-T_ref the greedy plan's (0: as good as greedy; -1 when the plan cannot run).
+The observation is instance-agnostic, so one policy can be trained across
+several instances (``train([inst1, inst2, ...])``) and used on others.
+Trained policies ship under ``models/rl/`` (``<instance>.zip`` for one
+instance, ``general.zip`` for all, each with a ``.json`` sidecar naming the
+training command, steps, seed and commit); ``planner plan --solver rl``
+uses them when no ``--policy`` is given.
+
+Planning (:func:`rl`) decodes the policy deterministically (the most
+likely action at every step) once with the shape the policy chooses and once
+on each shape of the menu, then samples ``samples`` more episodes from the
+policy (a seeded NumPy generator, so the same seed gives the same plan),
+simulates every distinct plan exactly and returns the best; the counts, not
+the clock, bound the work, and ``time_limit`` stops the search early.
+Every plan is the policy's own: greedy contributes the shapes on offer and
+the reward's yardstick, never a placement.
 
 Needs the optional extra ``planner[rl]`` (gymnasium, stable-baselines3,
 sb3-contrib, torch).
 
 Example
 -------
->>> env = PlacementEnv(instance, seed=0)                       # doctest: +SKIP
->>> obs, info = env.reset(seed=0)
->>> obs, reward, terminated, truncated, info = env.step(int(env.action_masks().argmax()))
+>>> p = rl(instance)                              # the shipped policy   # doctest: +SKIP
+>>> model, curve = train(instance, steps=20_000, seed=0, out="policy.zip")  # doctest: +SKIP
+>>> p = rl(instance, policy="policy.zip", samples=32)                     # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import logging
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..scoring.evaluator import Evaluator
 from ..problem.errors import InputError
-from ..problem.files import atomic_path, read_text, write_atomic
+from ..problem.files import atomic_path, models_dir, read_text, write_atomic
 from ..problem.network import NetworkStates
 from ..problem.plan import Plan, SolverInfo
+from .rl_env import N_SLOTS, ORDERS, SHAPES, PlacementEnv, _require, gym, shape_menu  # noqa: F401 (re-exported)
 
-OBS_MAX = 10.0
-
-try:
-    import gymnasium as gym
-    from gymnasium import spaces
-except ImportError:  # the optional extra is missing: fail when used, not on import
-    gym = None
+SAMPLES = 16  # sampled episodes at inference, besides the deterministic one
+FORMAT = 2  # policy files: 2 = shape choice + per-slot network (rl_env, rl_net)
+POLICY_DIR = "rl"  # the shipped policies: models/rl/<instance>.zip, models/rl/general.zip
+log = logging.getLogger("planner.rl")
 
 
-def _require():
-    if gym is None:
-        raise ImportError("the RL planner needs the optional extra: pip install 'planner[rl]'")
-
-
-class PlacementEnv(gym.Env if gym else object):
-    """Place (replica, stage) pairs on domains; see the module docstring."""
+class MultiEnv(gym.Env if gym else object):
+    """Several :class:`PlacementEnv` (one per instance) behind one gymnasium env: each
+    episode picks an instance (uniformly, seeded), or ``reset(options={"instance": i})``."""
 
     metadata = {"render_modes": []}
 
-    def __init__(self, instance, template: Plan | None = None, hours: float = 24 * 7, seed: int = 0):
+    def __init__(self, envs: list[PlacementEnv]):
         _require()
-        from .greedy import greedy
-        from ..problem.traces import generate
+        self.envs = list(envs)
+        self.observation_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+        self.current, self.index = self.envs[0], 0
 
-        self.instance = instance
-        self.template = template or greedy(instance)
-        t = self.template
-        self.R, self.S, self.tp = t.replicas, t.num_stages, t.tp
-        self.domains = list(instance.domain_names)
-        self.D = len(self.domains)
-        self.slots0 = np.array([(d.gpus // self.tp) if d.gpus_per_node >= self.tp else 0
-                                for d in instance.domains], dtype=np.int64)
-        self.trace = generate(instance, hours=hours, seed=seed)
-        self.base_bw = np.array([l.bandwidth_gbps for l in instance.links])
-        self.base_lat = np.maximum(np.array([l.latency_ms for l in instance.links]), 1e-9)
-        self.L = len(instance.links)
-        self.n = self.R * self.S
-        size = 2 * self.L + self.n * self.D + self.D + self.n
-        # link figures relative to base are clipped at OBS_MAX; the rest lies in [0, 1]
-        self.observation_space = spaces.Box(low=0.0, high=OBS_MAX, shape=(size,), dtype=np.float32)
-        self.action_space = spaces.Discrete(self.D)
-        self._state = None
-        self._pos = 0
-
-    # -- gymnasium API ----------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if options and "state" in options:
-            bw, lat = options["state"]
-        else:
-            k = int(self.np_random.integers(self.trace.epochs))
-            bw, lat = self.trace.states.bandwidth_gbps[k], self.trace.states.latency_ms[k]
-        self._state = NetworkStates(np.asarray(bw, float)[None, :], np.asarray(lat, float)[None, :])
-        self._ref = float(Evaluator(self.instance, self.template).estimate_times(self._state)[0])
-        self._placed = np.full(self.n, -1, dtype=np.int64)
-        self._free = self.slots0.copy()
-        self._pos = 0
-        return self._obs(), {}
+        options = dict(options or {})
+        i = options.pop("instance", None)
+        self.index = int(self.np_random.integers(len(self.envs))) if i is None else int(i)
+        self.current = self.envs[self.index]
+        obs, info = self.current.reset(seed=int(self.np_random.integers(2**31)), options=options)
+        return obs, {**info, "instance": self.index}
 
-    def step(self, action: int):
-        action = int(action)
-        if not self.action_masks()[action]:
-            raise ValueError(f"action {action} (domain {self.domains[action]}) is masked")
-        self._placed[self._pos] = action
-        self._free[action] -= 1
-        self._pos += 1
-        if self._pos < self.n:
-            return self._obs(), 0.0, False, False, {}
-        plan = self.plan()
-        T = float(Evaluator(self.instance, plan).estimate_times(self._state)[0])
-        if not np.isfinite(T):
-            reward = -1.0
-        elif not np.isfinite(self._ref):
-            reward = 1.0
-        else:
-            reward = float(max(-1.0, (self._ref - T) / self._ref))
-        return self._obs(), reward, True, False, {"estimate_s": T, "reference_s": self._ref}
+    def step(self, action):
+        obs, r, term, trunc, info = self.current.step(action)
+        return obs, r, term, trunc, {**info, "instance": self.index}
 
     def action_masks(self) -> np.ndarray:
-        return self._free > 0
-
-    # -- helpers ------------------------------------------------------------------------
-    def _obs(self) -> np.ndarray:
-        bw = np.minimum(self._state.bandwidth_gbps[0] / np.maximum(self.base_bw, 1e-9), OBS_MAX)
-        lat = np.minimum(self._state.latency_ms[0] / self.base_lat, OBS_MAX)
-        onehot = np.zeros((self.n, self.D), dtype=np.float32)
-        done = self._placed >= 0
-        onehot[np.nonzero(done)[0], self._placed[done]] = 1.0
-        free = self._free / np.maximum(self.slots0, 1)
-        posv = np.zeros(self.n, dtype=np.float32)
-        if self._pos < self.n:
-            posv[self._pos] = 1.0
-        return np.concatenate([bw, lat, onehot.ravel(), free, posv]).astype(np.float32)
-
-    def plan(self) -> Plan:
-        rows = self._placed.reshape(self.R, self.S)
-        placement = [[self.domains[d] for d in row] for row in rows]
-        return self.template.model_copy(update={"placement": placement, "predicted": None, "solver": None})
+        return self.current.action_masks()
 
 
-class _Curve:
-    """Episode rewards as they happen (for the learning curve)."""
+# -- learning curves ------------------------------------------------------------------
 
-    def __init__(self):
-        self.steps, self.rewards = [], []
+@dataclass
+class Curve:
+    """What training saw: every episode (``episodes``: step, instance, shape, final
+    reward, objective, reference's objective) and, every ``eval_every`` steps, the
+    deterministic policy's plan on each instance's base network (``evals``: step,
+    instance, objective, greedy's objective, their ratio)."""
+
+    instances: list[str]
+    episodes: list[tuple] = field(default_factory=list)
+    evals: list[tuple] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[int]:
+        return [e[0] for e in self.episodes]
+
+    @property
+    def rewards(self) -> list[float]:
+        """Each episode's return (the final reward: shaping sums to 0)."""
+        return [e[3] for e in self.episodes]
+
+    def last_ratios(self) -> dict[str, float]:
+        """Each instance's last evaluated ratio (policy / greedy, exact objective)."""
+        out = {}
+        for step, name, obj, ref, ratio in self.evals:
+            out[name] = ratio
+        return out
+
+    def write_csv(self, path) -> None:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["kind", "step", "instance", "shape", "reward", "objective", "greedy_objective", "ratio"])
+            for step, name, shape, reward, obj, ref in self.episodes:
+                w.writerow(["episode", step, name, shape, f"{reward:.6g}", f"{obj:.8g}", f"{ref:.8g}",
+                            f"{obj / ref:.6g}" if ref > 0 and np.isfinite(ref) else ""])
+            for step, name, obj, ref, ratio in self.evals:
+                w.writerow(["eval", step, name, "", "", f"{obj:.8g}", f"{ref:.8g}", f"{ratio:.6g}"])
+
+    def plot(self, path, title: str) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2))
+        names = self.instances
+        for name in names:
+            eps = [e for e in self.episodes if e[1] == name]
+            if not eps:
+                continue
+            x = np.array([e[0] for e in eps])
+            r = np.array([e[3] for e in eps])
+            w = max(1, min(200, len(r) // 10))
+            ma = np.convolve(r, np.ones(w) / w, mode="valid")
+            a1.plot(x[w - 1:], ma, "-", lw=1.2, label=name)
+        a1.axhline(0.0, color="k", lw=0.8, ls="--")
+        a1.set_ylim(-2.05, 0.3)
+        a1.set_xlabel("environment steps")
+        a1.set_ylabel("episode return log(T_greedy / T)\n(moving mean)")
+        a1.set_title("training episodes (base network and drifted states)", fontsize=9)
+        a1.legend(fontsize=7, ncol=2, loc="lower right")
+        for name in names:
+            ev = [e for e in self.evals if e[1] == name]
+            if ev:
+                a2.plot([e[0] for e in ev], [e[4] for e in ev], ".-", lw=1.2, label=name)
+        a2.axhline(1.0, color="k", lw=0.8, ls="--", label="greedy")
+        a2.axhline(1.05, color="r", lw=0.8, ls=":", label="greedy + 5%")
+        a2.set_yscale("log")
+        a2.set_xlabel("environment steps")
+        a2.set_ylabel("deterministic plan / greedy's (exact, base network)")
+        a2.set_title("evaluation on the base network", fontsize=9)
+        a2.legend(fontsize=7, ncol=2)
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=100)
+        plt.close(fig)
 
 
-def train(instance, steps: int = 20_000, seed: int = 0, out: str | Path | None = None, progress: bool = False,
-          curve_png: str | Path | None = None):
-    """Train MaskablePPO on :class:`PlacementEnv`; returns (model, curve).
+# -- decoding ------------------------------------------------------------------------
 
-    Reproducible for a seed (single CPU thread).  With ``out`` the policy is
-    saved as ``out`` (zip) plus ``out.json`` (instance and shape)."""
+@contextmanager
+def one_thread():
+    """torch on one thread meanwhile (tiny networks: more threads only contend)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    import torch as th
+
+    with th.no_grad():
+        t, _ = model.policy.obs_to_tensor(obs)
+        dist = model.policy.get_distribution(t, action_masks=mask[None, :])
+        p = dist.distribution.probs[0].cpu().numpy().astype(float)
+    p = np.where(mask, p, 0.0)
+    return p / p.sum()
+
+
+def episode(model, env: PlacementEnv, options: dict | None = None, rng: np.random.Generator | None = None):
+    """One episode of ``model`` in ``env``: the most likely action at every step, or
+    (with ``rng``) actions sampled from the policy.  Returns (plan, exact objective
+    under the episode's state, (menu index of the shape, order of placement))."""
+    obs, _ = env.reset(seed=0, options=options)
+    while True:
+        mask = env.action_masks()
+        if rng is None:
+            a, _ = model.predict(obs, deterministic=True, action_masks=mask)
+        else:
+            p = _probs(model, obs, mask)
+            a = rng.choice(len(p), p=p)
+        obs, _, done, _, info = env.step(int(a))
+        if done:
+            return env.plan(), float(info["objective"]), (int(info["shape"]), ORDERS[info["order"]])
+
+
+class Replanner:
+    """A trained policy ready to plan ``instance`` for any network state: the
+    environment (greedy's shape menu) is built once; each call decodes one
+    deterministic episode (the policy chooses the shape), with ``per_shape``
+    (the default) one more on each shape and order of the menu, and
+    ``samples`` sampled ones (seeded; none by default), and returns the plan
+    with the best exact objective under that state.  ``policy``: a path,
+    the zip's bytes, a loaded model, or None for the shipped policy."""
+
+    def __init__(self, instance, policy=None, seed: int = 0, samples: int = 0, per_shape: bool = True, menu=None):
+        _require()
+        self.policy_path = None
+        if policy is None:
+            policy = shipped_policy(instance.name)
+            if policy is None:
+                raise InputError("the rl solver needs a trained policy: no shipped policy under models/rl/; "
+                                 "planner rl train INSTANCE --out POLICY, then --policy POLICY", "policy")
+        if isinstance(policy, (str, Path)):
+            self.policy_path = str(policy)
+        if isinstance(policy, (str, Path, bytes, bytearray)):
+            self.model, self.meta = load_policy(policy)
+        else:
+            self.model, self.meta = policy, None
+        self.env = PlacementEnv(instance, menu=menu, base_prob=1.0, rewards=False)
+        self.seed, self.samples, self.per_shape = seed, samples, per_shape
+
+    def __call__(self, states: NetworkStates | None = None, time_limit: float | None = None,
+                 samples: int | None = None) -> Plan:
+        """The best plan for the first state of ``states`` (default: the base network)."""
+        with one_thread():
+            return self._search(states, time_limit, samples)
+
+    def _search(self, states, time_limit, samples) -> Plan:
+        env = self.env
+        t0 = time.perf_counter()
+        opts = None
+        if states is not None:
+            opts = {"state": (states.bandwidth_gbps[0], states.latency_ms[0])}
+        best_plan, best, shape = episode(self.model, env, opts)
+        found, n = "deterministic", 0
+        seen = {best_plan.model_dump_json()}
+
+        def consider(plan, obj, sh, how):
+            nonlocal best_plan, best, shape, found
+            key = plan.model_dump_json()
+            if key not in seen:
+                seen.add(key)
+                if obj < best * (1 - 1e-12):
+                    best_plan, best, shape, found = plan, obj, sh, how
+
+        def late():
+            return time_limit is not None and time.perf_counter() - t0 > time_limit
+
+        if self.per_shape:
+            for i in range(len(env.menu)):
+                for o, order in enumerate(ORDERS):
+                    if not late():
+                        consider(*episode(self.model, env, {**(opts or {}), "shape": i, "order": o}),
+                                 f"deterministic on shape {i}, {order}")
+        rng = np.random.default_rng(self.seed)
+        for k in range(self.samples if samples is None else samples):
+            if late():
+                break
+            n += 1
+            consider(*episode(self.model, env, opts, rng), f"sample {k + 1}")
+        info = SolverInfo(name="rl", status="heuristic", time_s=time.perf_counter() - t0)
+        extra = {"rl_samples": n, "rl_distinct_plans": len(seen), "rl_found_by": found, "rl_shape": shape[0],
+                 "rl_order": shape[1]}
+        if self.policy_path:
+            extra["rl_policy"] = self.policy_path
+        return best_plan.model_copy(update={"solver": info.model_copy(update=extra)})
+
+
+def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0, time_limit: float | None = None,
+       samples: int = SAMPLES, **_) -> Plan:
+    """Plan with a trained policy (``policy``: a path, the zip's bytes, a loaded model,
+    or None for the shipped one): the deterministic episode, one deterministic episode
+    on each shape of the menu and ``samples`` sampled episodes (seeded); the best by
+    exact simulation under ``states``' first state (default: the base network).
+    ``time_limit`` (s) stops the search early (the best plan so far)."""
+    t0 = time.perf_counter()
+    with one_thread():
+        rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True)
+        left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+        return rep(states, time_limit=left)
+
+
+# -- training ------------------------------------------------------------------------
+
+def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None = None, progress: bool = False,
+          curve_png: str | Path | None = None, curve_csv: str | Path | None = None, eval_every: int | None = None,
+          hidden: int = 64, base_prob: float = 0.5, meta: dict | None = None, n_steps: int = 1024,
+          learning_rate: float = 3e-4, ent_coef: float = 0.01, force_shape: float = 0.5, init=None):
+    """Train MaskablePPO on one instance or across several (a list: each episode picks
+    one); returns (model, :class:`Curve`).
+
+    Reproducible for a seed (single CPU thread).  Every ``eval_every`` steps
+    (default: 20 evaluations over the run) the deterministic policy plans
+    each instance's base network and its exact objective over greedy's is
+    logged (``planner.rl``, INFO) and kept in the curve.  With ``out`` the
+    policy is saved as ``out`` (zip) plus ``out.json`` (instances, steps,
+    seed, the last evaluation and ``meta``); ``curve_png``/``curve_csv``
+    write the learning curve.  ``init``: a model (or path) to continue from.
+    """
     _require()
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
+
+    from .rl_net import SlotPolicy, slot_policy_kwargs
 
     torch.set_num_threads(1)
-    env = PlacementEnv(instance, seed=seed)
-    curve = _Curve()
+    insts = list(instances) if isinstance(instances, (list, tuple)) else [instances]
+    names = [i.name for i in insts]
+    t_setup = time.perf_counter()
+    envs = [PlacementEnv(inst, seed=seed, base_prob=base_prob, force_shape=force_shape) for inst in insts]
+    evals = [PlacementEnv(inst, menu=e.menu, reference=e.reference, base_prob=1.0) for inst, e in zip(insts, envs)]
+    log.info("rl: environments of %d instance(s) ready in %.1f s", len(insts), time.perf_counter() - t_setup)
+    env = envs[0] if len(envs) == 1 else MultiEnv(envs)
+    curve = Curve(names)
+    eval_every = eval_every or max(n_steps, steps // 20)
+    batch = min(256, n_steps)
+    if init is not None:
+        model = init if not isinstance(init, (str, Path)) else load_policy(init)[0]
+        model.set_env(env)
+    else:
+        model = MaskablePPO(SlotPolicy, env, policy_kwargs=slot_policy_kwargs(hidden), seed=seed, n_steps=n_steps,
+                            batch_size=batch, n_epochs=6, learning_rate=learning_rate, gamma=1.0, gae_lambda=0.95,
+                            ent_coef=ent_coef, verbose=0, device="cpu")
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-<date> folder in the temp directory
+
+    def evaluate(step):
+        for name, ev in zip(names, evals):
+            _, obj, _ = episode(model, ev)
+            ref = ev.reference_objective()
+            curve.evals.append((step, name, obj, ref, obj / ref if ref > 0 else float("nan")))
+        last = curve.last_ratios()
+        recent = curve.rewards[-200:]
+        log.info("rl: %d of %d steps, %d episodes, mean return (last 200) %+.3f; plan / greedy: %s", step, steps,
+                 len(curve.episodes), float(np.mean(recent)) if recent else float("nan"),
+                 ", ".join(f"{k} {v:.3f}" for k, v in last.items()))
 
     class Record(BaseCallback):
         def _on_step(self) -> bool:
-            for info, done, r in zip(self.locals["infos"], self.locals["dones"], self.locals["rewards"]):
-                if done:
-                    curve.steps.append(self.num_timesteps)
-                    curve.rewards.append(float(r))
+            for info, done in zip(self.locals["infos"], self.locals["dones"]):
+                if done and "objective" in info:  # (an unmasked agent's invalid action has none)
+                    name = names[info.get("instance", 0)]
+                    curve.episodes.append((self.num_timesteps, name, f"{info['shape']}{'rs'[info['order']]}",
+                                           info["final"],
+                                           info["objective"], info["reference"]))
+            if self.num_timesteps % eval_every == 0:
+                evaluate(self.num_timesteps)
             return True
 
-    n_steps = max(64, min(2048, 16 * env.n))
-    model = MaskablePPO("MlpPolicy", env, seed=seed, n_steps=n_steps, batch_size=min(64, n_steps),
-                        learning_rate=3e-4, gamma=1.0, verbose=0, device="cpu")
-    from stable_baselines3.common.logger import Logger
-
-    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-<date> folder in the temp directory
     t0 = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=Record(), progress_bar=progress)
+    evaluate(0)
+    model.learn(total_timesteps=steps, callback=Record(), progress_bar=progress, reset_num_timesteps=init is None)
+    if not curve.evals or curve.evals[-1][0] != model.num_timesteps:
+        evaluate(model.num_timesteps)
     train_s = time.perf_counter() - t0
     if out is not None:
-        out = Path(out)
-        out = out if out.suffix == ".zip" else out.with_name(out.name + ".zip")  # where stable-baselines3 writes
-        with atomic_path(out) as tmp:
-            model.save(tmp)
-        meta = {"instance": instance.name, "template": env.template.to_dict(), "steps": steps, "seed": seed,
-                "train_s": train_s}
-        write_atomic(str(out) + ".json", json.dumps(meta, indent=2))
+        save_policy(model, out, {"format": FORMAT, "instances": names, "steps": steps, "seed": seed,
+                                 "hidden": hidden, "base_prob": base_prob, "force_shape": force_shape,
+                                 "learning_rate": learning_rate, "ent_coef": ent_coef, "train_s": round(train_s, 1),
+                                 "last_eval_ratio": curve.last_ratios(), **(meta or {})})
+    if curve_csv is not None:
+        curve.write_csv(curve_csv)
     if curve_png is not None:
-        _plot_curve(curve, curve_png, instance.name, steps)
+        curve.plot(curve_png, f"MaskablePPO, {steps} steps, seed {seed}: {', '.join(names)}")
     return model, curve
 
 
-def _plot_curve(curve: _Curve, path, name: str, steps: int) -> None:
-    import matplotlib
+# -- policy files ----------------------------------------------------------------------
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def save_policy(model, out, meta: dict) -> Path:
+    """``out`` (zip; ``.zip`` added when missing) and ``out.json`` (``meta``)."""
+    out = Path(out)
+    out = out if out.suffix == ".zip" else out.with_name(out.name + ".zip")  # where stable-baselines3 writes
+    with atomic_path(out) as tmp:
+        model.save(tmp)
+    write_atomic(str(out) + ".json", json.dumps(meta, indent=2) + "\n")
+    return out
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    r = np.array(curve.rewards)
-    ax.plot(curve.steps, r, ".", alpha=0.25, label="episode")
-    if len(r) >= 10:
-        w = max(10, len(r) // 20)
-        ma = np.convolve(r, np.ones(w) / w, mode="valid")
-        ax.plot(curve.steps[w - 1:], ma, "-", label=f"moving mean ({w})")
-    ax.axhline(0.0, color="k", lw=0.8, ls="--", label="greedy")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("(T_greedy - T) / T_greedy")
-    ax.set_title(f"MaskablePPO on {name}: {steps} steps")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+
+def shipped_policy(name: str) -> Path | None:
+    """The shipped policy for instance ``name``: ``models/rl/<name>.zip``, else
+    ``models/rl/general.zip``, else None."""
+    root = models_dir() / POLICY_DIR
+    for cand in (root / f"{name}.zip", root / "general.zip"):
+        if cand.is_file() and Path(str(cand) + ".json").is_file():
+            return cand
+    return None
 
 
 def load_policy(path):
     """(model, meta) from a saved policy: a path (with its ``.json`` metadata) or the
-    zip's bytes (meta None: the template is then greedy's plan on the base network)."""
+    zip's bytes (meta None)."""
     _require()
     import io
 
@@ -235,9 +422,13 @@ def load_policy(path):
     if not path.is_file():
         raise InputError("no such file (a policy saved by planner rl train)", file=str(path))
     try:
-        return MaskablePPO.load(path, device="cpu"), meta
+        model = MaskablePPO.load(path, device="cpu")
     except Exception as err:  # a corrupt or foreign zip: the loader's errors vary (zipfile, pickle, torch)
         raise InputError(f"not a saved policy: {type(err).__name__}: {err}", file=str(path)) from None
+    if meta.get("format") != FORMAT or model.action_space.n != N_SLOTS:
+        raise InputError(f"a policy of an older planner (format {meta.get('format', 1)}, this one reads "
+                         f"{FORMAT}): retrain it with planner rl train", file=str(path))
+    return model, meta
 
 
 def policy_bytes(model) -> bytes:
@@ -247,46 +438,3 @@ def policy_bytes(model) -> bytes:
     buf = io.BytesIO()
     model.save(buf)
     return buf.getvalue()
-
-
-class Replanner:
-    """A trained policy ready to place the template's stages for any network
-    state: the environment is built once, each call is one episode of
-    deterministic actions (a few milliseconds).  ``policy``: a path, the zip's
-    bytes, or a loaded model."""
-
-    def __init__(self, instance, policy, seed: int = 0):
-        _require()
-        from ..problem.errors import InputError
-
-        if policy is None:
-            raise InputError("the rl solver needs a trained policy: planner rl train ... --out POLICY; "
-                             "then --policy POLICY", "policy")
-        if isinstance(policy, (str, Path, bytes, bytearray)):
-            self.model, meta = load_policy(policy)
-        else:
-            self.model, meta = policy, None
-        template = Plan.from_dict(meta["template"]) if meta else None
-        self.env = PlacementEnv(instance, template=template, hours=1.0, seed=seed)
-        self.seed = seed
-
-    def __call__(self, states: NetworkStates | None = None) -> Plan:
-        """The policy's plan for the first state of ``states`` (default: the base network)."""
-        env = self.env
-        st = states or NetworkStates.base(env.instance)
-        t0 = time.perf_counter()
-        obs, _ = env.reset(seed=self.seed, options={"state": (st.bandwidth_gbps[0], st.latency_ms[0])})
-        done = False
-        while not done:
-            action, _ = self.model.predict(obs, deterministic=True, action_masks=env.action_masks())
-            obs, _, done, _, _ = env.step(int(action))
-        plan = env.plan()
-        return plan.model_copy(update={"solver": SolverInfo(name="rl", status="heuristic",
-                                                            time_s=time.perf_counter() - t0)})
-
-
-def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0, **_) -> Plan:
-    """Plan with a trained policy (``policy``: a path, the zip's bytes or a loaded
-    model) for the base network or one given state; deterministic actions, a few
-    milliseconds."""
-    return Replanner(instance, policy, seed=seed)(states)
