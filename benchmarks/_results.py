@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def commit() -> str:
+    """The code the results come from: ``git describe --always --dirty`` (a ``-dirty``
+    suffix when the tree has uncommitted changes), or ``unknown`` outside a checkout."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def save(name: str, lines: list[str], argv=None) -> Path:

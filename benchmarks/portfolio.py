@@ -26,14 +26,13 @@ import argparse
 import csv
 import os
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from _results import RESULTS, save, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import RESULTS, commit, save, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
 
 SOLVERS = ("greedy", "milp", "cpsat", "auto")
@@ -65,12 +64,6 @@ def run(name: str, solver: str, time_limit: float, seed: int) -> dict:
              else "explicit")}
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def goals(rows: list[dict]) -> list[str]:

@@ -24,24 +24,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _results import RESULTS, save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import RESULTS, commit, save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
 from planner.problem.io import available
 
 GOAL = 0.05  # within 5% of greedy
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def untrained(seed: int):

@@ -43,7 +43,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core
 import numpy as np  # noqa: E402
 
-from _results import RESULTS, save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import RESULTS, commit, save  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import Evaluator, load_instance, plan  # noqa: E402
 from planner.problem.network import NetworkStates  # noqa: E402
 from planner.problem.plan import Plan  # noqa: E402
@@ -59,15 +59,6 @@ EVAL_REPLICAS, EVAL_STAGES, EVAL_TP = 1024, 7, 8
 # would sit inside one datacenter (one group); with 7 many straddle two, a harder case for grouping
 
 
-def commit() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=ROOT, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=ROOT, check=True).stdout.strip()
-        return sha + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def rate(fn, window: float, repeats: int = 3) -> float:

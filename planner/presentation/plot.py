@@ -88,6 +88,23 @@ def printable(text: str) -> str:
     return " ".join(unidecode(text).split())
 
 
+
+def _map_axes(ax, geo: bool, lat0: float, spines: bool) -> None:
+    """A map's axes: longitude/latitude at the local aspect (mean latitude ``lat0``, degrees)
+    when the domains have coordinates, else a bare equal-aspect frame."""
+    if geo:
+        ax.set_aspect(1 / max(math.cos(math.radians(lat0)), 0.1))
+        ax.set_xlabel("longitude (°)")
+        ax.set_ylabel("latitude (°)")
+        ax.grid(color="#eeeeee", linewidth=0.5)
+        return
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if not spines:
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+
 def _has_glyph(char: str) -> bool:
     return ord(char) in _default_font_chars()
 
@@ -433,18 +450,7 @@ def draw(instance, plan=None, ax=None):
                     ha="center", va="bottom", fontsize=8, fontweight="bold" if used.get(n) else "normal",
                     zorder=6, gid="domain-label"))
 
-    if geo:
-        lat0 = sum(ys) / len(ys)
-        ax.set_aspect(1 / max(math.cos(math.radians(lat0)), 0.1))
-        ax.set_xlabel("longitude (°)")
-        ax.set_ylabel("latitude (°)")
-        ax.grid(color="#eeeeee", linewidth=0.5)
-    else:
-        ax.set_aspect("equal")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        for spine in ax.spines.values():
-            spine.set_visible(False)
+    _map_axes(ax, geo, sum(ys) / len(ys), spines=False)
     ax.margins(0.18)
 
     title = f"{printable(instance.name)}: {len(names)} domains, {instance.total_gpus} GPUs, {len(instance.links)} WAN links"
@@ -533,16 +539,7 @@ def _draw_large(instance, plan=None, ax=None):
             labels.append(ax.annotate(f"{printable(n)}: {used[n]} GPUs", (x, y_), xytext=(0, -12),
                                       textcoords="offset points", ha="center", va="top", fontsize=6,
                                       color=NODE_USED, zorder=6, gid="domain-label"))
-    if geo:
-        lat0 = float(ys.mean())
-        ax.set_aspect(1 / max(math.cos(math.radians(lat0)), 0.1))
-        ax.set_xlabel("longitude (°)")
-        ax.set_ylabel("latitude (°)")
-        ax.grid(color="#eeeeee", linewidth=0.5)
-    else:
-        ax.set_aspect("equal")
-        ax.set_xticks([])
-        ax.set_yticks([])
+    _map_axes(ax, geo, float(ys.mean()), spines=True)
     ax.autoscale_view()
     ax.margins(0.08)
     title = (f"{printable(instance.name)}: {len(names)} domains in {len(regions)} regions, "
