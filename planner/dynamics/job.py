@@ -146,6 +146,19 @@ class PlanTimes:
         return self._index[key]
 
 
+def starts_before(t: float, T: float, lim: float, most: int) -> int:
+    """How many iterations of ``T`` s, back to back from ``t``, start before ``lim``
+    (at least 1, at most ``most``); e.g. ``starts_before(0, 2, 5, 99) == 3``."""
+    if not math.isfinite(lim):
+        return most
+    k = max(1, min(most, math.ceil((lim - t) / T)))
+    while k > 1 and t + (k - 1) * T >= lim:  # rounding: every start is before lim
+        k -= 1
+    while k < most and t + k * T < lim:
+        k += 1
+    return k
+
+
 class Job:
     """The clock of a job of ``iterations`` iterations through ``trace`` on plan
     index ``plan`` of ``times`` (see the module docstring).  All times in s."""
@@ -191,13 +204,7 @@ class Job:
                 self.stalled += end - self.t
                 self.t = end
                 continue
-            lim = min(end, stop_s)
-            k = max(1, math.ceil((lim - self.t) / T))
-            while k > 1 and self.t + (k - 1) * T >= lim:  # rounding: every start is before lim
-                k -= 1
-            while self.t + k * T < lim:
-                k += 1
-            k = min(k, self.iterations - self.done)
+            k = starts_before(self.t, T, min(end, stop_s), self.iterations - self.done)
             self.t += k * T
             self.compute += k * T
             self.done += k

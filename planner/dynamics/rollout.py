@@ -54,7 +54,7 @@ import numpy as np
 from ..solvers import stop
 from ..problem.network import NetworkStates, instance_at
 from ..problem.plan import Plan
-from .job import Epoch, PlanTimes, RolloutResult, switch_time  # noqa: F401  (switch_time: public here too)
+from .job import Epoch, PlanTimes, RolloutResult, starts_before, switch_time  # noqa: F401  (switch_time: public here too)
 from .policies import EpochPlans, Hysteresis, Lookahead, epoch_rollout
 
 POLICIES = ("static", "greedy", "resolve", "rl", "hysteresis", "mpc", "controller", "oracle")
@@ -194,12 +194,20 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
             t += wait
             stalled += wait
             continue
-        t += T
-        compute += T
-        done += 1
+        # every iteration that starts before anything can happen (the next epoch, the
+        # pending plan, the next periodic re-plan) runs now, in closed form
+        lim = trace.times[e + 1] if e + 1 < trace.epochs else np.inf
+        if pending is not None:
+            lim = min(lim, pending[0])
+        if policy == "resolve":
+            lim = min(lim, next_check)
+        k = starts_before(t, T, lim, iterations - done)
+        t += k * T
+        compute += k * T
+        done += k
         series.setdefault(e, [0, 0.0, cur])
-        series[e][0] += 1
-        series[e][1] += T
+        series[e][0] += k
+        series[e][1] += k * T
     return _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series,
                    decisions=decisions)
 
@@ -238,7 +246,8 @@ def oracle_rollout(instance, trace, iterations: int, candidates, times: PlanTime
     suffix = np.minimum.accumulate(finish_at_start[::-1])[::-1]  # min over epochs >= e
     t = compute = stalled = 0.0
     series: dict[int, list] = {}
-    for _ in range(iterations):
+    done = 0
+    while done < iterations:
         e = trace.epoch_at(t)
         now = t + best[e]
         later = suffix[e + 1] if e + 1 < trace.epochs else np.inf
@@ -246,12 +255,18 @@ def oracle_rollout(instance, trace, iterations: int, candidates, times: PlanTime
             e2 = e + 1 + int(np.argmin(finish_at_start[e + 1:]))
             stalled += starts[e2] - t
             t, e = starts[e2], e2
+            later = suffix[e + 1] if e + 1 < trace.epochs else np.inf
         if not np.isfinite(best[e]):
-            return _result("oracle", sum(v[0] for v in series.values()), t, compute, 0.0, stalled, 0, 0.0,
-                           times, series, completed=False)
-        t += best[e]
-        compute += best[e]
+            return _result("oracle", done, t, compute, 0.0, stalled, 0, 0.0, times, series, completed=False)
+        # the iterations that start in this epoch while not waiting is no better, in closed form
+        lim = starts[e + 1] if e + 1 < trace.epochs else np.inf
+        if np.isfinite(later):
+            lim = min(lim, np.nextafter(later - best[e], np.inf))
+        k = starts_before(t, best[e], lim, iterations - done)
+        t += k * best[e]
+        compute += k * best[e]
+        done += k
         series.setdefault(e, [0, 0.0, int(arg[e])])
-        series[e][0] += 1
-        series[e][1] += best[e]
+        series[e][0] += k
+        series[e][1] += k * best[e]
     return _result("oracle", iterations, t, compute, 0.0, stalled, 0, 0.0, times, series)
