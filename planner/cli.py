@@ -461,17 +461,19 @@ def controller_group():
 @click.option("--instances", default=",".join(("tiny-3dc", "tiny-line", "two-dc", "aws-multiregion",
                                                "azure-multiregion", "gcp-16", "edwc-llama2-13b")),
               show_default=True, help="comma-separated instances (names or files)")
-@click.option("--seeds", default="1,2", show_default=True,
+@click.option("--seeds", default="1", show_default=True,
               help="comma-separated trace seeds, each below 1000 (from 1000 on: the benchmark's test traces)")
 @click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=60_000, show_default=True,
               help="environment steps (one per epoch decision)")
 @click.option("--envs", type=click.IntRange(1, 64), default=4, show_default=True, help="vectorised environments")
+@click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=12.0, show_default=True,
+              help="length of each training trace (jobs of 1 h to this)")
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="controller file (zip; its metadata beside it as FILE.json)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def controller_train_cmd(instances, seeds, steps, envs, seed, out_path, quiet):
+def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, quiet):
     """Train the re-planning controller (MaskablePPO) on generated traces of INSTANCES."""
     import time
 
@@ -495,7 +497,7 @@ def controller_train_cmd(instances, seeds, steps, envs, seed, out_path, quiet):
         "planner controller train"
     t0 = time.perf_counter()
     _, curve = train(names, seed_list, steps=steps, seed=seed, out=out_path, n_envs=envs, progress=False,
-                     command=command)
+                     command=command, hours=hours)
     r = np.array(curve.returns)
     tail = r[-max(1, len(r) // 10):] if len(r) else np.array([np.nan])
     out.print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; {len(r)} episodes; last 10% mean "
