@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -101,6 +102,29 @@ class EpochPlans:
             self._robust = make_plan(self.instance, solver="greedy", robust=ROBUST_K, robust_stat="mean",
                                      seed=self.seed)
         return self._robust
+
+    def save(self, path) -> None:
+        """Write every greedy plan computed so far (with its wall time) as JSON, to reuse with :meth:`load`."""
+        import json
+
+        from ..problem.files import write_atomic
+
+        data = {"instance": self.instance.name, "epochs": self.trace.epochs,
+                "greedy": {str(e): [p.to_dict() if p is not None else None, s] for e, (p, s) in self._greedy.items()}}
+        write_atomic(path, json.dumps(data))
+
+    def load(self, path) -> "EpochPlans":
+        """Read greedy plans written by :meth:`save` for the same instance and trace (a cache)."""
+        import json
+
+        from ..problem.plan import Plan
+
+        data = json.loads(Path(path).read_text())
+        if data.get("instance") != self.instance.name or data.get("epochs") != self.trace.epochs:
+            return self
+        for e, (p, s) in data["greedy"].items():
+            self._greedy[int(e)] = (Plan.from_dict(p) if p is not None else None, float(s))
+        return self
 
     def all_greedy(self) -> list:
         """Greedy's plan of every epoch (computed now if not yet), None where nothing fits."""

@@ -25,6 +25,11 @@ Policies:
 * ``resolve``: re-plan with ``solver`` every ``every_min`` minutes, or as
   soon as the current plan runs more than ``threshold`` slower than when it
   was chosen;
+* ``hysteresis``, ``mpc``: switch-aware rules deciding once per epoch among
+  candidate plans (:mod:`planner.dynamics.policies`);
+* ``controller``: the learned keep-or-switch controller
+  (:mod:`planner.dynamics.controller`; ``controller``: its file, default the
+  packaged one);
 * ``oracle``: with hindsight, no solver or reconfiguration cost, the best of
   a set of candidate plans for every iteration, and the best moment to start
   it (it may wait for a better epoch): no policy using those plans finishes
