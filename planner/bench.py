@@ -8,9 +8,13 @@ plan time, status and gap.  Dynamic: every instance gets a generated trace
 policy trains on the week generated with ``seed``); a training job of N
 iterations (``"auto"``: as many as the static greedy plan runs in the trace's
 length at base speed) runs through it under the static, greedy, resolve
-(MILP), rl (the policy trained for the static table) and oracle policies;
-we report total time, iterations per hour, reconfiguration and stalled
-time, the number of re-planning decisions and the mean wall time of one.
+(MILP), rl (the policy trained for the static table), hysteresis, mpc,
+controller (the packaged learned controller, trained on seeds below
+``TEST_TRACE_SEED``) and oracle policies (``policies`` picks which; every
+epoch's greedy plan is computed once per instance and shared); we report
+total time, the extra time over the oracle, iterations per hour,
+reconfiguration and stalled time, the number of re-planning decisions, the
+mean wall time of one and of a keep-or-switch choice.
 
 Methods: ``greedy``, ``milp`` (time limit), ``cpsat`` (when installed),
 ``rl`` (MaskablePPO trained on the instance with a fixed, stated budget of

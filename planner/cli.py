@@ -552,7 +552,13 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
     if dynamic and "controller" in pols:  # check the file before hours of benchmark
         from .dynamics.controller import Controller
 
-        Controller.load(controller_path)
+        try:
+            Controller.load(controller_path)
+        except ImportError:
+            if controller_path:
+                raise
+            click.echo("note: no controller policy (it needs the extra planner[rl])", err=True)
+            pols.remove("controller")
     from .solvers import stop
 
     with stop.Watch():  # Ctrl-C: write the rows that finished, exit 130
