@@ -471,9 +471,11 @@ def controller_group():
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="controller file (zip; its metadata beside it as FILE.json)")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="keep each training trace's greedy plans here and reuse them (the same controller, sooner)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, quiet):
+def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, cache_dir, quiet):
     """Train the re-planning controller (MaskablePPO) on generated traces of INSTANCES."""
     import time
 
@@ -497,7 +499,7 @@ def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, q
         "planner controller train"
     t0 = time.perf_counter()
     _, curve = train(names, seed_list, steps=steps, seed=seed, out=out_path, n_envs=envs, progress=False,
-                     command=command, hours=hours)
+                     command=command, hours=hours, cache_dir=cache_dir)
     r = np.array(curve.returns)
     tail = r[-max(1, len(r) // 10):] if len(r) else np.array([np.nan])
     out.print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; {len(r)} episodes; last 10% mean "

@@ -8,8 +8,9 @@ loop the hysteresis and look-ahead rules use): every epoch the agent sees
 * per option (keep, and the slots greedy-for-now, start plan, robust plan,
   previous plan): whether it may be chosen, log of its iteration time over
   the current plan's under this epoch's state and under the previous one's,
-  its switch time (in epochs of 300 s), and the net saving (time saved
-  minus switch time) over the next 30 minutes and over the rest of the job;
+  its switch time (in epochs of 300 s), the net saving (time saved
+  minus switch time) over the next 30 minutes and over the rest of the job,
+  and whether the hysteresis rule would pick it;
 * the current plan's time relative to the start plan's base time and its
   trend; the time left in the job and since the last switch;
 * the network relative to base: the fraction of links down, the smallest
@@ -57,7 +58,7 @@ import numpy as np
 from ..problem.errors import InputError
 from ..problem.files import atomic_path, models_dir, read_text, write_atomic
 from ..problem.traces import EPOCH_S, TEST_TRACE_SEED, generate
-from .policies import SLOTS, EpochPlans, Situation, rounds
+from .policies import SLOTS, EpochPlans, Hysteresis, Situation, rounds
 
 try:
     import gymnasium as gym
@@ -66,12 +67,14 @@ except ImportError:  # the optional extra is missing: fail when used, not on imp
     gym = None
 
 OPTIONS = 1 + len(SLOTS)
-PER_OPTION = ("valid", "log_T_ratio", "log_T_ratio_prev", "switch_epochs", "net_saving_30min", "net_saving_rest")
+PER_OPTION = ("valid", "log_T_ratio", "log_T_ratio_prev", "switch_epochs", "net_saving_30min", "net_saving_rest",
+              "hysteresis_pick")
 GLOBAL = ("cannot_run", "log_T_over_base", "log_T_trend", "left", "since_switch", "links_down", "bw_min",
           "bw_mean", "bw_mean_change", "latency_mean")
 N_FEATURES = OPTIONS * len(PER_OPTION) + len(GLOBAL)
-FEATURES_VERSION = 1
+FEATURES_VERSION = 3
 HORIZON_S = 1800.0
+_HYSTERESIS = Hysteresis()
 TRAIN_INSTANCES = ("tiny-3dc", "tiny-line", "two-dc", "aws-multiregion", "azure-multiregion", "gcp-16",
                    "edwc-llama2-13b")
 TRAIN_SEEDS = (1,)
@@ -96,6 +99,7 @@ def features(sit: Situation) -> np.ndarray:
     T0 = float(sit.T[0])
     left = sit.left_s
     ok = sit.valid()
+    rule = _HYSTERESIS(sit) or 0  # what the hand-written rule would do: the controller learns when to differ
     i = 0
     for k in range(OPTIONS):
         Tk, dtk = float(sit.T[k]), float(sit.dt[k])
@@ -106,10 +110,10 @@ def features(sit: Situation) -> np.ndarray:
         else:  # the plan cannot run: any slot that can saves the whole horizon
             s30 = 5.0 if (k and math.isfinite(Tk)) else 0.0
             srest = 2.0 if (k and math.isfinite(Tk)) else 0.0
-        out[i:i + 6] = (float(ok[k]), _logratio(Tk, T0, 2.0), _logratio(float(sit.T_prev[k]), float(sit.T_prev[0]), 2.0),
+        out[i:i + len(PER_OPTION)] = (float(ok[k]), _logratio(Tk, T0, 2.0), _logratio(float(sit.T_prev[k]), float(sit.T_prev[0]), 2.0),
                         min(dtk / EPOCH_S, 5.0) if math.isfinite(dtk) else 5.0, np.clip(s30, -5, 5),
-                        np.clip(srest, -2, 2))
-        i += 6
+                        np.clip(srest, -2, 2), float(rule == k))
+        i += len(PER_OPTION)
     inst, st, e = sit.instance, sit.trace.states, sit.epoch
     base_bw = np.array([l.bandwidth_gbps for l in inst.links])
     base_lat = np.array([l.latency_ms for l in inst.links])
@@ -196,10 +200,11 @@ class ControllerEnv(gym.Env if gym else object):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, worlds, hours: tuple = (1.0, 24.0)):
+    def __init__(self, worlds, hours: tuple = (1.0, 24.0), horizon_s: float = HORIZON_S):
         _require()
         self.worlds = list(worlds)
         self.hours = hours
+        self.horizon_s = horizon_s
         self.observation_space = spaces.Box(-10.0, 10.0, (N_FEATURES,), np.float32)
         self.action_space = spaces.Discrete(OPTIONS)
         self._gen = None
@@ -226,7 +231,7 @@ class ControllerEnv(gym.Env if gym else object):
         action = int(action)
         if not self.action_masks()[action]:
             action = 0  # a masked action keeps the plan
-        reward = hindsight_saving(self._sit, action)
+        reward = hindsight_saving(self._sit, action, self.horizon_s)
         try:
             self._sit = self._gen.send(action)
             t1, rem1 = self._sit.t, self._sit.remaining
@@ -306,7 +311,7 @@ class _Curve:
 
 def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, seed: int = 0, out=None,
           n_envs: int = 4, progress: bool = False, command: str | None = None, worlds=None, hours: float = 24.0,
-          cache_dir=None):
+          cache_dir=None, horizon_s: float = HORIZON_S, n_steps: int = 256, learning_rate: float = 3e-4):
     """Train MaskablePPO on :class:`ControllerEnv` over every (instance, trace seed);
     returns (model, curve).  Reproducible for a seed (one CPU thread).  With ``out``
     the controller is saved as ``out`` (zip) plus ``out.json`` (training command,
@@ -348,7 +353,8 @@ def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, see
                          w.trace.epochs, time.perf_counter() - t1)
                 worlds.append(w)
     prep_s = time.perf_counter() - t0
-    envs = DummyVecEnv([lambda: ControllerEnv(worlds, hours=(1.0, max(1.0, hours))) for _ in range(n_envs)])
+    envs = DummyVecEnv([lambda: ControllerEnv(worlds, hours=(1.0, max(1.0, hours)), horizon_s=horizon_s)
+                        for _ in range(n_envs)])
     envs.seed(seed)
     curve = _Curve()
 
@@ -372,8 +378,8 @@ def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, see
                          self.num_timesteps, steps, len(tail), float(np.mean(tail)) if tail else float("nan"))
             return True
 
-    model = MaskablePPO("MlpPolicy", envs, seed=seed, n_steps=256, batch_size=256, n_epochs=10, gamma=0.0,
-                        gae_lambda=0.95, learning_rate=3e-4, ent_coef=0.01,
+    model = MaskablePPO("MlpPolicy", envs, seed=seed, n_steps=n_steps, batch_size=n_steps, n_epochs=10, gamma=0.0,
+                        gae_lambda=0.95, learning_rate=learning_rate, ent_coef=0.01,
                         policy_kwargs={"net_arch": [64, 64]}, verbose=0, device="cpu")
     model.set_logger(Logger(folder=None, output_formats=[]))
     t1 = time.perf_counter()
@@ -385,6 +391,7 @@ def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, see
         with atomic_path(out) as tmp:
             model.save(tmp)
         meta = {"command": command, "code": _code_version(), "steps": steps, "seed": seed, "trace_hours": hours,
+                "reward_horizon_s": horizon_s, "n_steps": n_steps, "learning_rate": learning_rate,
                 "trace_seeds": list(seeds), "instances": [w.instance.name for w in worlds[::max(1, len(seeds))]],
                 "worlds": [[w.instance.name, w.seed] for w in worlds], "n_envs": n_envs,
                 "features_version": FEATURES_VERSION, "features": _feature_names(),

@@ -11,7 +11,13 @@ previous epoch's, and the switch time to each:
 * ``start``: the plan the job started with (greedy on the base network);
 * ``robust``: greedy against 64 states sampled from a generated week
   (``planner plan --robust 64``), computed before the job starts;
-* ``previous``: the plan in use before the last switch.
+* ``previous``: the plan in use before the last switch;
+* ``best_seen``: of every plan the job has met so far (the start and robust
+  plans, a library of greedy's plans for 32 states sampled from a generated
+  week, made before the job like the robust plan, and greedy's plans of the
+  epochs gone by), the fastest under this epoch's state.  Greedy's plan for one state is often not the best plan for
+  it: one it found for another state may be faster (on aws-multiregion,
+  by a median 15% over a day); the hindsight oracle picks from all of them.
 
 It keeps the plan (``None``) or names a slot.  Rules:
 
@@ -55,8 +61,9 @@ from ..problem.traces import sample_futures
 from ..scoring.evaluator import Evaluator
 from .job import Job, PlanTimes, RolloutResult, plan_key, switch_time
 
-SLOTS = ("greedy", "start", "robust", "previous")
+SLOTS = ("greedy", "start", "robust", "previous", "best_seen")
 ROBUST_K = 64
+LIBRARY_K = 32
 
 
 class EpochPlans:
@@ -71,12 +78,18 @@ class EpochPlans:
         self._greedy: dict[int, tuple] = {}
         self._start = start
         self._robust = None
+        self._library = None
 
     def greedy(self, epoch: int):
         """(greedy's plan for the state of ``epoch`` or None when nothing fits, wall time s)."""
         if epoch not in self._greedy:
             from ..solvers.greedy import greedy
 
+            import logging
+
+            quiet = logging.getLogger("planner.greedy")
+            level = quiet.level
+            quiet.setLevel(max(level, logging.WARNING))  # one line per epoch would drown the progress
             t0 = time.perf_counter()
             try:
                 p = greedy(instance_at(self.instance, self.trace.states, epoch))
@@ -84,6 +97,7 @@ class EpochPlans:
             except Exception:  # an epoch in which nothing fits (every route down): no candidate
                 p = None
             self._greedy[epoch] = (p, time.perf_counter() - t0)
+            quiet.setLevel(level)
         return self._greedy[epoch]
 
     def start(self):
@@ -126,6 +140,31 @@ class EpochPlans:
             self._greedy[int(e)] = (Plan.from_dict(p) if p is not None else None, float(s))
         return self
 
+    def library(self) -> list:
+        """Greedy's plans for LIBRARY_K states sampled (seeded) from a generated week of drift,
+        made before the job starts: plans a later state may favour (distinct ones only)."""
+        if self._library is None:
+            import logging
+
+            from ..solvers.greedy import greedy, sample_states
+
+            quiet = logging.getLogger("planner.greedy")
+            level = quiet.level
+            quiet.setLevel(max(level, logging.WARNING))
+            states = sample_states(self.instance, LIBRARY_K, self.seed)
+            out, keys = [], set()
+            for k in range(states.count):
+                try:
+                    p = greedy(instance_at(self.instance, states, k)).model_copy(update={"instance": self.instance.name})
+                except Exception:  # nothing fits that state
+                    continue
+                if plan_key(p) not in keys:
+                    keys.add(plan_key(p))
+                    out.append(p)
+            quiet.setLevel(level)
+            self._library = out
+        return self._library
+
     def all_greedy(self) -> list:
         """Greedy's plan of every epoch (computed now if not yet), None where nothing fits."""
         return [self.greedy(e)[0] for e in range(self.trace.epochs)]
@@ -134,16 +173,16 @@ class EpochPlans:
 @dataclass
 class Situation:
     """What a policy sees once per epoch.  Options: index 0 keeps the current plan,
-    1..4 the slots of :data:`SLOTS`.  Times in seconds."""
+    1..5 the slots of :data:`SLOTS`.  Times in seconds."""
 
     epoch: int
     t: float  # the trace's clock now, s
     remaining: int  # iterations left
     cur: int  # plan index (into ``times``)
     options: list  # plan index per option (None: no such plan)
-    T: np.ndarray  # (5,) iteration time of each option under the epoch's state (inf: none or cannot run)
-    T_prev: np.ndarray  # (5,) the same under the previous epoch's state
-    dt: np.ndarray  # (5,) switch time to each option under the epoch's state (0 for keeping)
+    T: np.ndarray  # (6,) iteration time of each option under the epoch's state (inf: none or cannot run)
+    T_prev: np.ndarray  # (6,) the same under the previous epoch's state
+    dt: np.ndarray  # (6,) switch time to each option under the epoch's state (0 for keeping)
     since_switch_s: float  # since the last switch (or the start)
     T_base: float  # the start plan's iteration time on the base network
     times: PlanTimes
@@ -158,7 +197,7 @@ class Situation:
                                  float(finite.min()) if len(finite) else self.T_base)
 
     def valid(self) -> np.ndarray:
-        """(5,) bool: the options one may choose (keep always; a slot that exists, differs
+        """(6,) bool: the options one may choose (keep always; a slot that exists, differs
         from the current plan, can run now and can be moved to)."""
         ok = np.array([True] + [o is not None and o != self.cur for o in self.options[1:]])
         ok[1:] &= np.isfinite(self.T[1:]) & np.isfinite(self.dt[1:])
@@ -192,9 +231,14 @@ def rounds(instance, trace, iterations: int, plans: EpochPlans, solver_time="mea
         last_e = e
         g, g_s = plans.greedy(e)  # greedy's measured wall time (computed once per trace, maybe just now)
         t0 = time.perf_counter()
-        if robust_idx is None:
+        if robust_idx is None:  # made before the job starts: the robust plan and the library
             robust_idx = times.add(plans.robust())
-        options = [job.cur, times.add(g) if g is not None else None, start_idx, robust_idx, previous]
+            for p in plans.library():
+                times.add(p)
+        g_idx = times.add(g) if g is not None else None
+        now = np.array([T[e] for T in times.T])  # every plan met so far, under this epoch's state
+        best_seen = int(np.argmin(now)) if np.isfinite(now).any() else None
+        options = [job.cur, g_idx, start_idx, robust_idx, previous, best_seen]
         Tn = np.array([times.T[o][e] if o is not None else np.inf for o in options])
         Tp = np.array([times.T[o][max(e - 1, 0)] if o is not None else np.inf for o in options])
         dt = np.zeros(len(options))
