@@ -125,7 +125,7 @@ def _situation(world, T, dt, T_prev=None, remaining=10000):
 
     inst, tr, plans = world
     times = PlanTimes(inst, tr, plans.memo)
-    opts = [times.add(plans.start()), times.add(plans.greedy(0)[0] or plans.start()), 0, 0, None]
+    opts = [times.add(plans.start()), times.add(plans.greedy(0)[0] or plans.start()), 0, 0, None, None]
     opts[1] = opts[1] if opts[1] != opts[0] else 99  # a distinct plan index for slot 1
     return Situation(3, 900.0, remaining, opts[0], opts, np.array(T, float),
                      np.array(T if T_prev is None else T_prev, float), np.array(dt, float), 0.0, 1.0, times, tr, inst)
@@ -134,17 +134,17 @@ def _situation(world, T, dt, T_prev=None, remaining=10000):
 def test_hysteresis_rule(world):
     inf = np.inf
     # the plan cannot run and slot 1 can, its move possible: switch to it
-    assert Hysteresis()(_situation(world, [inf, 1.0, inf, inf, inf], [0, 5, 0, 0, inf])) == 1
+    assert Hysteresis()(_situation(world, [inf, 1.0, inf, inf, inf, inf], [0, 5, 0, 0, inf, inf])) == 1
     # ... but not when the move itself is impossible (a route of the move is down)
-    assert Hysteresis()(_situation(world, [inf, 1.0, inf, inf, inf], [0, inf, 0, 0, inf])) is None
+    assert Hysteresis()(_situation(world, [inf, 1.0, inf, inf, inf, inf], [0, inf, 0, 0, inf, inf])) is None
     # 10% faster for 30 minutes saves 180 s (for a long job): pays 100 s of switch with a 50% margin...
-    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf], [0, 100, 0, 0, inf])) == 1
+    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf, inf], [0, 100, 0, 0, inf, inf])) == 1
     # ... not 150 s, nor a gain that was not there in the previous epoch's state
-    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf], [0, 150, 0, 0, inf])) is None
-    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf], [0, 100, 0, 0, inf],
-                                   T_prev=[1.0, 1.1, 1, 1, inf])) is None
+    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf, inf], [0, 150, 0, 0, inf, inf])) is None
+    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf, inf], [0, 100, 0, 0, inf, inf],
+                                   T_prev=[1.0, 1.1, 1, 1, inf, inf])) is None
     # nor when the job ends before the saving pays (60 s of work left)
-    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf], [0, 100, 0, 0, inf], remaining=60)) is None
+    assert Hysteresis()(_situation(world, [1.0, 0.9, 1, 1, inf, inf], [0, 100, 0, 0, inf, inf], remaining=60)) is None
 
 
 def test_sample_futures_follow_the_model():
