@@ -503,7 +503,7 @@ def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, c
     r = np.array(curve.returns)
     tail = r[-max(1, len(r) // 10):] if len(r) else np.array([np.nan])
     out.print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; {len(r)} episodes; last 10% mean "
-              f"return {tail.mean():+.3f} (epochs of 300 s saved against the start plan's base speed)")
+              f"return {tail.mean():+.3f} (epochs of 300 s its switches saved over keeping, in hindsight)")
     out.print(f"controller written to {out_path} (metadata {out_path}.json)")
 
 
