@@ -551,14 +551,15 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
     if bad:
         raise click.BadParameter(f"unknown policy(ies) {', '.join(bad)}; choose from "
                                  f"{', '.join(bench.DYNAMIC_POLICIES)}", param_hint="--policies")
-    if dynamic and "controller" in pols:  # check the file before hours of benchmark
+    if dynamic and "controller" in pols:  # check the file before hours of benchmark, without torch:
+        import importlib.util  # workers fork from this process, and torch's threads do not survive a fork
+
         from .dynamics.controller import Controller
 
-        try:
-            Controller.load(controller_path)
-        except ImportError:
+        Controller.check(controller_path)
+        if importlib.util.find_spec("sb3_contrib") is None:
             if controller_path:
-                raise
+                raise click.BadParameter("the controller needs the extra planner[rl]", param_hint="--controller")
             click.echo("note: no controller policy (it needs the extra planner[rl])", err=True)
             pols.remove("controller")
     from .solvers import stop

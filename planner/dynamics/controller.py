@@ -258,16 +258,24 @@ class Controller:
     def __init__(self, model, meta: dict | None = None):
         self.model, self.meta = model, meta or {}
 
-    @classmethod
-    def load(cls, path=None) -> "Controller":
-        """A saved controller (default: the packaged one); errors name the file and field."""
-        _require()
-        from sb3_contrib import MaskablePPO
+    @staticmethod
+    def check(path=None) -> Path:
+        """The controller file's path after the checks that need no torch (the file exists
+        and is a zip; its metadata, when present, is a JSON object of these features):
+        for a parent process about to fork workers, which must not import torch first."""
+        import zipfile
 
         path = Path(path) if path is not None else default_path()
         if not path.is_file():
             raise InputError("no such file (a controller saved by planner controller train)", "--controller",
                              str(path))
+        if not zipfile.is_zipfile(path):
+            raise InputError("not a saved controller (not a zip file)", file=str(path))
+        Controller._meta(path)
+        return path
+
+    @staticmethod
+    def _meta(path: Path) -> dict:
         meta_path = Path(str(path) + ".json")
         meta = {}
         if meta_path.is_file():
@@ -280,6 +288,19 @@ class Controller:
             if meta.get("features_version", FEATURES_VERSION) != FEATURES_VERSION:
                 raise InputError(f"features_version {meta.get('features_version')} is not this planner's "
                                  f"{FEATURES_VERSION}: retrain the controller", "features_version", str(meta_path))
+        return meta
+
+    @classmethod
+    def load(cls, path=None) -> "Controller":
+        """A saved controller (default: the packaged one); errors name the file and field."""
+        _require()
+        from sb3_contrib import MaskablePPO
+
+        path = Path(path) if path is not None else default_path()
+        if not path.is_file():
+            raise InputError("no such file (a controller saved by planner controller train)", "--controller",
+                             str(path))
+        meta = cls._meta(path)
         try:
             model = MaskablePPO.load(path, device="cpu")
         except Exception as err:  # a corrupt or foreign zip: zipfile, pickle and torch errors vary
