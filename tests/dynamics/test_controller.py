@@ -171,3 +171,20 @@ def test_packaged_controller_and_bad_files(tmp_path):
     res = runner.invoke(main, ["simulate", "tiny-3dc", "--trace", str(path), "--policy", "static",
                                "--controller", str(bad)])
     assert res.exit_code == 2 and "--controller" in res.output
+
+
+def test_check_needs_no_torch_and_names_the_file(tmp_path):
+    """The benchmark checks the controller file before forking its workers, without torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from planner.dynamics.controller import Controller; Controller.check(); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(InputError, match="bad.zip"):
+        ctl.Controller.check(bad)
+    res = CliRunner().invoke(main, ["bench", "tiny-3dc", "--controller", str(bad), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "bad.zip" in res.output
