@@ -8,9 +8,13 @@ plan time, status and gap.  Dynamic: every instance gets a generated trace
 policy trains on the week generated with ``seed``); a training job of N
 iterations (``"auto"``: as many as the static greedy plan runs in the trace's
 length at base speed) runs through it under the static, greedy, resolve
-(MILP), rl (the policy trained for the static table) and oracle policies;
-we report total time, iterations per hour, reconfiguration and stalled
-time, the number of re-planning decisions and the mean wall time of one.
+(MILP), rl (the policy trained for the static table), hysteresis, mpc,
+controller (the packaged learned controller, trained on seeds below
+``TEST_TRACE_SEED``) and oracle policies (``policies`` picks which; every
+epoch's greedy plan is computed once per instance and shared); we report
+total time, the extra time over the oracle, iterations per hour,
+reconfiguration and stalled time, the number of re-planning decisions, the
+mean wall time of one and of a keep-or-switch choice.
 
 Methods: ``greedy``, ``milp`` (time limit), ``cpsat`` (when installed),
 ``rl`` (the shipped MaskablePPO policy of ``models/rl/``, or one trained on
@@ -37,7 +41,9 @@ import numpy as np
 from .problem.files import atomic_path, write_atomic
 
 STATIC_METHODS = ("greedy", "milp", "cpsat", "rl", "megatron", "random")
-TEST_TRACE_SEED = 1000  # rollout traces use seed TEST_TRACE_SEED + seed, RL trains on seed
+# rollout traces use seed TEST_TRACE_SEED + seed; RL trains on seed, the controller on seeds below it
+from .problem.traces import TEST_TRACE_SEED  # noqa: E402
+DYNAMIC_POLICIES = ("static", "greedy", "resolve", "rl", "hysteresis", "mpc", "controller")
 SUITE_MAX_DOMAINS = 40  # the default suite: packaged instances up to this many domains
 
 
@@ -187,31 +193,40 @@ def auto_iterations(instance, hours: float) -> int:
 def run_dynamic(args: tuple) -> list[dict]:
     """Rollouts of one instance through its generated trace under every policy:
     ``args`` = (instance, hours, iterations or "auto", seed, time limit of the
-    resolve solver, resolve solver or None, trained RL policy's bytes or None)."""
+    resolve solver, resolve solver or None, trained RL policy's bytes or None,
+    policies (a subset of DYNAMIC_POLICIES), controller file or None for the packaged one).
+    Every epoch's greedy plan is computed once and shared by the policies (and the oracle)."""
     import logging
 
     from .problem.io import load_instance
+    from .dynamics.policies import EpochPlans
     from .dynamics.rollout import rollout
     from .problem.traces import generate
 
     logging.getLogger("planner").setLevel(logging.WARNING)
-    name, hours, iterations, seed, time_limit, resolver, policy = args
+    name, hours, iterations, seed, time_limit, resolver, policy, wanted, controller = (tuple(args) + (None, None))[:9]
+    wanted = DYNAMIC_POLICIES if wanted is None else wanted
     inst = load_instance(name)
     tr = generate(inst, hours=hours, seed=TEST_TRACE_SEED + seed)
     n = auto_iterations(inst, hours) if iterations == "auto" else int(iterations)
-    pols = [("static", "greedy"), ("greedy", "greedy")]
-    if resolver:
-        pols.append(("resolve", resolver))
-    if policy is not None:
-        pols.append(("rl", None))
+    pols = []
+    for pol in DYNAMIC_POLICIES:
+        if pol not in wanted or (pol == "resolve" and not resolver) or (pol == "rl" and policy is None):
+            continue
+        pols.append((pol, resolver if pol == "resolve" else "greedy"))
+    plans = EpochPlans(inst, tr, seed=seed)
     rows, seen = [], []
     for pol, solver in pols + [("oracle", None)]:
         r = rollout(inst, tr, pol, n, solver=solver or "greedy", time_limit=time_limit,
-                    solver_time="measured", candidates=seen, seed=seed, rl_policy=policy)
+                    solver_time="measured", candidates=seen, seed=seed, rl_policy=policy,
+                    controller=controller, plans=plans)
         seen += r.plans
         label = f"resolve ({solver})" if pol == "resolve" else pol
         rows.append({"instance": name, "policy": label, "trace_seed": TEST_TRACE_SEED + seed,
                      **{k: v for k, v in r.summary().items() if k != "policy"}})
+    oracle = rows[-1]["total_s"] if rows[-1]["completed"] else None
+    for r in rows:  # extra wall time over the hindsight oracle on the same trace and iterations
+        r["over_oracle"] = r["total_s"] / oracle - 1.0 if oracle and r["completed"] else None
     return rows
 
 
@@ -275,12 +290,15 @@ def _map(fn, items, executor: str, workers: int, address: str | None, progress=N
 
 def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int = 0, rl_steps: int | None = None,
         dynamic: bool = True, hours: float = 24.0, iterations: int | str = 2000, executor: str = "process",
-        workers: int = 2, address: str | None = None, show_progress: bool = True):
+        workers: int = 2, address: str | None = None, show_progress: bool = True, policies=DYNAMIC_POLICIES,
+        controller: str | None = None):
     """(static rows, dynamic rows) for the suite; see the module docstring.  The
     resolve policy uses the MILP (when ``milp`` is among ``methods``) with
     ``min(time_limit, 30)`` s per re-solve; the rl policy uses the policy
     of the static table (when ``rl`` is among ``methods``): trained with
-    ``rl_steps`` environment steps, or (None) the shipped one under ``models/rl/``."""
+    ``rl_steps`` environment steps, or (None) the shipped one under ``models/rl/``;
+    the controller policy the controller file ``controller`` (default: the packaged one).
+    ``policies``: the dynamic policies to run (the oracle always runs)."""
     from rich.console import Console
     from rich.progress import Progress
 
@@ -289,15 +307,15 @@ def run(instances, methods=STATIC_METHODS, time_limit: float = 60.0, seed: int =
     with Progress(console=Console(stderr=True), disable=not show_progress, transient=False) as prog:
         bar = prog.add_task("static plans", total=len(tasks))
         static = _map(run_static, tasks, executor, workers, address, lambda: prog.advance(bar))
-        policies = {r["instance"]: r.pop("_policy") for r in static if "_policy" in r}
+        rl_policies = {r["instance"]: r.pop("_policy") for r in static if "_policy" in r}
         dyn = []
         from .solvers import stop
 
         if dynamic and not stop.requested():
             bar2 = prog.add_task("rollouts", total=len(instances))
             resolver = "milp" if "milp" in methods else None
-            items = [(i, hours, iterations, seed, min(time_limit, 30.0), resolver, policies.get(i))
-                     for i in instances]
+            items = [(i, hours, iterations, seed, min(time_limit, 30.0), resolver, rl_policies.get(i),
+                      tuple(policies), controller) for i in instances]
             for rows in _map(run_dynamic, items, executor, workers, address, lambda: prog.advance(bar2)):
                 dyn += rows
     return static, dyn
@@ -312,8 +330,9 @@ def _fmt(v, nd=4):
 
 
 STATIC_COLUMNS = ["instance", "method", "iteration_s", "x_bound", "estimate_s", "plan_s", "status", "gap", "train_s"]
-DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "iterations_per_hour", "compute_s", "reconfig_s", "stalled_s",
-                   "switches", "decisions", "decision_s", "solver_s", "iterations", "completed", "trace_seed"]
+DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "over_oracle", "iterations_per_hour", "compute_s", "reconfig_s",
+                   "stalled_s", "switches", "decisions", "decision_s", "choice_ms", "solver_s", "iterations",
+                   "completed", "trace_seed"]
 
 
 def code_version() -> str | None:

@@ -360,7 +360,7 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.argument("instance")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), required=True)
 @click.option("--policy", "policies", multiple=True,
-              type=click.Choice(["static", "greedy", "resolve", "rl", "oracle"]),
+              type=click.Choice(["static", "greedy", "resolve", "rl", "hysteresis", "mpc", "controller", "oracle"]),
               default=("static", "greedy", "oracle"), show_default=True, help="repeatable")
 @click.option("--iterations", type=click.IntRange(1, limits.MAX_ITERATIONS), default=1000, show_default=True)
 @click.option("--solver", default="greedy", show_default=True, help="solver of the resolve policy")
@@ -371,11 +371,17 @@ def trace_generate_cmd(instance, hours, seed, start_hour_utc, out_path):
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="resolve: solver time limit")
 @click.option("--rl-policy", "rl_policy", type=click.Path(dir_okay=False, exists=True),
               help="rl: the trained policy (planner rl train ... --out POLICY)")
+@click.option("--controller", "controller_path", type=click.Path(dir_okay=False),
+              help="controller: a trained controller (planner controller train ... --out FILE); "
+                   "default: the packaged one")
+@click.option("--margin", type=_Finite(min=0), default=None,
+              help="hysteresis: net gain over the switch time (fraction, default 0.5); mpc: over keeping "
+                   "(default 0.005)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, threshold, solver_time,
-                 time_limit, rl_policy, as_json, quiet):
+                 time_limit, rl_policy, controller_path, margin, as_json, quiet):
     """Run a training job through a trace under re-planning policies (SPEC 8)."""
     from rich.table import Table
 
@@ -393,16 +399,26 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
                                  param_hint="--solver")
     if "rl" in policies and not rl_policy:
         raise click.BadParameter("the rl policy needs --rl-policy POLICY", param_hint="--rl-policy")
+    if controller_path and "controller" not in policies:
+        raise click.BadParameter("--controller applies to --policy controller", param_hint="--controller")
+    controller = None
+    if "controller" in policies:  # load (and check) it before any rollout
+        from .dynamics.controller import Controller
+
+        controller = Controller.load(controller_path)
+    from .dynamics.policies import EpochPlans
     from .solvers import stop
 
     _progress(quiet)
     log = __import__("logging").getLogger("planner")
     results, seen, interrupted = [], [], False
+    plans = EpochPlans(inst, tr)  # every epoch's greedy plan, computed once for all the policies
     with stop.Watch():  # Ctrl-C: the rows so far (the current policy's marked incomplete), exit 130
         for pol in sorted(policies, key=lambda p: p == "oracle"):  # the oracle last: it uses every plan seen
             log.info("simulate: policy %s over %d iterations ...", pol, iterations)
             r = rollout(inst, tr, pol, iterations, solver=solver, every_min=every_min, threshold=threshold,
-                        solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy)
+                        solver_time=st, time_limit=time_limit, candidates=seen, rl_policy=rl_policy,
+                        controller=controller, plans=plans, margin=margin)
             seen += r.plans
             results.append(r)
             interrupted = stop.requested() == "interrupted"
@@ -418,12 +434,13 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
     for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
-                "s per decision"):
+                "s per decision", "ms per choice"):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for r in results:
         t.add_row(r.policy + ("" if r.completed else " (incomplete)"), f"{r.total_s / 3600:.3f}",
                   f"{r.iterations_per_hour:.1f}", f"{r.reconfig_s:.1f}", f"{r.stalled_s:.1f}", str(r.switches),
-                  f"{r.solver_s:.1f}", "-" if r.decision_s is None else f"{r.decision_s:.3g}")
+                  f"{r.solver_s:.1f}", "-" if r.decision_s is None else f"{r.decision_s:.3g}",
+                  "-" if r.choice_ms is None else f"{r.choice_ms:.3g}")
     out.print(t)
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
@@ -479,6 +496,61 @@ def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet)
     out.print(f"policy written to {out_path}, learning curve to {curve_path} and {curve_csv}")
 
 
+@main.group("controller")
+def controller_group():
+    """The learned re-planning controller (needs the extra planner[rl])."""
+
+
+@controller_group.command("train")
+@click.option("--instances", default=",".join(("tiny-3dc", "tiny-line", "two-dc", "aws-multiregion",
+                                               "azure-multiregion", "gcp-16", "edwc-llama2-13b")),
+              show_default=True, help="comma-separated instances (names or files)")
+@click.option("--seeds", default="1", show_default=True,
+              help="comma-separated trace seeds, each below 1000 (from 1000 on: the benchmark's test traces)")
+@click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=60_000, show_default=True,
+              help="environment steps (one per epoch decision)")
+@click.option("--envs", type=click.IntRange(1, 64), default=4, show_default=True, help="vectorised environments")
+@click.option("--hours", type=_Finite(0, limits.MAX_TRACE_HOURS, min_open=True), default=12.0, show_default=True,
+              help="length of each training trace (jobs of 1 h to this)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="controller file (zip; its metadata beside it as FILE.json)")
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False), default=None,
+              help="keep each training trace's greedy plans here and reuse them (the same controller, sooner)")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+@_guard
+def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, cache_dir, quiet):
+    """Train the re-planning controller (MaskablePPO) on generated traces of INSTANCES."""
+    import time
+
+    import numpy as np
+
+    from .dynamics.controller import check_training_seeds, train
+
+    names = [n.strip() for n in instances.split(",") if n.strip()]
+    for n in names:
+        pio.load_instance(n)  # fail early, with the file and field
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter("comma-separated integers", param_hint="--seeds") from None
+    if not names or not seed_list:
+        raise click.BadParameter("at least one instance and one seed", param_hint="--instances/--seeds")
+    check_training_seeds(seed_list)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(n) for n in names])
+    _progress(quiet)
+    command = "planner controller train " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else \
+        "planner controller train"
+    t0 = time.perf_counter()
+    _, curve = train(names, seed_list, steps=steps, seed=seed, out=out_path, n_envs=envs, progress=False,
+                     command=command, hours=hours, cache_dir=cache_dir)
+    r = np.array(curve.returns)
+    tail = r[-max(1, len(r) // 10):] if len(r) else np.array([np.nan])
+    out.print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; {len(r)} episodes; last 10% mean "
+              f"return {tail.mean():+.3f} (epochs of 300 s its switches saved over keeping, in hindsight)")
+    out.print(f"controller written to {out_path} (metadata {out_path}.json)")
+
+
 @main.command("bench")
 @click.argument("instances", nargs=-1)
 @click.option("--methods", default="greedy,milp,cpsat,rl,megatron,random", show_default=True)
@@ -496,10 +568,14 @@ def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet)
 @click.option("--workers", type=WORKERS, default=2, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
               show_default=True, callback=_writable)
+@click.option("--policies", default="static,greedy,resolve,rl,hysteresis,mpc,controller", show_default=True,
+              help="dynamic policies (resolve needs milp among --methods, rl needs rl; the oracle always runs)")
+@click.option("--controller", "controller_path", type=click.Path(dir_okay=False),
+              help="the controller policy's file (default: the packaged one)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
-              workers, out_dir, quiet):
+              workers, out_dir, policies, controller_path, quiet):
     """Compare solvers, RL, greedy and baselines on INSTANCES (default: the packaged ones of
     at most 40 domains; name the national-scale ones to include them)."""
     from . import bench
@@ -516,12 +592,29 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
             iterations = click.IntRange(1, limits.MAX_ITERATIONS).convert(iterations, None, None)
         except click.BadParameter:
             raise click.BadParameter("an integer or 'auto'", param_hint="--iterations") from None
+    pols = [q.strip() for q in policies.split(",") if q.strip()]
+    bad = [q for q in pols if q not in bench.DYNAMIC_POLICIES]
+    if bad:
+        raise click.BadParameter(f"unknown policy(ies) {', '.join(bad)}; choose from "
+                                 f"{', '.join(bench.DYNAMIC_POLICIES)}", param_hint="--policies")
+    if dynamic and "controller" in pols:  # check the file before hours of benchmark, without torch:
+        import importlib.util  # workers fork from this process, and torch's threads do not survive a fork
+
+        from .dynamics.controller import Controller
+
+        Controller.check(controller_path)
+        if importlib.util.find_spec("sb3_contrib") is None:
+            if controller_path:
+                raise click.BadParameter("the controller needs the extra planner[rl]", param_hint="--controller")
+            click.echo("note: no controller policy (it needs the extra planner[rl])", err=True)
+            pols.remove("controller")
     from .solvers import stop
 
     with stop.Watch():  # Ctrl-C: write the rows that finished, exit 130
         static, dyn = bench.run(names, meths, time_limit=time_limit, seed=seed, rl_steps=rl_steps, dynamic=dynamic,
                                 hours=hours, iterations=iterations, executor=executor, workers=workers,
-                                address=address, show_progress=not quiet)
+                                address=address, show_progress=not quiet, policies=pols,
+                                controller=controller_path)
         interrupted = stop.requested() == "interrupted"
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
     files = bench.write(static, dyn, out_dir, command, code=bench.code_version())

@@ -66,11 +66,31 @@ def test_dynamic_rows_held_out_trace_and_rl_policy():
     static, dyn = bench.run(["tiny-3dc"], ["greedy", "rl"], rl_steps=256, dynamic=True, hours=0.5,
                             iterations="auto", executor="serial", show_progress=False)
     assert all("_policy" not in r for r in static)  # the trained policy travels apart from the table
-    assert [r["policy"] for r in dyn] == ["static", "greedy", "rl", "oracle"]  # no milp: no resolve
+    assert [r["policy"] for r in dyn] == ["static", "greedy", "rl", "hysteresis", "mpc", "controller",
+                                          "oracle"]  # no milp: no resolve
     n = bench.auto_iterations(inst, 0.5)
     for r in dyn:
         assert r["iterations"] == n and r["trace_seed"] == bench.TEST_TRACE_SEED  # not RL's training seed 0
         assert r["total_s"] >= dyn[-1]["total_s"] * (1 - 1e-12)
+    for r in dyn:  # the extra time over the oracle is the table's own ratio
+        assert r["over_oracle"] == pytest.approx(r["total_s"] / dyn[-1]["total_s"] - 1.0, rel=1e-12, abs=1e-15)
+    ctl_row = dyn[5]
+    assert ctl_row["decisions"] >= 1 and ctl_row["choice_ms"] is not None
     rl_row = dyn[2]
     assert rl_row["decisions"] >= 1 and rl_row["decision_s"] == pytest.approx(
         rl_row["solver_s"] / rl_row["decisions"])
+
+
+def test_readme_bench_tables_match_the_committed_results():
+    """The README's bench tables are what benchmarks/readme_bench_table.py makes of the committed CSVs."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_bench_table.py"
+    spec = importlib.util.spec_from_file_location("readme_bench_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--check"]) == 0, "run benchmarks/readme_bench_table.py"
+    text = (path.parents[1] / "README.md").read_text()
+    block = text[text.index(mod.START):text.index(mod.END)]
+    assert "| **median** |" in block and "controller" in block

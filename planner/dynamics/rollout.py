@@ -25,6 +25,11 @@ Policies:
 * ``resolve``: re-plan with ``solver`` every ``every_min`` minutes, or as
   soon as the current plan runs more than ``threshold`` slower than when it
   was chosen;
+* ``hysteresis``, ``mpc``: switch-aware rules deciding once per epoch among
+  candidate plans (:mod:`planner.dynamics.policies`);
+* ``controller``: the learned keep-or-switch controller
+  (:mod:`planner.dynamics.controller`; ``controller``: its file, default the
+  packaged one);
 * ``oracle``: with hindsight, no solver or reconfiguration cost, the best of
   a set of candidate plans for every iteration, and the best moment to start
   it (it may wait for a better epoch): no policy using those plans finishes
@@ -48,120 +53,52 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..scoring.evaluator import Evaluator
 from ..solvers import stop
-from ..problem.network import GBPS, MS, NetworkStates, flow_bandwidth, instance_at  # noqa: F401
+from ..problem.network import NetworkStates, instance_at
 from ..problem.plan import Plan
+from .job import Epoch, PlanTimes, RolloutResult, starts_before, switch_time  # noqa: F401  (switch_time: public here too)
+from .policies import EpochPlans, Hysteresis, Lookahead, epoch_rollout
 
-POLICIES = ("static", "greedy", "resolve", "rl", "oracle")
-
-
-@dataclass
-class Epoch:
-    epoch: int
-    start_s: float
-    iterations: int
-    mean_iteration_s: float
-    plan: int  # index into RolloutResult.plans
+POLICIES = ("static", "greedy", "resolve", "rl", "hysteresis", "mpc", "controller", "oracle")
 
 
-@dataclass
-class RolloutResult:
-    policy: str
-    iterations: int
-    total_s: float
-    compute_s: float  # sum of iteration times
-    reconfig_s: float
-    stalled_s: float
-    switches: int
-    solver_s: float  # solver wall time (overlapped with training, not in total)
-    decisions: int = 0  # re-planning calls during the rollout (the first plan not counted)
-    plans: list = field(default_factory=list)
-    series: list = field(default_factory=list)  # per epoch with work done
-    completed: bool = True
-
-    @property
-    def decision_s(self) -> float | None:
-        """Mean solver wall time of one re-planning decision (None without decisions)."""
-        return self.solver_s / self.decisions if self.decisions else None
-
-    @property
-    def iterations_per_hour(self) -> float:
-        return self.iterations / self.total_s * 3600.0 if self.total_s > 0 else 0.0
-
-    def summary(self) -> dict:
-        return {"policy": self.policy, "iterations": int(self.iterations), "total_s": float(self.total_s),
-                "iterations_per_hour": float(self.iterations_per_hour), "compute_s": float(self.compute_s),
-                "reconfig_s": float(self.reconfig_s), "stalled_s": float(self.stalled_s),
-                "switches": int(self.switches), "solver_s": float(self.solver_s), "decisions": int(self.decisions),
-                "decision_s": None if self.decision_s is None else float(self.decision_s),
-                "completed": self.completed}
-
-
-def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.ndarray) -> float:
-    """Seconds to move state from ``old``'s placement to ``new``'s (module docstring)."""
-    units = instance.units
-    moves: dict[tuple[str, str], float] = defaultdict(float)
-    old_dom = [[None] * len(units) for _ in range(old.replicas)]
-    for r, row in enumerate(old.placement):
-        for st, d in zip(old.stages, row):
-            for u in range(st.start, st.end):
-                old_dom[r][u] = d
-    for r, row in enumerate(new.placement):
-        src = old_dom[r % old.replicas]
-        for st, d in zip(new.stages, row):
-            for u in range(st.start, st.end):
-                if src[u] != d:
-                    moves[(src[u], d)] += 16.0 * units[u].params
-    if not moves:
-        return 0.0
-    pairs = list(moves)
-    routes = [instance.routes[p].links for p in pairs]
-    bw = flow_bandwidth(bw_gbps[None, :], routes)[0]
-    worst = 0.0
-    for (p, nbytes), b, links in zip(moves.items(), bw, routes):
-        t = nbytes / b if b > 0 else np.inf
-        worst = max(worst, t + sum(lat_ms[l] for l in links) * MS)
-    return float(worst)
-
-
-class _Times:
-    """Iteration time of a plan in every epoch, computed once per plan (vectorised)."""
-
-    def __init__(self, instance, trace):
-        self.instance, self.trace = instance, trace
-        self.plans: list[Plan] = []
-        self.T: list[np.ndarray] = []
-        self._index: dict[str, int] = {}
-
-    def add(self, plan: Plan) -> int:
-        key = plan.model_copy(update={"predicted": None, "solver": None}).to_json(indent=None)
-        if key not in self._index:
-            self._index[key] = len(self.plans)
-            self.plans.append(plan)
-            self.T.append(Evaluator(self.instance, plan).iteration_times(self.trace.states))
-        return self._index[key]
+_Times = PlanTimes  # the name this module used before job.py
 
 
 def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = None, solver: str = "greedy",
             every_min: float = 30.0, threshold: float = 0.10, solver_time="measured", time_limit: float = 10.0,
-            candidates=(), seed: int = 0, rl_policy=None) -> RolloutResult:
+            candidates=(), seed: int = 0, rl_policy=None, controller=None, plans: EpochPlans | None = None,
+            margin: float | None = None) -> RolloutResult:
     """Run ``iterations`` training iterations through ``trace`` under ``policy``
     (``rl_policy``: for the ``rl`` policy, a saved policy's path, its bytes, a
-    loaded model or a :class:`planner.solvers.rl.Replanner`)."""
+    loaded model or a :class:`planner.solvers.rl.Replanner`; ``controller``: for
+    the ``controller`` policy, a saved controller's path or a loaded
+    :class:`planner.dynamics.controller.Controller` (default: the packaged one);
+    ``plans``: the per-epoch candidate plans of ``trace``, shared between the
+    rollouts of one trace (:class:`planner.dynamics.policies.EpochPlans`);
+    ``margin``: the hysteresis or look-ahead margin, default theirs)."""
     from ..solvers.registry import plan as make_plan
 
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
-    times = _Times(instance, trace)
+    times = _Times(instance, trace, plans.memo if plans is not None else None)
     if policy == "oracle":
         return oracle_rollout(instance, trace, iterations, list(candidates) + ([plan] if plan else []),
-                              times=times)
+                              times=times, plans=plans)
+    if policy in ("hysteresis", "mpc", "controller"):
+        plans = plans or EpochPlans(instance, trace, seed=seed, start=plan)
+        if policy == "controller":
+            from .controller import Controller
+
+            rule = controller if isinstance(controller, Controller) else Controller.load(controller)
+        else:
+            kw = {} if margin is None else {"margin": margin}
+            rule = Hysteresis(**kw) if policy == "hysteresis" else Lookahead(seed=seed, **kw)
+        return epoch_rollout(instance, trace, rule, iterations, plans, name=policy, solver_time=solver_time,
+                             start=plan)
     replan = None
     if policy == "rl":
         from ..solvers.rl import Replanner
@@ -218,6 +155,20 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
                 else:
                     slow = times.T[cur][e] > chosen_T * (1 + threshold)
                     want = t >= next_check or slow
+            if want and policy == "greedy" and plans is not None:  # this epoch's greedy, computed once per trace
+                new, measured = plans.greedy(e)
+                last_epoch = e
+                want = False
+                if new is not None:  # else nothing fits this epoch's state: keep the plan
+                    took = measured if solver_time == "measured" else float(solver_time)
+                    solver_s += took
+                    decisions += 1
+                    pending = (t + took, times.add(new))
+                    next_check = t + every_min * 60.0
+                    if np.isfinite(times.T[cur][e]):
+                        chosen_T = times.T[cur][e]
+                    if took == 0.0:
+                        continue
             if want:
                 if replan is not None:
                     st = trace.states
@@ -248,12 +199,20 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
             t += wait
             stalled += wait
             continue
-        t += T
-        compute += T
-        done += 1
+        # every iteration that starts before anything can happen (the next epoch, the
+        # pending plan, the next periodic re-plan) runs now, in closed form
+        lim = trace.times[e + 1] if e + 1 < trace.epochs else np.inf
+        if pending is not None:
+            lim = min(lim, pending[0])
+        if policy == "resolve":
+            lim = min(lim, next_check)
+        k = starts_before(t, T, lim, iterations - done)
+        t += k * T
+        compute += k * T
+        done += k
         series.setdefault(e, [0, 0.0, cur])
-        series[e][0] += 1
-        series[e][1] += T
+        series[e][0] += k
+        series[e][1] += k * T
     return _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, times, series,
                    decisions=decisions)
 
@@ -266,7 +225,8 @@ def _result(policy, done, t, compute, reconfig, stalled, switches, solver_s, tim
                          rows, completed)
 
 
-def oracle_rollout(instance, trace, iterations: int, candidates, times: _Times | None = None) -> RolloutResult:
+def oracle_rollout(instance, trace, iterations: int, candidates, times: PlanTimes | None = None,
+                   plans: EpochPlans | None = None) -> RolloutResult:
     """The hindsight bound over ``candidates`` (plus greedy's plan for every epoch).
 
     With T*(e) the best candidate's iteration time in epoch e, an iteration
@@ -276,16 +236,13 @@ def oracle_rollout(instance, trace, iterations: int, candidates, times: _Times |
     than h applied to its (k-1)-th end, so iterating h from 0 is a lower
     bound on every policy that uses these plans.  Waiting shows as stalled time.
     """
-    from ..solvers.greedy import greedy
-
-    times = times or _Times(instance, trace)
+    times = times or PlanTimes(instance, trace, plans.memo if plans is not None else None)
     for p in candidates:
         times.add(p)
-    for e in range(trace.epochs):
-        try:
-            times.add(greedy(instance_at(instance, trace.states, e)).model_copy(update={"instance": instance.name}))
-        except Exception:  # an epoch where nothing fits: other candidates cover it
-            pass
+    plans = plans or EpochPlans(instance, trace)
+    for p in plans.all_greedy():  # None: an epoch where nothing fits; other candidates cover it
+        if p is not None:
+            times.add(p)
     T = np.vstack(times.T)  # (plans, epochs)
     best = T.min(axis=0)
     arg = T.argmin(axis=0)
@@ -294,7 +251,8 @@ def oracle_rollout(instance, trace, iterations: int, candidates, times: _Times |
     suffix = np.minimum.accumulate(finish_at_start[::-1])[::-1]  # min over epochs >= e
     t = compute = stalled = 0.0
     series: dict[int, list] = {}
-    for _ in range(iterations):
+    done = 0
+    while done < iterations:
         e = trace.epoch_at(t)
         now = t + best[e]
         later = suffix[e + 1] if e + 1 < trace.epochs else np.inf
@@ -302,12 +260,18 @@ def oracle_rollout(instance, trace, iterations: int, candidates, times: _Times |
             e2 = e + 1 + int(np.argmin(finish_at_start[e + 1:]))
             stalled += starts[e2] - t
             t, e = starts[e2], e2
+            later = suffix[e + 1] if e + 1 < trace.epochs else np.inf
         if not np.isfinite(best[e]):
-            return _result("oracle", sum(v[0] for v in series.values()), t, compute, 0.0, stalled, 0, 0.0,
-                           times, series, completed=False)
-        t += best[e]
-        compute += best[e]
+            return _result("oracle", done, t, compute, 0.0, stalled, 0, 0.0, times, series, completed=False)
+        # the iterations that start in this epoch while not waiting is no better, in closed form
+        lim = starts[e + 1] if e + 1 < trace.epochs else np.inf
+        if np.isfinite(later):
+            lim = min(lim, np.nextafter(later - best[e], np.inf))
+        k = starts_before(t, best[e], lim, iterations - done)
+        t += k * best[e]
+        compute += k * best[e]
+        done += k
         series.setdefault(e, [0, 0.0, int(arg[e])])
-        series[e][0] += 1
-        series[e][1] += best[e]
+        series[e][0] += k
+        series[e][1] += k * best[e]
     return _result("oracle", iterations, t, compute, 0.0, stalled, 0, 0.0, times, series)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,10 @@ DEGRADE_MINUTES = (15, 90)
 OUTAGE_PER_DAY = 1.0 / 7
 OUTAGE_MINUTES = (10, 30)
 LATENCY_INFLATION = (1.05, 2.0)
+OUTAGE_STAY = 0.75  # forecasts: a link that is down stays down another epoch with this chance (mean 20 min)
+# Trace seeds from here on are test traces (the benchmark's rollouts use TEST_TRACE_SEED + seed);
+# whatever learns from traces (the re-planning controller) must train on seeds below it.
+TEST_TRACE_SEED = 1000
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class Trace:
     times: np.ndarray  # (T,)
     states: NetworkStates  # (T, links)
     links: tuple[str, ...]  # "a-b" in instance order
+    start_hour_utc: float = 0.0  # hour of day (UTC) at time 0: where the diurnal profile starts
 
     @property
     def epochs(self) -> int:
@@ -86,6 +92,20 @@ def local_profile(hours_utc: np.ndarray, utc_offset: float) -> np.ndarray:
     return np.interp(local, np.arange(25), np.append(ABILENE_UTC, ABILENE_UTC[0]))
 
 
+def diurnal_factors(instance, hours_utc) -> np.ndarray:
+    """Available-bandwidth factor (mean about 1) of every link at UTC hours, shape
+    (len(hours_utc), links): the Abilene load at each end's local time, averaged
+    over the two ends; busier background leaves less bandwidth."""
+    hours_utc = np.atleast_1d(np.asarray(hours_utc, dtype=float))
+    swing = DIURNAL_SWING / np.max(np.abs(ABILENE_UTC - 1.0))
+    out = np.empty((len(hours_utc), len(instance.links)))
+    for k, link in enumerate(instance.links):
+        offs = [instance.domain(d).utc_offset_hours or 0.0 for d in (link.a, link.b)]
+        load = 0.5 * (local_profile(hours_utc, offs[0]) + local_profile(hours_utc, offs[1]))
+        out[:, k] = 1.0 - swing * (load - 1.0)
+    return out
+
+
 def generate(instance, hours: float = 24.0, seed: int = 0, epoch_s: float = EPOCH_S,
              start_hour_utc: float = 0.0) -> Trace:
     """A synthetic trace for ``instance`` (see module docstring); deterministic for a seed."""
@@ -96,15 +116,13 @@ def generate(instance, hours: float = 24.0, seed: int = 0, epoch_s: float = EPOC
     hours_utc = start_hour_utc + times / 3600.0
     base_bw = np.array([l.bandwidth_gbps for l in instance.links])
     base_lat = np.array([l.latency_ms for l in instance.links])
-    swing = DIURNAL_SWING / np.max(np.abs(ABILENE_UTC - 1.0))
+    diurnal_all = diurnal_factors(instance, hours_utc)
     bw = np.empty((T, L))
     lat = np.empty((T, L))
     sigma = STEP_MEDIAN / 0.6745  # median |N(0, s)| = 0.6745 s
     per_epoch = epoch_s / 86400.0
     for k, link in enumerate(instance.links):
-        offs = [instance.domain(d).utc_offset_hours or 0.0 for d in (link.a, link.b)]
-        load = 0.5 * (local_profile(hours_utc, offs[0]) + local_profile(hours_utc, offs[1]))
-        diurnal = 1.0 - swing * (load - 1.0)  # busier background -> less bandwidth left
+        diurnal = diurnal_all[:, k]
         noise = np.empty(T)
         z = rng.normal(0.0, sigma / math.sqrt(1 - AR_RHO ** 2))
         for t in range(T):
@@ -129,7 +147,58 @@ def generate(instance, hours: float = 24.0, seed: int = 0, epoch_s: float = EPOC
         bw[:, k] = base_bw[k] * factor
         lat[:, k] = base_lat[k] * inflate * np.exp(rng.normal(0.0, 0.01, T))  # 1% jitter
     names = tuple(f"{l.a}-{l.b}" for l in instance.links)
-    return Trace(times, NetworkStates(bw, lat), names)
+    return Trace(times, NetworkStates(bw, lat), names, float(start_hour_utc))
+
+
+def sample_futures(instance, trace: Trace, epoch: int, horizon: int, k: int, rng) -> NetworkStates:
+    """``k`` sampled continuations of ``trace`` after ``epoch`` under the generator's
+    model, knowing only the states up to ``epoch``: the states of epochs
+    ``epoch + 1 .. epoch + horizon``, shape (k * horizon, links), path-major
+    (row ``i * horizon + h`` is path i, h + 1 epochs ahead).
+
+    Each link's log-bandwidth deviation from its diurnal mean decays as the
+    AR(1) noise does (rho 0.9, plus fresh innovations); a link that is down
+    stays down another epoch with probability 0.75 (outages last 10-30 min);
+    new degradations and outages start at their daily rates; latency
+    deviations decay like bandwidth's.
+
+    Example: ``sample_futures(inst, tr, 10, 6, 8, np.random.default_rng(0))``
+    gives 48 states, 8 paths of the next 30 minutes.
+    """
+    epoch_s = float(trace.times[1] - trace.times[0]) if trace.epochs > 1 else EPOCH_S
+    L = len(instance.links)
+    base_bw = np.array([l.bandwidth_gbps for l in instance.links])
+    base_lat = np.array([l.latency_ms for l in instance.links])
+    t_now = float(trace.times[epoch])
+    hours = trace.start_hour_utc + (t_now + epoch_s * np.arange(horizon + 1)) / 3600.0
+    diurnal = diurnal_factors(instance, hours)  # (H + 1, L)
+    bw_now = trace.states.bandwidth_gbps[epoch]
+    lat_now = trace.states.latency_ms[epoch]
+    up = bw_now > 0
+    dev = np.where(up, np.log(np.maximum(bw_now, 1e-300) / (base_bw * diurnal[0])), 0.0)
+    lat_dev = lat_now / base_lat - 1.0 if np.all(base_lat > 0) else np.zeros(L)
+    sigma = STEP_MEDIAN / 0.6745
+    per_epoch = epoch_s / 86400.0
+    h = np.arange(1, horizon + 1)
+    decay = AR_RHO ** h  # (H,)
+    # innovations of the AR(1) process, accumulated: z_h = rho z_{h-1} + eps_h
+    eps = rng.normal(0.0, sigma, (k, horizon, L))
+    z = np.empty_like(eps)
+    acc = np.zeros((k, L))
+    for j in range(horizon):
+        acc = AR_RHO * acc + eps[:, j]
+        z[:, j] = acc
+    logf = np.log(diurnal[None, 1:]) + decay[None, :, None] * dev[None, None, :] + z
+    # outages in force: each epoch ahead, still down with OUTAGE_STAY (a run from now)
+    still = np.cumprod(rng.random((k, horizon, L)) < OUTAGE_STAY, axis=1).astype(bool) & ~up[None, None, :]
+    new_down = rng.random((k, horizon, L)) < OUTAGE_PER_DAY * per_epoch * (OUTAGE_MINUTES[0] + OUTAGE_MINUTES[1]) / 2 * 60 / epoch_s
+    new_degr = rng.random((k, horizon, L)) < DEGRADE_PER_DAY * per_epoch * (DEGRADE_MINUTES[0] + DEGRADE_MINUTES[1]) / 2 * 60 / epoch_s
+    factor = np.exp(logf) * np.where(new_degr, DEGRADE_FACTOR, 1.0)
+    factor = np.where(still | new_down, 0.0, factor)
+    bw = base_bw[None, None, :] * factor
+    lat = base_lat[None, None, :] * (1.0 + decay[None, :, None] * lat_dev[None, None, :])
+    lat = np.broadcast_to(np.maximum(lat, 0.0), bw.shape)
+    return NetworkStates(bw.reshape(k * horizon, L), np.ascontiguousarray(lat).reshape(k * horizon, L))
 
 
 def to_csv(trace: Trace, header: str = "") -> str:
@@ -182,4 +251,6 @@ def load(path, instance) -> Trace:
         states = NetworkStates(data[:, 1:1 + L], data[:, 1 + L:])
     except InputError as err:
         raise err.with_file(path) from None
-    return Trace(times, states, tuple(names))
+    # the generator's header names the hour of day at time 0 ("... from 6:00 UTC"); else midnight
+    hour = re.search(r"^#.* from (-?[0-9.]+):00 UTC", text, flags=re.M)
+    return Trace(times, states, tuple(names), float(hour.group(1)) if hour else 0.0)

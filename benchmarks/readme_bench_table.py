@@ -1,0 +1,127 @@
+"""Regenerate the README's `planner bench` tables from benchmarks/results/bench/{static,dynamic}.csv.
+
+    .venv/bin/python benchmarks/readme_bench_table.py [--check]
+
+The tables sit in README.md between the markers ``<!-- bench:start -->`` and
+``<!-- bench:end -->``; nothing else of the README is touched.  The dynamic
+table gives every policy's extra wall time over the hindsight oracle on the
+same trace and iterations (``over_oracle``), its switches, and the median
+over the instances; the static table the simulated iteration time of every
+method.  With ``--check`` it only says (exit 1) whether the README is out of
+date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+POLICIES = ("static", "greedy", "resolve (milp)", "rl", "hysteresis", "mpc", "controller")
+METHODS = ("greedy", "milp", "cpsat", "rl", "megatron", "random")
+
+
+def _num(v: str):
+    return None if v in ("", "None") else float(v)
+
+
+def _header(md: Path) -> tuple[str, str]:
+    """(command, code) from a bench Markdown table's head."""
+    lines = md.read_text().splitlines()
+    cmd = next((line for line in lines if line.startswith("Command: ")), "Command: `?`")
+    code = next((line for line in lines if line.startswith("Code: ")), "")
+    return cmd[len("Command: "):], code[len("Code: "):].replace(" (git describe)", "")
+
+
+def dynamic_table(csv_path: Path, md_path: Path) -> str:
+    rows = list(csv.DictReader(csv_path.open()))
+    names = sorted({r["instance"] for r in rows})
+    pols = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
+    by = {(r["instance"], r["policy"]): r for r in rows}
+    cmd, code = _header(md_path)
+    rel = md_path.relative_to(ROOT)
+    hours = {r["instance"]: _num(r["total_s"]) / 3600 for r in rows if r["policy"] == "oracle"}
+    out = [f"**Dynamic**: one job per instance through a generated 24-hour WAN trace (seed "
+           f"{rows[0]['trace_seed']}, which no method trained or was tuned on), as many iterations as greedy's "
+           f"base plan runs in the trace's length; each cell is the policy's extra wall time over the hindsight "
+           f"oracle (best plan seen for every iteration, free switches; lower is better) and its switches. "
+           f"From [{rel}]({rel}) (command: {cmd}; code {code}).", "",
+           "| instance (oracle h) | " + " | ".join(pols) + " |", "|---|" + "---|" * len(pols)]
+    cols: dict[str, list] = {p: [] for p in pols}
+    for n in names:
+        cells = []
+        for p in pols:
+            r = by.get((n, p))
+            v = _num(r["over_oracle"]) if r else None
+            if v is None:
+                cells.append("-" if r is None else "incomplete")
+                continue
+            cols[p].append(v)
+            cells.append(f"{100 * v:+.1f}% ({int(r['switches'])})")
+        out.append(f"| {n} ({hours.get(n, 0):.1f}) | " + " | ".join(cells) + " |")
+    out.append("| **median** | " + " | ".join(f"**{100 * statistics.median(cols[p]):+.1f}%**" if cols[p] else "-"
+                                            for p in pols) + " |")
+    out.append("| worst | " + " | ".join(f"{100 * max(cols[p]):+.1f}%" if cols[p] else "-" for p in pols) + " |")
+    lat = []
+    for p in pols:
+        ds = [_num(r["decision_s"]) for r in rows if r["policy"] == p and _num(r["decision_s"]) is not None]
+        cs = [_num(r["choice_ms"]) for r in rows if r["policy"] == p and _num(r.get("choice_ms", "")) is not None]
+        lat.append((f"{statistics.median(ds):.3g} s" if ds else "-") + (f" / {max(cs):.2g} ms" if cs else ""))
+    out.append("| re-plan s (median) / choice ms (max) | " + " | ".join(lat) + " |")
+    return "\n".join(out)
+
+
+def static_table(csv_path: Path, md_path: Path) -> str:
+    rows = list(csv.DictReader(csv_path.open()))
+    names = sorted({r["instance"] for r in rows})
+    meths = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    by = {(r["instance"], r["method"]): r for r in rows}
+    cmd, code = _header(md_path)
+    rel = md_path.relative_to(ROOT)
+    out = [f"**Static**: simulated iteration time (s) on the base network and its ratio to the instance's lower "
+           f"bound. From [{rel}]({rel}) (command: {cmd}; code {code}).", "",
+           "| instance | " + " | ".join(meths) + " |", "|---|" + "---|" * len(meths)]
+    for n in names:
+        cells = []
+        for m in meths:
+            r = by.get((n, m))
+            t, x = (_num(r["iteration_s"]), _num(r["x_bound"])) if r else (None, None)
+            cells.append(f"{t:.4g} ({x:.2f}x)" if t is not None else (r["status"] if r else "-"))
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def tables(res: Path) -> str:
+    parts = []
+    if (res / "dynamic.csv").is_file():
+        parts.append(dynamic_table(res / "dynamic.csv", res / "dynamic.md"))
+    if (res / "static.csv").is_file():
+        parts.append(static_table(res / "static.csv", res / "static.md"))
+    return "\n\n".join(parts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "bench"))
+    args = ap.parse_args(argv)
+    new = tables(Path(args.results).resolve())
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    a, b = text.index(START) + len(START), text.index(END)
+    updated = text[:a] + "\n" + new + "\n" + text[b:]
+    if args.check:
+        if updated != text:
+            print("README.md's bench tables are out of date: run benchmarks/readme_bench_table.py")
+            return 1
+        return 0
+    readme.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""A training job's clock through a network trace, with exact accounting
+(SPEC section 8): what every re-planning policy shares.
+
+* :func:`switch_time`: seconds to move from one plan's placement to another's;
+* :class:`PlanTimes`: every plan's iteration time in every epoch of the trace,
+  computed once per plan with the vectorised evaluator;
+* :class:`Job`: the job's clock for policies that decide once per epoch; it
+  runs the iterations of an epoch in closed form (an epoch of 300 s holds up
+  to a million iterations of a tiny model) and keeps, exactly,
+  ``t = compute + reconfiguration + stalled``;
+* :class:`RolloutResult`: what a rollout reports.
+
+Each iteration runs under the state in force when it starts; a plan that
+uses a link that is down (T = inf) waits, *stalled*, for the next epoch.
+
+Example
+-------
+>>> times = PlanTimes(instance, trace)                     # doctest: +SKIP
+>>> job = Job(trace, times, iterations=1000, plan=times.add(plan))
+>>> job.run_until(trace.times[1]); job.t, job.done, job.stalled
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..problem.network import MS, flow_bandwidth
+from ..problem.plan import Plan
+from ..scoring.evaluator import Evaluator
+
+
+@dataclass
+class Epoch:
+    epoch: int
+    start_s: float
+    iterations: int
+    mean_iteration_s: float
+    plan: int  # index into RolloutResult.plans
+
+
+@dataclass
+class RolloutResult:
+    policy: str
+    iterations: int
+    total_s: float
+    compute_s: float  # sum of iteration times
+    reconfig_s: float
+    stalled_s: float
+    switches: int
+    solver_s: float  # solver wall time (overlapped with training, not in total)
+    decisions: int = 0  # re-planning calls during the rollout (the first plan not counted)
+    plans: list = field(default_factory=list)
+    series: list = field(default_factory=list)  # per epoch with work done
+    completed: bool = True
+    policy_s: float = 0.0  # wall time of the keep-or-switch choices themselves (rules, controller)
+    choices: int = 0  # keep-or-switch choices made
+
+    @property
+    def decision_s(self) -> float | None:
+        """Mean solver wall time of one re-planning decision (None without decisions)."""
+        return self.solver_s / self.decisions if self.decisions else None
+
+    @property
+    def choice_ms(self) -> float | None:
+        """Mean wall time (ms) of one keep-or-switch choice given scored candidates (None without)."""
+        return 1e3 * self.policy_s / self.choices if self.choices else None
+
+    @property
+    def iterations_per_hour(self) -> float:
+        return self.iterations / self.total_s * 3600.0 if self.total_s > 0 else 0.0
+
+    def summary(self) -> dict:
+        return {"policy": self.policy, "iterations": int(self.iterations), "total_s": float(self.total_s),
+                "iterations_per_hour": float(self.iterations_per_hour), "compute_s": float(self.compute_s),
+                "reconfig_s": float(self.reconfig_s), "stalled_s": float(self.stalled_s),
+                "switches": int(self.switches), "solver_s": float(self.solver_s), "decisions": int(self.decisions),
+                "decision_s": None if self.decision_s is None else float(self.decision_s),
+                "choice_ms": None if self.choice_ms is None else float(self.choice_ms),
+                "completed": self.completed}
+
+
+def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.ndarray) -> float:
+    """Seconds to move state from ``old``'s placement to ``new``'s under one state
+    (``bw_gbps``, ``lat_ms``: per link, Gbit/s and ms).
+
+    For every (replica, unit) whose domain changes, the unit's 16 bytes per
+    parameter move over the route; all moves run in parallel sharing links
+    equally (SPEC 5); the switch takes the longest move (transfer + route
+    latency).  Replica r of the new plan takes over from replica r mod R_old.
+    0.0 for the same placement, inf when a needed link is down.
+    """
+    units = instance.units
+    moves: dict[tuple[str, str], float] = defaultdict(float)
+    old_dom = [[None] * len(units) for _ in range(old.replicas)]
+    for r, row in enumerate(old.placement):
+        for st, d in zip(old.stages, row):
+            for u in range(st.start, st.end):
+                old_dom[r][u] = d
+    for r, row in enumerate(new.placement):
+        src = old_dom[r % old.replicas]
+        for st, d in zip(new.stages, row):
+            for u in range(st.start, st.end):
+                if src[u] != d:
+                    moves[(src[u], d)] += 16.0 * units[u].params
+    if not moves:
+        return 0.0
+    pairs = list(moves)
+    routes = [instance.routes[p].links for p in pairs]
+    bw = flow_bandwidth(bw_gbps[None, :], routes)[0]
+    worst = 0.0
+    for (p, nbytes), b, links in zip(moves.items(), bw, routes):
+        t = nbytes / b if b > 0 else np.inf
+        worst = max(worst, t + sum(lat_ms[l] for l in links) * MS)
+    return float(worst)
+
+
+def plan_key(plan: Plan) -> str:
+    """A plan's identity without its predicted figures and solver record."""
+    return plan.model_copy(update={"predicted": None, "solver": None, "instance": ""}).to_json(indent=None)
+
+
+class PlanTimes:
+    """Iteration time (s) of a plan in every epoch of ``trace``, computed once per
+    plan (one vectorised evaluator call); ``memo`` (key -> times) may be shared
+    between rollouts of the same trace."""
+
+    def __init__(self, instance, trace, memo: dict | None = None):
+        self.instance, self.trace = instance, trace
+        self.plans: list[Plan] = []
+        self.T: list[np.ndarray] = []
+        self._index: dict[str, int] = {}
+        self.memo = {} if memo is None else memo
+
+    def add(self, plan: Plan) -> int:
+        key = plan_key(plan)
+        if key not in self._index:
+            self._index[key] = len(self.plans)
+            self.plans.append(plan)
+            if key not in self.memo:
+                self.memo[key] = Evaluator(self.instance, plan).iteration_times(self.trace.states)
+            self.T.append(self.memo[key])
+        return self._index[key]
+
+
+def starts_before(t: float, T: float, lim: float, most: int) -> int:
+    """How many iterations of ``T`` s, back to back from ``t``, start before ``lim``
+    (at least 1, at most ``most``); e.g. ``starts_before(0, 2, 5, 99) == 3``."""
+    if not math.isfinite(lim):
+        return most
+    k = max(1, min(most, math.ceil((lim - t) / T)))
+    while k > 1 and t + (k - 1) * T >= lim:  # rounding: every start is before lim
+        k -= 1
+    while k < most and t + k * T < lim:
+        k += 1
+    return k
+
+
+class Job:
+    """The clock of a job of ``iterations`` iterations through ``trace`` on plan
+    index ``plan`` of ``times`` (see the module docstring).  All times in s."""
+
+    def __init__(self, trace, times: PlanTimes, iterations: int, plan: int, start_s: float = 0.0):
+        self.trace, self.times, self.iterations = trace, times, int(iterations)
+        self.t = float(start_s)
+        self.start_s = float(start_s)
+        self.done = 0
+        self.compute = self.reconfig = self.stalled = 0.0
+        self.switches = 0
+        self.cur = plan
+        self.stuck = False  # the plan cannot run in the last epoch: the job never ends
+        self.series: dict[int, list] = {}
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.iterations or self.stuck
+
+    @property
+    def elapsed(self) -> float:
+        return self.t - self.start_s
+
+    def switch(self, plan: int, seconds: float) -> None:
+        """Adopt plan index ``plan`` after a reconfiguration of ``seconds``."""
+        self.t += seconds
+        self.reconfig += seconds
+        self.switches += 1
+        self.cur = plan
+
+    def run_until(self, stop_s: float) -> None:
+        """Run the iterations that start before ``stop_s`` (the last one ends at or
+        after it), stalling through epochs in which the plan cannot run."""
+        tr = self.trace
+        while self.t < stop_s and not self.finished:
+            e = tr.epoch_at(self.t)
+            end = float(tr.times[e + 1]) if e + 1 < tr.epochs else math.inf
+            T = float(self.times.T[self.cur][e])
+            if not math.isfinite(T):
+                if not math.isfinite(end):
+                    self.stuck = True
+                    return
+                self.stalled += end - self.t
+                self.t = end
+                continue
+            k = starts_before(self.t, T, min(end, stop_s), self.iterations - self.done)
+            self.t += k * T
+            self.compute += k * T
+            self.done += k
+            row = self.series.setdefault(e, [0, 0.0, self.cur])
+            row[0] += k
+            row[1] += k * T
+
+    def result(self, policy: str, solver_s: float = 0.0, decisions: int = 0, policy_s: float = 0.0,
+               choices: int = 0) -> RolloutResult:
+        tr = self.trace
+        rows = [Epoch(e, float(tr.times[e]), n, tot / n, p) for e, (n, tot, p) in sorted(self.series.items())]
+        return RolloutResult(policy, self.done, self.elapsed, self.compute, self.reconfig, self.stalled,
+                             self.switches, solver_s, decisions, self.times.plans, rows,
+                             completed=self.done >= self.iterations, policy_s=policy_s, choices=choices)
