@@ -48,7 +48,8 @@ from planner import Evaluator, load_instance, plan  # noqa: E402
 from planner.problem.network import NetworkStates  # noqa: E402
 from planner.problem.plan import Plan  # noqa: E402
 from planner.problem.space import PlanSpace  # noqa: E402
-from planner.problem.synthetic import generate_instance, header, to_toml  # noqa: E402
+from planner.problem.files import toml_text
+from planner.problem.synthetic import generate_instance, header  # noqa: E402
 from planner.solvers.greedy import _chains, place_fill  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -277,7 +278,7 @@ def main(argv=None):
             if name == GENERATED:
                 data = generate_instance(300, 150_000, 0)
                 path = Path(tmp) / "generated-300dc.toml"
-                path.write_text(to_toml(data, header(data, "planner generate --domains 300 --gpus 150000 --seed 0")))
+                path.write_text(toml_text(data, header(data, "planner generate --domains 300 --gpus 150000 --seed 0")))
                 paths[name] = path
             else:
                 paths[name] = name

@@ -335,21 +335,6 @@ DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "over_oracle", "iterations_p
                    "completed", "trace_seed"]
 
 
-def code_version() -> str | None:
-    """``git describe --always --dirty`` of the planner's source tree, or None."""
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
-
-
 def _table(rows, cols, base: Path, command: str, code: str | None = None) -> dict[str, Path]:
     """``base``.csv and ``base``.md (headed by the command) of ``rows``."""
     csv_path, md_path = base.with_suffix(".csv"), base.with_suffix(".md")

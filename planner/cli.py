@@ -14,10 +14,10 @@ from rich.console import Console
 
 from .problem import io as pio
 from .problem import limits
-from .problem.files import atomic_path, strict_json
+from .problem.files import atomic_path, code_version, strict_json
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
-from .scoring.evaluator import Evaluator
+from .scoring.evaluator import Evaluator, check_plan
 from .presentation.export import FORMATS, NAMES, export
 from .presentation.report import plan_summary
 from .problem.schemas import KINDS, schema_text
@@ -173,8 +173,6 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         if not os.path.isfile(policy_path):
             raise InputError("no such file (a policy saved by planner rl train)", "--policy", policy_path)
         options["policy"] = policy_path
-    if robust < 0:
-        raise click.BadParameter(f"a number of sampled network states >= 0, not {robust}", param_hint="--robust")
     if robust:
         if solver in ("rl", "auto", "anneal"):
             raise click.BadParameter("--robust applies to --solver greedy, milp or cpsat", param_hint="--robust")
@@ -486,7 +484,7 @@ def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet)
     t0 = time.perf_counter()
     _, curve = train(insts if len(insts) > 1 else insts[0], steps=steps, seed=seed, out=out_path,
                      progress=not quiet, curve_png=curve_path, curve_csv=curve_csv, init=init_path,
-                     meta={"command": command, "commit": bench.code_version()})
+                     meta={"command": command, "commit": code_version()})
     r = np.array(curve.rewards)
     tail = r[-max(1, len(r) // 10):]
     out.print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; {len(r)} episodes; "
@@ -617,7 +615,7 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
                                 controller=controller_path)
         interrupted = stop.requested() == "interrupted"
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
-    files = bench.write(static, dyn, out_dir, command, code=bench.code_version())
+    files = bench.write(static, dyn, out_dir, command, code=code_version())
     out.print(files["static.md"].read_text())
     if "dynamic.md" in files:
         out.print(files["dynamic.md"].read_text())
@@ -709,7 +707,7 @@ def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_pa
     clusters by a backbone between gateways (planner/problem/synthetic.py).  The same
     options and seed give the same file; the file is checked by the loader before it is
     written."""
-    from .problem.synthetic import generate_instance, header, to_toml
+    from .problem.synthetic import generate_instance, header
 
     if pio.find_model(model) is None:
         raise InputError(f"no model named {model!r} (available: {', '.join(pio.available('models'))})", "--model")
@@ -724,9 +722,7 @@ def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_pa
                        + [f"--model {model}"]
                        + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else []))
     pio.check_output(out_path, "--out")
-    with atomic_path(out_path) as tmp:
-        tmp.write_text(to_toml(data, header(data, command)), encoding="utf-8")
-        inst = pio.load_instance(tmp)  # validated before it replaces anything
+    inst = pio.write_instance(data, header(data, command), out_path)  # validated before it replaces anything
     out.print(f"{inst.name}: {len(inst.domains)} domains in "
               f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs, "
               f"{len(inst.links):,} links, model {inst.workload.model.name}, global batch "
@@ -820,11 +816,11 @@ def report_cmd(instance, plan_file, out_path):
     pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance), plan_file])
     p = pio.load_plan(plan_file, inst)
     pio.write_atomic(out_path, render(inst, p, instance_file=str(instance), plan_file=str(plan_file)))
-    ev = Evaluator(inst, p).evaluate()
+    violations = check_plan(inst, p)  # the rules only: render has simulated the plan already
     out.print(f"report written to {out_path}")
-    if not ev.feasible:
+    if violations:
         click.echo(f"error: {plan_file}: the plan is infeasible on {inst.name}; the report says why:\n"
-                   + "\n".join(f"  - {v.message}" for v in ev.violations), err=True)
+                   + "\n".join(f"  - {v.message}" for v in violations), err=True)
         sys.exit(EXIT_INFEASIBLE)
 
 

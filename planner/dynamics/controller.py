@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from ..problem.errors import InputError
-from ..problem.files import atomic_path, models_dir, read_text, write_atomic
+from ..problem.files import atomic_path, code_version, models_dir, read_mapping, write_atomic
 from ..problem.traces import EPOCH_S, TEST_TRACE_SEED, generate
 from .policies import SLOTS, EpochPlans, Hysteresis, Situation, rounds
 
@@ -279,12 +279,7 @@ class Controller:
         meta_path = Path(str(path) + ".json")
         meta = {}
         if meta_path.is_file():
-            try:
-                meta = json.loads(read_text(meta_path))
-            except json.JSONDecodeError as err:
-                raise InputError(f"not valid JSON: {err.msg} at line {err.lineno}", file=str(meta_path)) from None
-            if not isinstance(meta, dict):
-                raise InputError("expected a JSON object (the controller's metadata)", file=str(meta_path))
+            meta = read_mapping(meta_path)
             if meta.get("features_version", FEATURES_VERSION) != FEATURES_VERSION:
                 raise InputError(f"features_version {meta.get('features_version')} is not this planner's "
                                  f"{FEATURES_VERSION}: retrain the controller", "features_version", str(meta_path))
@@ -411,7 +406,7 @@ def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, see
         out = out if out.suffix == ".zip" else out.with_name(out.name + ".zip")
         with atomic_path(out) as tmp:
             model.save(tmp)
-        meta = {"command": command, "code": _code_version(), "steps": steps, "seed": seed, "trace_hours": hours,
+        meta = {"command": command, "code": code_version(), "steps": steps, "seed": seed, "trace_hours": hours,
                 "reward_horizon_s": horizon_s, "n_steps": n_steps, "learning_rate": learning_rate,
                 "trace_seeds": list(seeds), "instances": [w.instance.name for w in worlds[::max(1, len(seeds))]],
                 "worlds": [[w.instance.name, w.seed] for w in worlds], "n_envs": n_envs,
@@ -427,15 +422,3 @@ def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, see
 def _feature_names() -> list[str]:
     names = ["keep"] + list(SLOTS)
     return [f"{o}.{f}" for o in names for f in PER_OPTION] + list(GLOBAL)
-
-
-def _code_version() -> str | None:
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        r = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True,
-                           text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.strip() or None if r.returncode == 0 else None

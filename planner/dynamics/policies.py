@@ -242,9 +242,12 @@ def rounds(instance, trace, iterations: int, plans: EpochPlans, solver_time="mea
         Tn = np.array([times.T[o][e] if o is not None else np.inf for o in options])
         Tp = np.array([times.T[o][max(e - 1, 0)] if o is not None else np.inf for o in options])
         dt = np.zeros(len(options))
+        cost_of: dict[int, float] = {}  # slots often hold the same plan: one switch_time per plan
         for k, o in enumerate(options[1:], 1):
-            dt[k] = np.inf if o is None else 0.0 if o == job.cur else switch_time(
-                instance, times.plans[job.cur], times.plans[o], st.bandwidth_gbps[e], st.latency_ms[e])
+            if o is not None and o != job.cur and o not in cost_of:
+                cost_of[o] = switch_time(instance, times.plans[job.cur], times.plans[o], st.bandwidth_gbps[e],
+                                         st.latency_ms[e])
+            dt[k] = np.inf if o is None else 0.0 if o == job.cur else cost_of[o]
         sit = Situation(e, job.t, job.iterations - job.done, job.cur, options, Tn, Tp, dt,
                         job.t - last_switch, T_base, times, trace, instance)
         if prepare is not None:
@@ -258,9 +261,9 @@ def rounds(instance, trace, iterations: int, plans: EpochPlans, solver_time="mea
                 break
         choice = yield sit
         if choice and options[choice] is not None and options[choice] != job.cur:
-            e2 = trace.epoch_at(job.t)
-            cost = switch_time(instance, times.plans[job.cur], times.plans[options[choice]],
-                               st.bandwidth_gbps[e2], st.latency_ms[e2])
+            e2 = trace.epoch_at(job.t)  # the candidates' preparation may have run into the next epoch
+            cost = dt[choice] if e2 == e else switch_time(instance, times.plans[job.cur], times.plans[options[choice]],
+                                                          st.bandwidth_gbps[e2], st.latency_ms[e2])
             if math.isfinite(cost):
                 previous = job.cur
                 job.switch(options[choice], cost)

@@ -262,3 +262,20 @@ def toml_text(data: dict, header: Sequence[str] = ()) -> str:
     _toml_table(data, [], out)
     head = "".join(f"# {' '.join(str(line).splitlines())}".rstrip() + "\n" for line in header)
     return head + "\n".join(out).lstrip("\n") + "\n"
+
+
+def code_version() -> str | None:
+    """``git describe --always --dirty`` of the planner's source tree, or None
+    (not a git checkout, or git missing): what results and trained policies
+    record as the code that made them."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None

@@ -58,18 +58,18 @@ from pydantic import ValidationError
 from .errors import InputError, input_error_from_pydantic
 from .instance import GPU, Domain, Link
 from .network import shortest_routes
+from .synthetic import GPU as SYNTHETIC_GPU, INTRA_GBPS
 
 MISSING = {"", "na", "n/a", "nan"}  # cells that mean "not measured" (case-insensitive)
 LONG_HEADERS = {("src", "dst"), ("source", "destination"), ("from", "to")}
 
 # Defaults for what a sites table leaves out; each is written into the instance's
 # header as an assumption (docs/guide.md, "Measured networks in").
-DEFAULT_GPU = {"name": "A100-80GB", "peak_tflops": 312.0, "memory_gb": 80.0, "mfu": 0.45,
-               "nvlink_bandwidth_gbps": 2400.0}
+DEFAULT_GPU = SYNTHETIC_GPU
 DEFAULT_GPU_WHY = ("A100-80GB SXM4: 312 TFLOP/s dense bf16, 80 GB, NVLink 600 GB/s bidirectional = "
                    "2400 Gbit/s one way (shared/data gpu_specs.csv); mfu 0.45 as the packaged "
                    "instances (mfu_reported.csv: 41.5-53.3% on A100 runs)")
-DEFAULT_SITE = {"gpus_per_node": 8, "intra_bandwidth_gbps": 200.0}
+DEFAULT_SITE = {"gpus_per_node": 8, "intra_bandwidth_gbps": INTRA_GBPS}
 DEFAULT_SITE_WHY = ("gpus_per_node 8, intra_bandwidth_gbps 200: one InfiniBand HDR 200 Gbit/s port "
                     "per GPU, as DGX A100 (shared/data interconnect_facts.csv)")
 DEFAULT_WORKLOAD = {"model": "llama2-7b", "global_batch_size": 256, "seq_len": 4096,
@@ -352,7 +352,7 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
     per_gbps = {"gbps": 1.0, "mbps": 1e-3}[unit]
     domains = _domains(latency, throughput, sites, gpus)
     names = [d["name"] for d in domains]
-    measured, notes, half = [], [], []
+    measured, checked, notes, half = [], [], [], []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             rtt, tput = latency.get(a, b), throughput.get(a, b)
@@ -366,19 +366,20 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
                                  f"row {a!r}, column {b!r}", throughput.source or None)
             link = {"a": a, "b": b, "bandwidth_gbps": _clean(min(tput) * per_gbps * bandwidth_scale),
                     "latency_ms": _clean(sum(rtt) / len(rtt) / 2)}
-            for key, m in (("latency_ms", latency), ("bandwidth_gbps", throughput)):
-                try:
-                    Link.model_validate(link)
-                except ValidationError as err:
-                    bad = input_error_from_pydantic(err)
-                    if bad.field == key:
-                        raise InputError(f"{a}-{b}: {key} {bad.message}", f"row {a!r}, column {b!r}",
-                                         m.source or None) from None
+            try:
+                checked.append(Link.model_validate(link))
+            except ValidationError as err:
+                bad = input_error_from_pydantic(err)
+                m = {"latency_ms": latency, "bandwidth_gbps": throughput}.get(bad.field)
+                if m is None:
+                    raise
+                raise InputError(f"{a}-{b}: {bad.field} {bad.message}", f"row {a!r}, column {b!r}",
+                                 m.source or None) from None
             measured.append(link)
             notes.append(f"  {a} - {b}: RTT {_fmt(rtt)} ms -> {link['latency_ms']:.6g} ms one way; "
                          f"throughput {_fmt(tput)} {'Gbit/s' if unit == 'gbps' else 'Mbit/s'} -> "
                          f"{link['bandwidth_gbps']:.6g} Gbit/s")
-    net = _Net(names, [Link.model_validate(x) for x in measured])
+    net = _Net(names, checked)
     if len(names) > 1 and not nx.is_connected(net.graph):
         parts = sorted(sorted(c, key=names.index) for c in nx.connected_components(net.graph))
         raise InputError("the measured pairs do not connect the sites: "

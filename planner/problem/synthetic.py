@@ -21,7 +21,8 @@ header of the file says so.
 
 Deterministic for a seed (Python's ``random.Random``, whose ``random()``
 stream is stable across versions), pure (no file I/O: the command line
-writes :func:`to_toml`'s text and loads it back to validate it).
+writes it with :func:`planner.problem.io.write_instance`, which loads it back
+to validate it first).
 
 Example
 -------
@@ -188,47 +189,3 @@ def header(data: dict, command: str) -> list[str]:
         "GPU: A100-80GB datasheet figures, MFU 0.45; coordinates are made up (for maps only).",
         "See planner/problem/synthetic.py.",
     ]
-
-
-def _fmt(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        r = repr(v)
-        return r if ("." in r or "e" in r or "n" in r) else r + ".0"
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def to_toml(data: dict, header_lines: list[str] = ()) -> str:
-    """The instance dict as TOML text (the instance file format, SPEC 9), each
-    of ``header_lines`` as a comment on top.
-
-    >>> print(to_toml({"name": "x", "gpu": {"mfu": 0.5}}, ["made up"]))
-    # made up
-    <BLANKLINE>
-    name = "x"
-    <BLANKLINE>
-    [gpu]
-    mfu = 0.5
-    <BLANKLINE>
-    """
-    out = [f"# {ln}".rstrip() for ln in header_lines]
-    if out:
-        out.append("")
-    out += [f"{k} = {_fmt(v)}" for k, v in data.items() if not isinstance(v, (dict, list)) or
-            (isinstance(v, list) and not (v and isinstance(v[0], dict)))]
-    for k, v in data.items():
-        if isinstance(v, dict):
-            if k == "workload" and isinstance(v.get("model"), dict):
-                raise TypeError("to_toml writes a model name, not an inline model")
-            out += ["", f"[{k}]"] + [f"{kk} = {_fmt(vv)}" for kk, vv in v.items()]
-        elif isinstance(v, list) and v and isinstance(v[0], dict):
-            for row in v:
-                out += ["", f"[[{k}]]"] + [f"{kk} = {_fmt(vv)}" for kk, vv in row.items()]
-    return "\n".join(out) + "\n"

@@ -102,6 +102,12 @@ def cost_lower_bound(instance) -> float:
     return gpu_seconds / 3600.0 * min(d.price_per_gpu_hour for d in instance.domains)
 
 
+def objective_lower_bound(instance) -> float:
+    """A lower bound on the instance's objective for any plan: :func:`lower_bound`
+    (seconds) for a time instance, :func:`cost_lower_bound` for a cost one."""
+    return lower_bound(instance).value if instance.options.objective == "time" else cost_lower_bound(instance)
+
+
 def widen_claims(instance, p: Plan) -> Plan:
     """The figures of a plan whose schedule is explicit (a refined schedule).
 
@@ -117,7 +123,7 @@ def widen_claims(instance, p: Plan) -> Plan:
     info = p.solver
     if info is None or isinstance(p.schedule, str) or "named_bound" in (info.model_extra or {}):
         return p
-    universal = lower_bound(instance).value if instance.options.objective == "time" else cost_lower_bound(instance)
+    universal = objective_lower_bound(instance)
     objective = info.objective
     bound = universal if objective is None else min(universal, objective)
     gap = None if objective is None or objective <= 0 else max(0.0, (objective - bound) / objective)

@@ -42,17 +42,16 @@ import time
 
 import numpy as np
 
-from ..problem.oplists import max_inflight, op_lists
+from ..problem.oplists import inflight_counts
 from ..problem.plan import ExplicitSchedule, Plan, SolverInfo, Stage
 from ..scoring.evaluator import check_plan, simulated_score
 from . import stop
+from .inflight import FAITHFUL, inflight_schedule
 
 log = logging.getLogger("planner.anneal")
 
 MOVES = ("replica", "stage", "swap", "boundary", "schedule", "split", "merge")
 WEIGHTS = (0.24, 0.14, 0.14, 0.24, 0.08, 0.08, 0.08)
-#: a candidate may simulate this fraction slower than its T_est (issue 12's goal: 1%)
-FAITHFUL = 0.01
 
 
 def _key(bounds, placement, schedule):
@@ -62,22 +61,18 @@ def _key(bounds, placement, schedule):
 
 def _profile(plan: Plan) -> tuple[int, ...] | None:
     """The in-flight limits of an explicit schedule that is 1f1b with limits, else None."""
-    from .inflight import inflight_schedule
-
     if not isinstance(plan.schedule, ExplicitSchedule):
         return None
-    w = tuple(max_inflight(op_lists([ops], 1, plan.num_micro_batches)[0]) for ops in plan.schedule.ops)
+    w = tuple(inflight_counts(plan.schedule_spec, plan.num_stages, plan.num_micro_batches))
     return w if inflight_schedule(w, plan.num_micro_batches).ops == plan.schedule.ops else None
 
 
 def _schedule(sched, stages: int, m: int):
     """A state's schedule as a plan holds it: a name, or the explicit op lists of
     in-flight limits (1f1b's own limits written as ``"1f1b"``)."""
-    from .inflight import inflight_schedule
-
     if not isinstance(sched, tuple):
         return sched
-    if list(sched) == [min(m, stages - j) for j in range(stages)]:
+    if list(sched) == inflight_counts("1f1b", stages, m):
         return "1f1b"
     return inflight_schedule(sched, m)
 
@@ -141,31 +136,32 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
                     stages=[Stage(start=a, end=b) for a, b in bounds],
                     placement=[list(r) for r in placement], schedule=_schedule(sched, len(bounds), m))
 
+    def pinned(placement) -> bool:
+        used = {d for row in placement for d in row}
+        return not (required - used) and not (used & set(forbid))
+
     def scored(bounds, placement, sched):
         nonlocal evals
         k = _key(bounds, placement, sched)
         if k in memo:
             return memo[k]
         val = None
-        used = {d for row in placement for d in row}
-        if not (required - used) and not (used & set(forbid)):
+        if pinned(placement):
             p = build(bounds, placement, sched)
             evals += 1
-            got = simulated_score(instance, p, fidelity=True)
-            if got is not None:
-                val = got[0]
-                if faithful is not None and got[1] > 1 + faithful:
+            got = simulated_score(instance, p, fidelity=faithful is not None)
+            if got is not None and faithful is not None:
+                got, ratio = got
+                if ratio > 1 + faithful:
                     unfaithful.add(k)
+            val = got
         memo[k] = val
         return val
 
     bounds = [(s.start, s.end) for s in plan.stages]
     placement = [list(r) for r in plan.placement]
     sched = start_sched
-    start = simulated_score(instance, plan)  # the start itself need not be faithful
-    if start is not None and (required - {d for row in placement for d in row} or
-                              {d for row in placement for d in row} & set(forbid)):
-        start = None
+    start = simulated_score(instance, plan) if pinned(placement) else None  # the start need not be faithful
     memo[_key(bounds, placement, sched)] = start
     evals = 1
     if start is None:
@@ -261,8 +257,7 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0):
         return b, placement, sched
     if kind == "schedule":
         if m and (isinstance(sched, tuple) or not allowed_sched or rng.random() < 0.75):
-            w = list(sched) if isinstance(sched, tuple) else [
-                min(m, S - j) if sched == "1f1b" else m for j in range(S)]
+            w = list(sched) if isinstance(sched, tuple) else inflight_counts(sched, S, m)
             j = int(rng.integers(S))
             step = int(rng.choice([-2, -1, 1, 2, 0]))
             v = max(1, w[j] // 2) if step == 0 and rng.random() < 0.5 else (2 * w[j] if step == 0 else w[j] + step)

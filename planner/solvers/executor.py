@@ -56,8 +56,8 @@ class Executor:
     """Runs ``fn(*item)`` for each item of a wave; see the module docstring.
     ``kind`` is one of :data:`KINDS`, ``width`` the number of items run at once."""
 
-    def __init__(self, kind: str, width: int, address: str | None = None):
-        self.kind, self.width, self.address = kind, max(1, int(width)), address
+    def __init__(self, kind: str, width: int):
+        self.kind, self.width = kind, max(1, int(width))
         self._pool = None
         self._remote = None
 
@@ -144,7 +144,7 @@ def make_executor(kind: str, address: str | None = None, jobs: int | None = None
                                               address or "local")
         if jobs is None:
             jobs = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    return Executor(kind, jobs or 2, address)
+    return Executor(kind, jobs or 2)
 
 
 def executor_context(kind: str | None, address: str | None = None, jobs: int | None = None):

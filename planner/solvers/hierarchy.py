@@ -63,7 +63,7 @@ from ..problem.errors import InfeasibleError, InputError, Stopped, TimeLimitErro
 from ..problem.instance import Instance
 from ..problem.limits import MAX_BANDWIDTH_GBPS
 from ..problem.plan import Plan, SolverInfo
-from ..scoring.bounds import cost_lower_bound, lower_bound, widen_claims
+from ..scoring.bounds import objective_lower_bound, widen_claims
 from . import stop
 from ..scoring.evaluator import simulated_score
 from .anneal import anneal
@@ -475,7 +475,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     bound = min(class_bounds) if class_bounds else 0.0
     if not math.isfinite(bound):
         bound = 0.0
-    bound = max(bound, lower_bound(instance).value if kind == "time" else cost_lower_bound(instance))
+    bound = max(bound, objective_lower_bound(instance))
 
     # polish: annealing on the real instance (briefly when the start's T_est is proven optimal)
     if polish and not stop.requested():

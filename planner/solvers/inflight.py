@@ -73,7 +73,7 @@ def _rounds(instance, plan: Plan):
     """(c, rounds): compute per micro-batch of each stage (s) and the round trip
     ``2 (x + l)`` of each boundary, the largest over replicas (s), base network."""
     ev = Evaluator(instance, plan)
-    comm = ev.fig.comm(ev.one_state(None, "tune_inflight"))
+    comm = ev.fig.comm_groups(ev.one_state(None, "tune_inflight"))  # the max over groups is over replicas
     return ev.fig.c, (2.0 * (comm.x[0] + comm.l[0])).max(axis=0)
 
 

@@ -251,6 +251,11 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             history.append((who, val))
             log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
 
+    def tune(p: Plan, seconds: float) -> Plan:
+        """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or a count when deterministic."""
+        return tune_inflight(instance, p, time_limit=None if deterministic else seconds,
+                             max_evals=100 + 20 * p.num_stages if deterministic else None)
+
     # greedy first, alone (well under a second): its re-ranking is load-sensitive
     try:
         g = greedy(instance, time_limit=None, seed=seed)  # well under a second; a cap would make it load-dependent
@@ -292,8 +297,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             break
         if schedule is None:  # 1f1b with deeper warm-ups first, then the annealing (which moves them too)
             t1 = time.perf_counter()
-            s = tune_inflight(instance, s, time_limit=None if deterministic else TUNE_SHARE * left,
-                              max_evals=100 + 20 * s.num_stages if deterministic else None)
+            s = tune(s, TUNE_SHARE * left)
             left -= time.perf_counter() - t1
         try:
             out = anneal(instance, s, time_limit=None if deterministic else max(0.1, left), seed=seed + i,
@@ -325,8 +329,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
             if schedule is None and not stop.requested():
-                tuned = tune_inflight(instance, res, time_limit=None if deterministic else TUNE_ENGINE * budget,
-                                      max_evals=100 + 20 * res.num_stages if deterministic else None)
+                tuned = tune(res, TUNE_ENGINE * budget)
                 if tuned is not res:
                     offer(f"{name}+inflight", tuned)
     finally:

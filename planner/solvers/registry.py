@@ -29,7 +29,7 @@ import logging
 import time
 from typing import Callable
 
-from ..scoring.bounds import cost_lower_bound, lower_bound, widen_claims  # noqa: F401 (re-exported)
+from ..scoring.bounds import lower_bound, objective_lower_bound, widen_claims
 from ..problem.errors import InputError
 from ..scoring.evaluator import Evaluator
 from . import stop
@@ -95,8 +95,7 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     if info is None:
         info = SolverInfo(name=name, status="heuristic", objective=objective)
     if info.bound is None and info.status == "heuristic":  # a heuristic proves nothing: the instance's bound
-        info = info.model_copy(update={"bound": lower_bound(instance).value if instance.options.objective == "time"
-                                       else cost_lower_bound(instance)})
+        info = info.model_copy(update={"bound": objective_lower_bound(instance)})
     bound = info.bound
     gap = info.gap
     if gap is None and bound is not None and objective > 0:

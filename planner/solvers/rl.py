@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ..problem.errors import InputError
-from ..problem.files import atomic_path, models_dir, read_text, write_atomic
+from ..problem.files import atomic_path, models_dir, read_mapping, write_atomic
 from ..problem.network import NetworkStates
 from ..problem.plan import Plan, SolverInfo
 from .rl_env import N_SLOTS, ORDERS, SHAPES, PlacementEnv, _require, gym, shape_menu  # noqa: F401 (re-exported)
@@ -413,12 +413,7 @@ def load_policy(path):
         return MaskablePPO.load(io.BytesIO(bytes(path)), device="cpu"), None
     path = Path(path)
     meta_path = Path(str(path) + ".json")
-    try:
-        meta = json.loads(read_text(meta_path))
-    except json.JSONDecodeError as err:
-        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno}", file=str(meta_path)) from None
-    if not isinstance(meta, dict):
-        raise InputError("expected a JSON object (the policy's metadata)", file=str(meta_path))
+    meta = read_mapping(meta_path)
     if not path.is_file():
         raise InputError("no such file (a policy saved by planner rl train)", file=str(path))
     try:

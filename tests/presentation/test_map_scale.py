@@ -2,7 +2,8 @@
 (the plan's first), draws no per-link labels, and no two labels overlap."""
 
 from planner import load_instance, plan as make_plan
-from planner.problem.synthetic import generate_instance, header, to_toml
+from planner.problem.files import toml_text
+from planner.problem.synthetic import generate_instance, header
 
 
 def test_large_map_labels_regions(tmp_path):
@@ -15,7 +16,7 @@ def test_large_map_labels_regions(tmp_path):
 
     data = generate_instance(90, 90 * 256, 4, clusters=18)
     path = tmp_path / "g.toml"
-    path.write_text(to_toml(data, header(data, "test")))
+    path.write_text(toml_text(data, header(data, "test")))
     inst = load_instance(path)
     assert len(inst.domains) > MAP_DOMAIN_LABELS
     p = make_plan(inst, solver="greedy")

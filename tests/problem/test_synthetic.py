@@ -11,25 +11,26 @@ from click.testing import CliRunner
 from planner import evaluate, load_instance, plan as make_plan
 from planner.cli import main
 from planner.problem.errors import InputError
-from planner.problem.synthetic import generate_instance, header, to_toml
+from planner.problem.files import toml_text
+from planner.problem.synthetic import generate_instance, header
 
 
 def write(tmp_path, data, name="g.toml"):
     path = tmp_path / name
-    path.write_text(to_toml(data, header(data, "test")))
+    path.write_text(toml_text(data, header(data, "test")))
     return path
 
 
-@pytest.mark.parametrize("domains,gpus,clusters,seed", [(1, 8, None, 0), (7, 700, 2, 3), (40, 20_000, 4, 1),
-                                                         (300, 150_000, None, 0)])
-def test_sizes_regions_and_determinism(tmp_path, domains, gpus, clusters, seed):
+@pytest.mark.parametrize("domains,gpus,clusters,seed,regions", [(1, 8, None, 0, 1), (7, 700, 2, 3, 2),
+                                                                 (40, 20_000, 4, 1, 4), (300, 150_000, None, 0, 10)])
+def test_sizes_regions_and_determinism(tmp_path, domains, gpus, clusters, seed, regions):
     data = generate_instance(domains, gpus, seed, clusters=clusters)
     assert data == generate_instance(domains, gpus, seed, clusters=clusters)
     assert data != generate_instance(domains, gpus, seed + 1, clusters=clusters) or domains == 1
     inst = load_instance(write(tmp_path, data))
     assert len(inst.domains) == domains and inst.total_gpus == gpus
     assert all(d.gpus >= 8 for d in inst.domains)
-    assert len({d.region for d in inst.domains}) == (clusters or max(1, min(100, round(domains / 30))))
+    assert len({d.region for d in inst.domains}) == regions
     n = len(inst.domains)
     assert len(inst.routes) == n * (n - 1)  # connected
     # metro links 0.2-2 ms inside a cluster; the backbone joins gateways of different clusters
@@ -43,7 +44,7 @@ def test_sizes_regions_and_determinism(tmp_path, domains, gpus, clusters, seed):
 
 def test_toml_header_says_synthetic(tmp_path):
     data = generate_instance(12, 1200, 5, clusters=3)
-    text = to_toml(data, header(data, "planner generate --domains 12 --gpus 1200 --seed 5"))
+    text = toml_text(data, header(data, "planner generate --domains 12 --gpus 1200 --seed 5"))
     assert text.startswith("# synthetic-12dc-1200gpu-s5: SYNTHETIC instance; no figure is sourced.")
     assert "planner generate --domains 12" in text
 

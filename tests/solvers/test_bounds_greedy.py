@@ -6,7 +6,7 @@ from helpers import brute_force, make_instance
 from planner import InfeasibleError, check_plan, greedy, lower_bound
 from planner.scoring.evaluator import Evaluator
 from planner.problem.model import ModelSpec
-from planner.solvers.registry import cost_lower_bound
+from planner.scoring.bounds import cost_lower_bound
 
 
 @st.composite
