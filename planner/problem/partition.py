@@ -113,6 +113,47 @@ def balanced_partition(tab: UnitTable, stages: int, limit: Callable[[int], float
     return best
 
 
+def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence[float],
+                     stage_time: Callable[[int, int], float], limit: Callable[[int], float],
+                     act: Callable[[int], float], reach: int = 2) -> list[tuple[int, int]] | None:
+    """The partition ``cuts`` with each boundary moved (by at most ``reach`` units,
+    left to right) to where the larger of its two neighbouring stages' times and
+    the time to send the activation crossing it is smallest, every stage still
+    fitting memory; None when no boundary moves.  Where a balanced cut falls
+    after a unit whose output is large, this is the cut a practitioner would
+    take instead, should the WAN carry that boundary.
+
+    ``send[u]`` is the time (s) to send unit u's output (what the boundary after
+    unit u carries), ``stage_time(a, b)`` a stage's time (s) over units [a, b).
+
+    >>> t = UnitTable(flops=[5, 1, 5, 1], mem=[0] * 4, stored=[0] * 4)
+    >>> light_boundaries(t, [(0, 1), (1, 4)], [9, 0, 0, 0], lambda a, b: t.interval(a, b)[0],
+    ...                  lambda j: 1.0, lambda j: 0.0)
+    [(0, 2), (2, 4)]
+    """
+    if len(cuts) < 2:
+        return None
+    bounds = [b for _, b in cuts[:-1]]
+    n = tab.n
+    for i, b in enumerate(bounds):
+        start = bounds[i - 1] if i else 0
+        end = bounds[i + 1] if i + 1 < len(bounds) else n
+
+        def local(c):
+            return max(stage_time(start, c), stage_time(c, end), send[c - 1])
+
+        best, best_t = b, local(b)
+        for c in range(max(start + 1, b - reach), min(end - 1, b + reach) + 1):
+            t = local(c)
+            if t < best_t * (1 - 1e-9) and _fits(tab, [(start, c), (c, end)],
+                                                 lambda k: limit(i + k), lambda k: act(i + k)):
+                best, best_t = c, t
+        bounds[i] = best
+    ends = [0, *bounds, n]
+    moved = list(zip(ends[:-1], ends[1:]))
+    return None if moved == list(cuts) else moved
+
+
 def little_period(tab: UnitTable, w: Sequence[int], lsuf: Sequence[float], rate: float,
                   limit: Callable[[int], float], act: Callable[[int], float], tau0: float = 0.0,
                   iters: int = 40, m: int | None = None) -> float:

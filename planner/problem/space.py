@@ -19,7 +19,7 @@ from functools import cached_property
 
 from .limits import MAX_STAGE_MICRO_BATCHES
 from .model import BYTES_PER_PARAM_STATE
-from .partition import UnitTable, balanced_partition, pack
+from .partition import UnitTable, balanced_partition, light_boundaries, pack
 
 
 class ShapeInfeasible(ValueError):
@@ -117,6 +117,28 @@ class PlanSpace:
             else:
                 self._cache[key] = pack(self.table, stages, float("inf"), limit, act)
         return self._cache[key]
+
+    def light_partition(self, tp: int, micro_batch: int, schedule: str, stages: int,
+                        micro_batches: int):
+        """The balanced partition with its boundaries moved to where less activation
+        crosses them (``partition.light_boundaries``, sends timed at the median link
+        bandwidth), or None when it is the same or the instance has no links."""
+        cuts = self.partition(tp, micro_batch, schedule, stages, micro_batches)
+        if cuts is None or self.median_link_bytes_per_s is None:
+            return None
+        inst = self.instance
+        cap = inst.memory_limit_bytes * tp
+        w = self._inflight(schedule, stages, micro_batches)
+        tokens = micro_batch * inst.workload.seq_len
+        send = [u.out_bytes_per_token * tokens / self.median_link_bytes_per_s for u in inst.units]
+        return light_boundaries(self.table, cuts, send, lambda a, b: self.stage_time(a, b, tp, micro_batch),
+                                lambda j: cap, lambda j: w(j) * tokens)
+
+    @cached_property
+    def median_link_bytes_per_s(self) -> float | None:
+        """The median bandwidth of the instance's links (bytes/s), None without links."""
+        bw = sorted(link.bandwidth_gbps for link in self.instance.links)
+        return bw[len(bw) // 2] * 1e9 / 8 if bw else None
 
     def feasible(self, tp, micro_batch, schedule, stages, micro_batches) -> bool:
         return self.partition(tp, micro_batch, schedule, stages, micro_batches, balance=False) is not None

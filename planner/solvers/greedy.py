@@ -3,7 +3,8 @@
 1. Enumerate (tensor parallel, micro-batch size, schedule, stages,
    replicas) best-first by a compute-only estimate, cutting the layers into
    balanced stages by bisection + packing (``planner.problem.partition``) under the
-   memory rule; keep the most promising shapes, plus the best ones that fit
+   memory rule (and the same cut with its boundaries moved by a unit or two to
+   where less activation crosses, when that costs little balance); keep the most promising shapes, plus the best ones that fit
    inside the largest one, two or three domains (little or no WAN).
 2. For each, place stages on domains: order the domains as a chain that
    starts at a large (or, for ``objective = "cost"``, cheap) domain and
@@ -210,7 +211,10 @@ def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean
         if time.perf_counter() - tick > 2.0:  # progress on large instances (stderr in the CLI)
             tick = time.perf_counter()
             log.info("greedy: %d of %d shapes placed, %d plans scored", n_done, len(shapes), len(scored))
-        for plan in _placements(instance, space, sh, cuts, seen):
+        m = sh.micro_batches(instance.workload.global_batch_size)
+        light = space.light_partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
+        plans = [p for c in (cuts, light) if c is not None for p in _placements(instance, space, sh, c, seen)]
+        for plan in plans:
             ev = Evaluator(instance, plan)
             t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
                      else float(ev.estimate_times()[0]))
@@ -299,7 +303,10 @@ def shape_plan(instance, shape: Shape, stage_counts, space: PlanSpace | None = N
         cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, S, sh.micro_batches(gbs))
         if cuts is None:
             continue
-        for plan in _placements(instance, space, sh, cuts, seen):
+        m = sh.micro_batches(instance.workload.global_batch_size)
+        light = space.light_partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
+        plans = [p for c in (cuts, light) if c is not None for p in _placements(instance, space, sh, c, seen)]
+        for plan in plans:
             if forbid and any(d in forbid for row in plan.placement for d in row):
                 continue
             ev = Evaluator(instance, plan)
