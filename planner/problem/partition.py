@@ -116,10 +116,11 @@ def balanced_partition(tab: UnitTable, stages: int, limit: Callable[[int], float
 def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence[float],
                      stage_time: Callable[[int, int], float], limit: Callable[[int], float],
                      act: Callable[[int], float], reach: int = 2) -> list[tuple[int, int]] | None:
-    """The partition ``cuts`` with each boundary moved (by at most ``reach`` units,
-    left to right) to where the larger of its two neighbouring stages' times and
-    the time to send the activation crossing it is smallest, every stage still
-    fitting memory; None when no boundary moves.  Where a balanced cut falls
+    """The partition ``cuts`` with each boundary whose send takes longer than both
+    neighbouring stages moved (by at most ``reach`` units, left to right) to
+    where the larger of those stages' times and the time to send the
+    activation crossing it is smallest, every stage still fitting memory; None
+    when no boundary moves.  Where a balanced cut falls
     after a unit whose output is large, this is the cut a practitioner would
     take instead, should the WAN carry that boundary.
 
@@ -142,6 +143,8 @@ def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence
         def local(c):
             return max(stage_time(start, c), stage_time(c, end), send[c - 1])
 
+        if send[b - 1] <= max(stage_time(start, b), stage_time(b, end)):
+            continue  # the boundary's send is not what binds here: keep the balanced cut
         best, best_t = b, local(b)
         for c in range(max(start + 1, b - reach), min(end - 1, b + reach) + 1):
             t = local(c)

@@ -121,8 +121,8 @@ class PlanSpace:
     def light_partition(self, tp: int, micro_batch: int, schedule: str, stages: int,
                         micro_batches: int):
         """The balanced partition with its boundaries moved to where less activation
-        crosses them (``partition.light_boundaries``, sends timed at the median link
-        bandwidth), or None when it is the same or the instance has no links."""
+        crosses them (``partition.light_boundaries``; activation and gradient timed at
+        the median link bandwidth), or None when it is the same or the instance has no links."""
         cuts = self.partition(tp, micro_batch, schedule, stages, micro_batches)
         if cuts is None or self.median_link_bytes_per_s is None:
             return None
@@ -130,7 +130,8 @@ class PlanSpace:
         cap = inst.memory_limit_bytes * tp
         w = self._inflight(schedule, stages, micro_batches)
         tokens = micro_batch * inst.workload.seq_len
-        send = [u.out_bytes_per_token * tokens / self.median_link_bytes_per_s for u in inst.units]
+        # a boundary's link carries the activation forward and its gradient back per micro-batch
+        send = [2.0 * u.out_bytes_per_token * tokens / self.median_link_bytes_per_s for u in inst.units]
         return light_boundaries(self.table, cuts, send, lambda a, b: self.stage_time(a, b, tp, micro_batch),
                                 lambda j: cap, lambda j: w(j) * tokens)
 
