@@ -115,12 +115,13 @@ def balanced_partition(tab: UnitTable, stages: int, limit: Callable[[int], float
 
 def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence[float],
                      stage_time: Callable[[int, int], float], limit: Callable[[int], float],
-                     act: Callable[[int], float], reach: int = 2) -> list[tuple[int, int]] | None:
+                     act: Callable[[int], float], micro_batches: int = 1,
+                     reach: int = 2) -> list[tuple[int, int]] | None:
     """The partition ``cuts`` with each boundary whose send takes longer than both
     neighbouring stages moved (by at most ``reach`` units, left to right) to
-    where the larger of those stages' times and the time to send the
-    activation crossing it is smallest, every stage still fitting memory; None
-    when no boundary moves.  Where a balanced cut falls
+    where the pair's share of the pipeline, ``(m - 1) * max(a, z, x) + a + z + x``
+    (a, z: the two stages' times, x: the send, m: ``micro_batches``), is
+    smallest, every stage still fitting memory; None when no boundary moves.  Where a balanced cut falls
     after a unit whose output is large, this is the cut a practitioner would
     take instead, should the WAN carry that boundary.
 
@@ -140,8 +141,9 @@ def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence
         start = bounds[i - 1] if i else 0
         end = bounds[i + 1] if i + 1 < len(bounds) else n
 
-        def local(c):
-            return max(stage_time(start, c), stage_time(c, end), send[c - 1])
+        def local(c):  # the pair's share of the pipeline: m-1 periods at its slowest, then its fill
+            a, z = stage_time(start, c), stage_time(c, end)
+            return (micro_batches - 1) * max(a, z, send[c - 1]) + a + z + send[c - 1]
 
         if send[b - 1] <= max(stage_time(start, b), stage_time(b, end)):
             continue  # the boundary's send is not what binds here: keep the balanced cut

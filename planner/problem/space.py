@@ -133,7 +133,7 @@ class PlanSpace:
         # a boundary's link carries the activation forward and its gradient back per micro-batch
         send = [2.0 * u.out_bytes_per_token * tokens / self.median_link_bytes_per_s for u in inst.units]
         return light_boundaries(self.table, cuts, send, lambda a, b: self.stage_time(a, b, tp, micro_batch),
-                                lambda j: cap, lambda j: w(j) * tokens)
+                                lambda j: cap, lambda j: w(j) * tokens, micro_batches)
 
     @cached_property
     def median_link_bytes_per_s(self) -> float | None:

@@ -178,3 +178,26 @@ def test_trace_file_keeps_its_start_hour(tmp_path):
     path = tmp_path / "t.csv"
     traces.save(tr, path, "planner trace for instance tiny-3dc: 1 h from 6:00 UTC, 300 s epochs, seed 1")
     assert traces.load(path, inst).start_hour_utc == 6.0
+
+
+def test_best_reachable_against_brute_force():
+    # best_seen: of the k fastest plans now, the most iterations in the horizon, switch paid first;
+    # a plan behind a down link (infinite switch) or unable to run is never picked
+    from planner.dynamics.policies import best_reachable
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 12))
+        now = rng.uniform(1.0, 20.0, n)
+        now[rng.random(n) < 0.2] = np.inf
+        dt = rng.uniform(0.0, 900.0, n)
+        dt[rng.random(n) < 0.3] = np.inf
+        H, k = float(rng.uniform(100.0, 2000.0)), int(rng.integers(1, 10))
+        got = best_reachable(now, lambda o: dt[o], H, k=k)
+        fastest = [o for o in np.argsort(now, kind="stable")[:k] if math.isfinite(now[o])]
+        done = {o: max(H - dt[o], 0.0) / now[o] for o in fastest}
+        if not done or max(done.values()) <= 0:
+            assert got is None
+        else:
+            assert got in done and done[got] == max(done.values())
+            assert math.isfinite(dt[got]) and math.isfinite(now[got])
