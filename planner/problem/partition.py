@@ -117,8 +117,8 @@ def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence
                      stage_time: Callable[[int, int], float], limit: Callable[[int], float],
                      act: Callable[[int], float], micro_batches: int = 1,
                      reach: int = 2) -> list[tuple[int, int]] | None:
-    """The partition ``cuts`` with each boundary whose send takes longer than both
-    neighbouring stages moved (by at most ``reach`` units, left to right) to
+    """The partition ``cuts`` with each boundary whose send takes as long as both
+    neighbouring stages or longer moved (by at most ``reach`` units, left to right) to
     where the pair's share of the pipeline, ``(m - 1) * max(a, z, x) + a + z + x``
     (a, z: the two stages' times, x: the send, m: ``micro_batches``), is
     smallest, every stage still fitting memory; None when no boundary moves.  Where a balanced cut falls
@@ -145,7 +145,7 @@ def light_boundaries(tab: UnitTable, cuts: list[tuple[int, int]], send: Sequence
             a, z = stage_time(start, c), stage_time(c, end)
             return (micro_batches - 1) * max(a, z, send[c - 1]) + a + z + send[c - 1]
 
-        if send[b - 1] <= max(stage_time(start, b), stage_time(b, end)):
+        if send[b - 1] < max(stage_time(start, b), stage_time(b, end)) * (1 - 1e-9):
             continue  # the boundary's send is not what binds here: keep the balanced cut
         best, best_t = b, local(b)
         for c in range(max(start + 1, b - reach), min(end - 1, b + reach) + 1):
