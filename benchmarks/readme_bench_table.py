@@ -72,7 +72,37 @@ def dynamic_table(csv_path: Path, md_path: Path) -> str:
         cs = [_num(r["choice_ms"]) for r in rows if r["policy"] == p and _num(r.get("choice_ms", "")) is not None]
         lat.append((f"{statistics.median(ds):.3g} s" if ds else "-") + (f" / {max(cs):.2g} ms" if cs else ""))
     out.append("| re-plan s (median) / choice ms (max) | " + " | ".join(lat) + " |")
+    if "controller" in pols and cols["controller"]:
+        out += ["", goals(rows, by, names)]
     return "\n".join(out)
+
+
+def goals(rows, by, names) -> str:
+    """Issue 14's dynamic goals, measured on these rows: the controller's median over the
+    oracle (goal <= 2%), its worst excess over static (goal <= 1%), its median against
+    greedy re-planning's, and its slowest keep-or-switch choice (goal <= 10 ms)."""
+    def over(n, p):
+        r = by.get((n, p))
+        return _num(r["over_oracle"]) if r else None
+
+    ctl = [over(n, "controller") for n in names if over(n, "controller") is not None]
+    med = statistics.median(ctl)
+    worse = [(((1 + over(n, "controller")) / (1 + over(n, "static")) - 1), n) for n in names
+             if over(n, "controller") is not None and over(n, "static") is not None]
+    w, wn = max(worse) if worse else (None, "")
+    gr = [over(n, "greedy") for n in names if over(n, "greedy") is not None]
+    cs = [_num(r["choice_ms"]) for r in rows if r["policy"] == "controller" and _num(r.get("choice_ms", "")) is not None]
+    verdict = lambda ok: "met" if ok else "missed"
+    parts = [f"controller median {100 * med:.2f}% over the oracle (goal <= 2%: {verdict(med <= 0.02)})"]
+    if w is not None:
+        parts.append(f"at worst {100 * w:+.2f}% against static ({wn}; goal <= +1%: {verdict(w <= 0.01)})")
+    if gr:
+        gm = statistics.median(gr)
+        parts.append(f"median {100 * med:.2f}% vs greedy re-planning's {100 * gm:.2f}% "
+                     f"(goal: at least as good: {verdict(med <= gm)})")
+    if cs:
+        parts.append(f"slowest choice {max(cs):.2g} ms (goal <= 10 ms: {verdict(max(cs) <= 10)})")
+    return "Goals of issue 14 on this run: " + "; ".join(parts) + "."
 
 
 def static_table(csv_path: Path, md_path: Path) -> str:

@@ -51,8 +51,10 @@ Example
 
 from __future__ import annotations
 
+import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +70,18 @@ ROBUST_K = 64
 LIBRARY_K = 32
 BEST_SEEN_K = 8  # best_seen: the plans fastest now among which the reachable best is picked
 BEST_SEEN_HORIZON_S = 1800.0  # ... by the iterations each completes in this time, its switch paid first
+
+
+@contextmanager
+def _quiet_greedy():
+    """Greedy's progress lines off (one per epoch or state would drown the caller's)."""
+    log = logging.getLogger("planner.greedy")
+    level = log.level
+    log.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 class EpochPlans:
@@ -89,19 +103,14 @@ class EpochPlans:
         if epoch not in self._greedy:
             from ..solvers.greedy import greedy
 
-            import logging
-
-            quiet = logging.getLogger("planner.greedy")
-            level = quiet.level
-            quiet.setLevel(max(level, logging.WARNING))  # one line per epoch would drown the progress
             t0 = time.perf_counter()
-            try:
-                p = greedy(instance_at(self.instance, self.trace.states, epoch))
-                p = p.model_copy(update={"instance": self.instance.name})
-            except Exception:  # an epoch in which nothing fits (every route down): no candidate
-                p = None
+            with _quiet_greedy():
+                try:
+                    p = greedy(instance_at(self.instance, self.trace.states, epoch))
+                    p = p.model_copy(update={"instance": self.instance.name})
+                except Exception:  # an epoch in which nothing fits (every route down): no candidate
+                    p = None
             self._greedy[epoch] = (p, time.perf_counter() - t0)
-            quiet.setLevel(level)
         return self._greedy[epoch]
 
     def start(self):
@@ -148,24 +157,20 @@ class EpochPlans:
         """Greedy's plans for LIBRARY_K states sampled (seeded) from a generated week of drift,
         made before the job starts: plans a later state may favour (distinct ones only)."""
         if self._library is None:
-            import logging
-
             from ..solvers.greedy import greedy, sample_states
 
-            quiet = logging.getLogger("planner.greedy")
-            level = quiet.level
-            quiet.setLevel(max(level, logging.WARNING))
             states = sample_states(self.instance, LIBRARY_K, self.seed)
             out, keys = [], set()
-            for k in range(states.count):
-                try:
-                    p = greedy(instance_at(self.instance, states, k)).model_copy(update={"instance": self.instance.name})
-                except Exception:  # nothing fits that state
-                    continue
-                if plan_key(p) not in keys:
-                    keys.add(plan_key(p))
-                    out.append(p)
-            quiet.setLevel(level)
+            with _quiet_greedy():
+                for k in range(states.count):
+                    try:
+                        p = greedy(instance_at(self.instance, states, k)).model_copy(
+                            update={"instance": self.instance.name})
+                    except Exception:  # nothing fits that state
+                        continue
+                    if plan_key(p) not in keys:
+                        keys.add(plan_key(p))
+                        out.append(p)
             self._library = out
         return self._library
 
