@@ -14,8 +14,8 @@ previous epoch's, and the switch time to each:
 * ``previous``: the plan in use before the last switch;
 * ``best_seen``: of every plan the job has met so far (the start and robust
   plans, a library of greedy's plans for 32 states sampled from a generated
-  week, made before the job like the robust plan, and greedy's plans of the
-  epochs gone by), of the 8 fastest under this epoch's state the one that
+  week and the RL planner's plan for the base network, made before the job
+  like the robust plan, and greedy's plans of the epochs gone by), of the 8 fastest under this epoch's state the one that
   completes the most iterations in the next 30 minutes, its switch paid
   first (:func:`best_reachable`: a plan behind a down link is never picked).  Greedy's plan for one state is often not the best plan for
   it: one it found for another state may be faster (on aws-multiregion,
@@ -68,6 +68,7 @@ from .job import Job, PlanTimes, RolloutResult, plan_key, switch_time
 SLOTS = ("greedy", "start", "robust", "previous", "best_seen")
 ROBUST_K = 64
 LIBRARY_K = 32
+LIBRARY_PLANNERS = ("rl",)  # base-network plans added to the library (skipped without the rl extra)
 BEST_SEEN_K = 8  # best_seen: the plans fastest now among which the reachable best is picked
 BEST_SEEN_HORIZON_S = 1800.0  # ... by the iterations each completes in this time, its switch paid first
 
@@ -90,8 +91,9 @@ class EpochPlans:
     measured wall time, s), the start plan and the robust plan.  ``memo``
     holds every plan's iteration times over the trace (see :class:`PlanTimes`)."""
 
-    def __init__(self, instance, trace, seed: int = 0, start=None):
+    def __init__(self, instance, trace, seed: int = 0, start=None, planners=LIBRARY_PLANNERS):
         self.instance, self.trace, self.seed = instance, trace, seed
+        self.planners = tuple(planners)
         self.memo: dict = {}
         self._greedy: dict[int, tuple] = {}
         self._start = start
@@ -155,9 +157,12 @@ class EpochPlans:
 
     def library(self) -> list:
         """Greedy's plans for LIBRARY_K states sampled (seeded) from a generated week of drift,
-        made before the job starts: plans a later state may favour (distinct ones only)."""
+        and the plans of ``planners`` for the base network (default: the RL planner, whose
+        plans are up to 30% faster than greedy's on packaged instances), made before the
+        job starts: plans a later state may favour (distinct ones only)."""
         if self._library is None:
             from ..solvers.greedy import greedy, sample_states
+            from ..solvers.registry import plan as make_plan
 
             states = sample_states(self.instance, LIBRARY_K, self.seed)
             out, keys = [], set()
@@ -171,6 +176,18 @@ class EpochPlans:
                     if plan_key(p) not in keys:
                         keys.add(plan_key(p))
                         out.append(p)
+            for name in self.planners:  # the stronger planners' plans for the base network
+                try:
+                    p = make_plan(self.instance, solver=name, seed=self.seed).model_copy(
+                        update={"instance": self.instance.name})
+                except ImportError as exc:  # the optional extra (e.g. rl) is not installed
+                    logging.getLogger("planner.dynamics").info("library: no %s plan (%s)", name, exc)
+                    continue
+                except Exception:  # nothing fits
+                    continue
+                if plan_key(p) not in keys:
+                    keys.add(plan_key(p))
+                    out.append(p)
             self._library = out
         return self._library
 

@@ -201,3 +201,17 @@ def test_best_reachable_against_brute_force():
         else:
             assert got in done and done[got] == max(done.values())
             assert math.isfinite(dt[got]) and math.isfinite(now[got])
+
+
+def test_library_holds_the_rl_plan_for_the_base_network():
+    pytest.importorskip("sb3_contrib")
+    from planner.solvers.registry import plan as make_plan
+
+    inst = load_instance("edwc-llama2-13b")
+    tr = traces.generate(inst, hours=1, seed=3)
+    rl_key = plan_key(make_plan(inst, solver="rl", seed=0))
+    with_rl = {plan_key(p) for p in EpochPlans(inst, tr, seed=0).library()}
+    greedy_only = {plan_key(p) for p in EpochPlans(inst, tr, seed=0, planners=()).library()}
+    assert rl_key in with_rl
+    assert rl_key not in greedy_only  # RL's plan (0.70x greedy's here) is one greedy never makes
+    assert greedy_only < with_rl
