@@ -19,6 +19,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import update_readme  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 POLICIES = ("static", "greedy", "resolve (milp)", "rl", "hysteresis", "mpc", "controller")
@@ -37,13 +40,19 @@ def _header(md: Path) -> tuple[str, str]:
     return cmd[len("Command: "):], code[len("Code: "):].replace(" (git describe)", "")
 
 
-def dynamic_table(csv_path: Path, md_path: Path) -> str:
+def _load(csv_path: Path, md_path: Path, column: str, order):
+    """(rows, instance names, the entries of ``order`` present in ``column``, rows by
+    (instance, entry), command, code, the results file's path relative to the repository)."""
     rows = list(csv.DictReader(csv_path.open()))
     names = sorted({r["instance"] for r in rows})
-    pols = [p for p in POLICIES if any(r["policy"] == p for r in rows)]
-    by = {(r["instance"], r["policy"]): r for r in rows}
+    present = [p for p in order if any(r[column] == p for r in rows)]
+    by = {(r["instance"], r[column]): r for r in rows}
     cmd, code = _header(md_path)
-    rel = md_path.relative_to(ROOT)
+    return rows, names, present, by, cmd, code, md_path.relative_to(ROOT)
+
+
+def dynamic_table(csv_path: Path, md_path: Path) -> str:
+    rows, names, pols, by, cmd, code, rel = _load(csv_path, md_path, "policy", POLICIES)
     hours = {r["instance"]: _num(r["total_s"]) / 3600 for r in rows if r["policy"] == "oracle"}
     out = [f"**Dynamic**: one job per instance through a generated 24-hour WAN trace (seed "
            f"{rows[0]['trace_seed']}, which no method trained or was tuned on), as many iterations as greedy's "
@@ -106,12 +115,7 @@ def goals(rows, by, names) -> str:
 
 
 def static_table(csv_path: Path, md_path: Path) -> str:
-    rows = list(csv.DictReader(csv_path.open()))
-    names = sorted({r["instance"] for r in rows})
-    meths = [m for m in METHODS if any(r["method"] == m for r in rows)]
-    by = {(r["instance"], r["method"]): r for r in rows}
-    cmd, code = _header(md_path)
-    rel = md_path.relative_to(ROOT)
+    _, names, meths, by, cmd, code, rel = _load(csv_path, md_path, "method", METHODS)
     out = [f"**Static**: simulated iteration time (s) on the base network and its ratio to the instance's lower "
            f"bound. From [{rel}]({rel}) (command: {cmd}; code {code}).", "",
            "| instance | " + " | ".join(meths) + " |", "|---|" + "---|" * len(meths)]
@@ -139,19 +143,8 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "bench"))
     args = ap.parse_args(argv)
-    new = tables(Path(args.results).resolve())
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    a, b = text.index(START) + len(START), text.index(END)
-    updated = text[:a] + "\n" + new + "\n" + text[b:]
-    if args.check:
-        if updated != text:
-            print("README.md's bench tables are out of date: run benchmarks/readme_bench_table.py")
-            return 1
-        return 0
-    readme.write_text(updated)
-    return 0
-
+    return update_readme(START, END, tables(Path(args.results).resolve()), args.check,
+                         "bench tables are", "readme_bench_table.py")
 
 if __name__ == "__main__":
     sys.exit(main())

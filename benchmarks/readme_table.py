@@ -14,6 +14,9 @@ import csv
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import update_readme  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 SOLVERS = ("greedy", "milp", "cpsat", "auto")
@@ -47,19 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--name", default="portfolio")
     args = ap.parse_args(argv)
     res = ROOT / "benchmarks" / "results"
-    new = table(res / f"{args.name}.csv", res / f"{args.name}.md")
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    a, b = text.index(START) + len(START), text.index(END)
-    updated = text[:a] + "\n" + new + "\n" + text[b:]
-    if args.check:
-        if updated != text:
-            print("README.md's headline table is out of date: run benchmarks/readme_table.py")
-            return 1
-        return 0
-    readme.write_text(updated)
-    return 0
-
+    return update_readme(START, END, table(res / f"{args.name}.csv", res / f"{args.name}.md"), args.check,
+                         "headline table is", "readme_table.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -103,15 +103,10 @@ class PlanSpace:
         the simulator compiles would grow with it)."""
         if stages * micro_batches > MAX_STAGE_MICRO_BATCHES:
             return None
-        w = self._inflight(schedule, stages, micro_batches)
         key = (tp, micro_batch, schedule, stages,
                micro_batches if schedule == "gpipe" else min(micro_batches, stages), balance)
         if key not in self._cache:
-            inst = self.instance
-            cap = inst.memory_limit_bytes * tp
-            tokens = micro_batch * inst.workload.seq_len
-            limit = lambda j: cap
-            act = lambda j: w(j) * tokens
+            limit, act = self._memory_rule(tp, micro_batch, schedule, stages, micro_batches)
             if balance:
                 self._cache[key] = balanced_partition(self.table, stages, limit, act)
             else:
@@ -126,14 +121,19 @@ class PlanSpace:
         cuts = self.partition(tp, micro_batch, schedule, stages, micro_batches)
         if cuts is None or self.median_link_bytes_per_s is None:
             return None
-        inst = self.instance
-        cap = inst.memory_limit_bytes * tp
-        w = self._inflight(schedule, stages, micro_batches)
-        tokens = micro_batch * inst.workload.seq_len
+        tokens = micro_batch * self.instance.workload.seq_len
         # a boundary's link carries the activation forward and its gradient back per micro-batch
-        send = [2.0 * u.out_bytes_per_token * tokens / self.median_link_bytes_per_s for u in inst.units]
+        send = [2.0 * u.out_bytes_per_token * tokens / self.median_link_bytes_per_s for u in self.instance.units]
         return light_boundaries(self.table, cuts, send, lambda a, b: self.stage_time(a, b, tp, micro_batch),
-                                lambda j: cap, lambda j: w(j) * tokens, micro_batches)
+                                *self._memory_rule(tp, micro_batch, schedule, stages, micro_batches), micro_batches)
+
+    def _memory_rule(self, tp, micro_batch, schedule, stages, micro_batches):
+        """(limit(j), act(j)) of the partition functions: the memory per stage slot (bytes)
+        and the tokens of stored activation stage j keeps in flight."""
+        cap = self.instance.memory_limit_bytes * tp
+        w = self._inflight(schedule, stages, micro_batches)
+        tokens = micro_batch * self.instance.workload.seq_len
+        return (lambda j: cap), (lambda j: w(j) * tokens)
 
     @cached_property
     def median_link_bytes_per_s(self) -> float | None:
