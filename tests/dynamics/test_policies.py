@@ -215,3 +215,23 @@ def test_library_holds_the_rl_plan_for_the_base_network():
     assert rl_key in with_rl
     assert rl_key not in greedy_only  # RL's plan (0.70x greedy's here) is one greedy never makes
     assert greedy_only < with_rl
+
+
+def test_library_holds_the_exact_plan_for_the_base_network():
+    """"The last exact plan" (issue 14): auto's plan for the base network, by its deterministic
+    budget, is in the library; on two-dc it is 0.72x greedy's, a plan neither greedy nor RL makes."""
+    from planner.dynamics.policies import LIBRARY_OPTIONS
+    from planner.scoring.evaluator import Evaluator
+    from planner.solvers.registry import plan as make_plan
+
+    inst = load_instance("two-dc")
+    tr = traces.generate(inst, hours=1, seed=3)
+    exact = make_plan(inst, solver="auto", seed=0, **LIBRARY_OPTIONS["auto"])
+    lib = EpochPlans(inst, tr, seed=0, planners=("auto",)).library()
+    greedy_only = {plan_key(p) for p in EpochPlans(inst, tr, seed=0, planners=()).library()}
+    assert plan_key(exact) in {plan_key(p) for p in lib}
+    assert plan_key(exact) not in greedy_only
+    base = Evaluator(inst, make_plan(inst, solver="greedy")).iteration_times()[0]
+    assert Evaluator(inst, exact).iteration_times()[0] < 0.9 * base
+    again = EpochPlans(inst, tr, seed=0, planners=("auto",)).library()  # deterministic for a seed
+    assert [plan_key(p) for p in again] == [plan_key(p) for p in lib]
