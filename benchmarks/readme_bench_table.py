@@ -116,16 +116,18 @@ def goals(rows, by, names) -> str:
 
 def static_table(csv_path: Path, md_path: Path) -> str:
     _, names, meths, by, cmd, code, rel = _load(csv_path, md_path, "method", METHODS)
-    out = [f"**Static**: simulated iteration time (s) on the base network and its ratio to the instance's lower "
-           f"bound. From [{rel}]({rel}) (command: {cmd}; code {code}).", "",
+    out = [f"**Static**: simulated iteration time (s) on the base network, or cost per iteration (USD) on a cost "
+           f"instance, and its ratio to the instance's lower bound on it. From [{rel}]({rel}) (command: {cmd}; code {code}).", "",
            "| instance | " + " | ".join(meths) + " |", "|---|" + "---|" * len(meths)]
     for n in names:
         cells = []
         for m in meths:
             r = by.get((n, m))
-            t, x = (_num(r["iteration_s"]), _num(r["x_bound"])) if r else (None, None)
+            cost = r is not None and r.get("objective") == "cost"
+            t, x = (_num(r["cost_per_iteration" if cost else "iteration_s"]), _num(r["x_bound"])) if r else (None, None)
             cells.append(f"{t:.4g} ({x:.2f}x)" if t is not None else (r["status"] if r else "-"))
-        out.append(f"| {n} | " + " | ".join(cells) + " |")
+        cost_instance = any(r.get("objective") == "cost" for (i, _), r in by.items() if i == n)
+        out.append(f"| {n}{' (cost)' if cost_instance else ''} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
