@@ -283,12 +283,12 @@ def rounds(instance, trace, iterations: int, plans: EpochPlans, solver_time="mea
             job.run_until(float(trace.times[e + 1]) if e + 1 < trace.epochs else math.inf)
             continue
         last_e = e
-        g, g_s = plans.greedy(e)  # greedy's measured wall time (computed once per trace, maybe just now)
-        t0 = time.perf_counter()
-        if robust_idx is None:  # made before the job starts: the robust plan and the library
+        if robust_idx is None:  # made before the job starts (not charged as solver time): the robust plan, the library
             robust_idx = times.add(plans.robust())
             for p in plans.library():
                 times.add(p)
+        g, g_s = plans.greedy(e)  # greedy's measured wall time (computed once per trace, maybe just now)
+        t0 = time.perf_counter()
         g_idx = times.add(g) if g is not None else None
         cost_of: dict[int, float] = {job.cur: 0.0}  # slots often hold the same plan: one switch_time per plan
 
