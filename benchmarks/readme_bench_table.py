@@ -115,7 +115,8 @@ def goals(rows, by, names) -> str:
 
 
 def static_table(csv_path: Path, md_path: Path) -> str:
-    _, names, meths, by, cmd, code, rel = _load(csv_path, md_path, "method", METHODS)
+    rows, names, meths, by, cmd, code, rel = _load(csv_path, md_path, "method", METHODS)
+    cost_instances = {r["instance"] for r in rows if r.get("objective") == "cost"}  # shown by cost per iteration
     out = [f"**Static**: simulated iteration time (s) on the base network, or cost per iteration (USD) on a cost "
            f"instance, and its ratio to the instance's lower bound on it. From [{rel}]({rel}) (command: {cmd}; code {code}).", "",
            "| instance | " + " | ".join(meths) + " |", "|---|" + "---|" * len(meths)]
@@ -123,11 +124,10 @@ def static_table(csv_path: Path, md_path: Path) -> str:
         cells = []
         for m in meths:
             r = by.get((n, m))
-            cost = r is not None and r.get("objective") == "cost"
-            t, x = (_num(r["cost_per_iteration" if cost else "iteration_s"]), _num(r["x_bound"])) if r else (None, None)
+            figure = "cost_per_iteration" if n in cost_instances else "iteration_s"
+            t, x = (_num(r[figure]), _num(r["x_bound"])) if r else (None, None)
             cells.append(f"{t:.4g} ({x:.2f}x)" if t is not None else (r["status"] if r else "-"))
-        cost_instance = any(r.get("objective") == "cost" for (i, _), r in by.items() if i == n)
-        out.append(f"| {n}{' (cost)' if cost_instance else ''} | " + " | ".join(cells) + " |")
+        out.append(f"| {n}{' (cost)' if n in cost_instances else ''} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 

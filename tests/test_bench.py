@@ -28,13 +28,12 @@ def test_baselines_feasible():
 def test_cost_instance_rows_report_the_objective():
     """On a cost instance the table's figure and ratio are the cost per iteration (greedy's plan
     for cost-edwc runs 5x slower than the Megatron baseline's yet costs 2.7x less)."""
-    from planner.scoring.bounds import cost_lower_bound
-
     g, m = (bench.run_static(bench.Task("cost-edwc", meth, 60.0, 0, None)) for meth in ("greedy", "megatron"))
     for r in (g, m):
         assert r["objective"] == "cost"
-        assert r["x_bound"] == pytest.approx(r["cost_per_iteration"] / cost_lower_bound(load_instance("cost-edwc")))
         assert r["x_bound"] >= 1 - 1e-9
+    # one bound for the instance: the ratios are in the proportion of the costs, not of the times
+    assert g["x_bound"] / m["x_bound"] == pytest.approx(g["cost_per_iteration"] / m["cost_per_iteration"])
     assert g["iteration_s"] > m["iteration_s"]
     assert g["cost_per_iteration"] < m["cost_per_iteration"] and g["x_bound"] < m["x_bound"]
 
