@@ -3,7 +3,7 @@
 Without a browser: the page holds every section and the evaluator's exact
 figures, escapes every string that came from a file, and names no outside
 resource.  With Chromium (`/usr/bin/chromium`, `make browser`; skipped when
-absent): the page, opened headless with the network disabled, has the
+absent, failed when PLANNER_REQUIRE_BROWSER is set, as CI does): the page, opened headless with the network disabled, has the
 sections and numbers in its DOM, requests nothing from the network (read
 from Chromium's net log; a page that does request something is caught, as a
 control), and renders the Gantt chart and the map in the screenshot.
@@ -185,7 +185,18 @@ def chromium() -> str | None:
     return None
 
 
-needs_browser = pytest.mark.skipif(chromium() is None, reason="no Chromium (make browser installs it)")
+def needs_browser(test):
+    """Skip without Chromium, except where the browser is required (CI sets
+    PLANNER_REQUIRE_BROWSER=1 after installing it): there a missing browser fails."""
+    if chromium() is not None:
+        return test
+    if os.environ.get("PLANNER_REQUIRE_BROWSER"):
+        def missing(*args, **kwargs):
+            pytest.fail("PLANNER_REQUIRE_BROWSER is set but no Chromium was found (make browser installs it)")
+        missing.__name__ = test.__name__
+        return missing
+    return pytest.mark.skip(reason="no Chromium (make browser installs it)")(test)
+
 
 
 def browse(page: Path, tmp: Path, *args: str) -> tuple[str, list[str]]:
