@@ -1,0 +1,721 @@
+"""An independent, deliberately simple reference for SPEC v3, sections 2-7.
+
+Written from /work/shared/SPEC.md (v3) alone, without looking at the
+package's scoring modules or its routing module, so that agreement tests
+compare two independent readings of the SPEC.  Pure Python, stdlib only;
+slow and obvious on purpose.  ``tests/reference_sim.py`` (the v2 reference)
+is kept unchanged beside it.
+
+Covered: routes (section 2: a linked pair uses its link, else the
+least-latency path with the tie rules), units (3), feasibility (4),
+per-(replica, stage) figures with GPU types and ``unit_overhead_ms`` (5),
+full-duplex direction-aware transfer resources with uplinks, n(q), gradient
+synchronisation (ring / reduce_broadcast, processor sharing) (5), the exact
+event simulation with deadlock detection (6), the flush-based estimate (7)
+and the cost per iteration (6).  Not covered: ``dp_sync`` other than plain
+every-step (section 11), several jobs (10), plan switches (8).
+
+Interface (duck-typed; every v3 field is read with ``getattr`` and a
+default, so today's ``planner.Instance`` / ``planner.Plan`` work as they are)
+---------------------------------------------------------------------------
+instance
+    ``domains``: objects with ``name``, ``gpus``, ``gpus_per_node``,
+    ``intra_bandwidth_gbps``, ``price_per_gpu_hour`` (default 0) and, v3,
+    ``gpu`` (type name, default None: the ``[gpu]`` type) and ``uplink_gbps``
+    (default None: no cap).
+    ``links``: objects with ``a``, ``b``, ``bandwidth_gbps``, ``latency_ms``.
+    ``gpu``: the ``[gpu]`` type (may be None when ``gpus`` lists every type),
+    with ``name``, ``peak_tflops``, ``memory_gb``, ``mfu``,
+    ``nvlink_bandwidth_gbps`` (default None), ``unit_overhead_ms`` (v3,
+    default 0).  ``gpus`` (v3, default empty): further types, same fields.
+    ``units``: the model's units (``params``, ``fwd_flops_per_token``,
+    ``out_bytes_per_token``, ``stored_bytes_per_token``, ``tp_bytes_per_token``
+    default 0), section 3's figures already worked out.
+    ``workload``: ``global_batch_size``, ``seq_len``, ``recompute``,
+    ``tensor_parallel``, ``micro_batch_sizes`` and, v3, ``gradient_sync``
+    (default ``"ring"``).
+    ``options``: ``memory_reserve_fraction`` (default 0.10),
+    ``wan_price_per_gb`` (default 0), v3 ``dp_sync`` (default
+    ``["every_step"]``).
+plan
+    ``stages`` (``start``, ``end``), ``placement`` (domain names, R rows of S),
+    ``tp``, ``micro_batch_size``, ``num_micro_batches``, ``schedule``
+    (``"gpipe"``, ``"1f1b"``, an object with ``ops``, or a list of op
+    lists), optional ``dp_sync`` (None or every-step at 16 bits only).
+network state
+    ``bw_gbps``, ``lat_ms``: lists indexed like ``instance.links`` (None: the
+    base figures).  Routes always come from the base network.
+
+Readings of the SPEC where it leaves room (a disagreement with the package
+is a finding, not a tweak):
+
+* Routes.  A linked pair uses its link (there is at most one per pair; were
+  there several, the first in instance order).  Otherwise every simple path
+  is ranked by (latency, hops, list of names), the latency summed link by
+  link from the source in ms and rounded with ``round(., 9)`` after each
+  addition.  The rounding is for ranking only: a transfer's latency is the
+  plain sum of its links' latencies under the network state.  Routes use the
+  base latencies and stay fixed under every state.
+* Resources.  ``("link", i, u, v)`` is link i in the direction u -> v;
+  ``("out", d)`` / ``("in", d)`` are the uplink of d in each direction and
+  exist only when d has ``uplink_gbps``.  A transfer along (d_0 .. d_n) uses
+  its links in its direction, out(d_0) and in(d_n); domains passed through
+  are not charged.  Intra-domain transfers (boundaries inside one domain and
+  the intra part of a gradient sync) use no resource at all: they count for
+  no uplink and their bandwidth is the domain's ``intra_bandwidth_gbps``,
+  unshared.
+* Boundary channels share resources only with boundary channels, gradient
+  ring hops only with ring hops (section 5 gives the two rules apart).
+* The backward channel of a boundary runs along route(d_j, d_{j+1})
+  reversed (as the text says), not along route(d_{j+1}, d_j); both
+  channels of a boundary have the same x (the min over the resources of
+  either) and the same l (the latency of the forward route).
+* A resource of capacity 0 (a link down under a state) gives its users
+  bandwidth 0 and the transfer time infinity, even for 0 bytes (section 8:
+  "a plan whose transfers use it has T = infinity"); likewise a ring hop
+  over a down link makes AR_j infinite.
+* Flushes.  The cut rule is applied to the op lists of every schedule,
+  named ones included (gpipe and 1f1b are expanded first).  For each stage
+  the positions p >= 1 with nothing in flight are listed with the set of
+  micro-batches completed there; a cut is a set listed on every stage, at
+  that stage's position.  So 1f1b with S = 1 has m one-micro-batch flushes
+  (F(i) B(i)); the numbers are the same as with one flush.  w_{j,s} counts
+  in flight from 0 at the flush's start.  "Every flush is gpipe-shaped"
+  (for n(q)) is decided once per plan from the same op lists; every
+  replica runs the same lists.
+* n(q) = max(n_F, n_B) or n_F + n_B is decided for the whole plan (one
+  non-gpipe-shaped flush anywhere gives n_F + n_B everywhere).
+* Gradient rings.  "Instance order" is the position in
+  ``instance.domains``; the ring runs d_1 -> d_2 -> ... -> d_K -> d_1, hop i
+  along route(d_i, d_{i+1}) (the last along route(d_K, d_1), which need
+  not be route(d_1, d_K) reversed).  K = 2 has two hops, d_1 -> d_2 and
+  d_2 -> d_1, on opposite directions of a link.  Each (stage, hop) is a
+  separate user of each resource its hop uses, so two hops of one ring on
+  one resource count twice.  A hop's latency is the sum of its links'
+  latencies under the state; ring latency = the largest hop latency, and
+  the ``2(K-1) * ring_latency`` term holds for reduce_broadcast too ("only
+  the volume factor differs").  The intra part uses phi(n) of the
+  workload's ``gradient_sync`` too (2 for reduce_broadcast), as written.
+* Cost.  Used GPUs are t per (replica, stage), priced by their domain.  WAN
+  bytes per iteration: 2 m A_j per (replica, boundary) across domains
+  (forward and backward), plus 2(K-1) G_j per stage with a cross part (K
+  hops of 2(K-1)/K G_j), for both ``gradient_sync`` kinds as written.  An
+  infinite T gives an infinite cost (never NaN).
+* The estimate is infinite when a replica's round trip Q_0 is infinite
+  (avoids inf - inf in P - D); tau is then infinite too.
+* Feasibility (section 4): m * R * b = global_batch_size with m >= 1; t among
+  the workload's candidates and <= gpus_per_node of every domain used; GPUs
+  per domain; a route between adjacent stages in different domains; memory
+  per (replica, stage) against its type; a valid op list per stage; the
+  ``dp_sync`` mode allowed.  b need not be one of ``micro_batch_sizes``
+  (section 4 does not ask it).
+"""
+
+from __future__ import annotations
+
+import math
+
+GBPS = 1e9 / 8  # bytes/s per Gbit/s
+MS = 1e-3  # seconds per millisecond
+INF = math.inf
+
+
+class RefDeadlock(Exception):
+    """The reference simulation can make no progress."""
+
+
+# ---------------------------------------------------------------- accessors
+def _domains(instance):
+    return {d.name: d for d in instance.domains}
+
+
+def _order(instance):
+    return {d.name: i for i, d in enumerate(instance.domains)}
+
+
+def gpu_types(instance):
+    """{name: type} over ``[gpu]`` and ``[[gpus]]``."""
+    out = {}
+    base = getattr(instance, "gpu", None)
+    if base is not None:
+        out[base.name] = base
+    for g in getattr(instance, "gpus", None) or ():
+        out[g.name] = g
+    return out
+
+
+def domain_type(instance, name):
+    """The GPU type of domain ``name`` (its ``gpu``, else ``[gpu]``)."""
+    d = _domains(instance)[name]
+    tname = getattr(d, "gpu", None)
+    if tname is None:
+        base = getattr(instance, "gpu", None)
+        if base is None:
+            raise ValueError(f"domain {name} names no GPU type and there is no [gpu]")
+        return base
+    return gpu_types(instance)[tname]
+
+
+def uplink_bytes(instance, name):
+    """Uplink capacity of domain ``name`` in bytes/s, or None (no cap)."""
+    up = getattr(_domains(instance)[name], "uplink_gbps", None)
+    return None if up is None else up * GBPS
+
+
+def gradient_sync_kind(instance):
+    return getattr(instance.workload, "gradient_sync", None) or "ring"
+
+
+def phi(K, kind):
+    return 2.0 if kind == "reduce_broadcast" else 2.0 * (K - 1) / K
+
+
+def _state(instance, bw_gbps, lat_ms):
+    if bw_gbps is None:
+        bw_gbps = [lk.bandwidth_gbps for lk in instance.links]
+    if lat_ms is None:
+        lat_ms = [lk.latency_ms for lk in instance.links]
+    return list(bw_gbps), list(lat_ms)
+
+
+# ---------------------------------------------------------------- schedules
+def ref3_op_lists(plan):
+    """Per stage, a list of (kind, micro-batch) pairs (SPEC 6)."""
+    S, m = len(plan.stages), plan.num_micro_batches
+    sched = plan.schedule
+    if isinstance(sched, str):
+        out = []
+        for j in range(S):
+            if sched == "gpipe":
+                ops = [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+            elif sched == "1f1b":
+                w = min(S - j - 1, m)
+                ops = [("F", i) for i in range(w)]
+                for q in range(m - w):
+                    ops.append(("F", w + q))
+                    ops.append(("B", q))
+                ops += [("B", i) for i in range(m - w, m)]
+            else:
+                raise ValueError(sched)
+            out.append(ops)
+        return out
+    lists = getattr(sched, "ops", sched)
+    return [[(s[0], int(s[1:])) if isinstance(s, str) else (s[0], int(s[1])) for s in strs]
+            for strs in lists]
+
+
+def op_list_problems(ops, S, m):
+    """Why the op lists are not a valid schedule (empty list: valid)."""
+    bad = []
+    if len(ops) != S:
+        bad.append(f"{len(ops)} op lists for {S} stages")
+    for j, lst in enumerate(ops):
+        seen_f, seen_b = set(), set()
+        for kind, i in lst:
+            if not 0 <= i < m or kind not in ("F", "B"):
+                bad.append(f"stage {j}: bad op {kind}{i}")
+            elif kind == "F":
+                if i in seen_f:
+                    bad.append(f"stage {j}: F{i} twice")
+                seen_f.add(i)
+            else:
+                if i in seen_b:
+                    bad.append(f"stage {j}: B{i} twice")
+                if i not in seen_f:
+                    bad.append(f"stage {j}: B{i} before F{i}")
+                seen_b.add(i)
+        if seen_f != set(range(m)) or seen_b != set(range(m)):
+            bad.append(f"stage {j}: not every F(i) and B(i) once")
+    return bad
+
+
+def ref3_inflight(ops):
+    """Per stage, the largest number of micro-batches with F done and B not."""
+    res = []
+    for lst in ops:
+        cur = best = 0
+        for kind, _ in lst:
+            cur += 1 if kind == "F" else -1
+            best = max(best, cur)
+        res.append(best)
+    return res
+
+
+def ref3_flushes(ops):
+    """Flushes of SPEC 7 from the op lists: a list of dicts with ``lo``/``hi``
+    (per-stage positions), ``mbs`` (frozenset), ``m`` (m_s), ``w`` (w_{j,s})
+    and ``gpipe_shaped``."""
+    S = len(ops)
+    per_stage = []  # per stage: {completed set: position}
+    for lst in ops:
+        done = {}
+        inflight = set()
+        completed = set()
+        for p, (kind, i) in enumerate(lst, start=1):
+            if kind == "F":
+                inflight.add(i)
+            else:
+                inflight.discard(i)
+                completed.add(i)
+            if not inflight:
+                done[frozenset(completed)] = p
+        per_stage.append(done)
+    common = set(per_stage[0])
+    for d in per_stage[1:]:
+        common &= set(d)
+    cuts = sorted(common, key=len)
+    flushes = []
+    prev_pos = [0] * S
+    prev_set = frozenset()
+    for X in cuts:
+        hi = [per_stage[j][X] for j in range(S)]
+        w, shaped = [], True
+        for j in range(S):
+            cur = best = 0
+            seen_b = False
+            for kind, _ in ops[j][prev_pos[j]:hi[j]]:
+                if kind == "F":
+                    cur += 1
+                    if seen_b:
+                        shaped = False
+                else:
+                    cur -= 1
+                    seen_b = True
+                best = max(best, cur)
+            w.append(best)
+        flushes.append({"lo": prev_pos, "hi": hi, "mbs": X - prev_set, "m": len(X - prev_set),
+                        "w": w, "gpipe_shaped": shaped})
+        prev_pos, prev_set = hi, X
+    return flushes
+
+
+# ---------------------------------------------------------------- routing
+def ref3_routes(instance):
+    """{(src, dst): (names tuple, link-index tuple)} on the base network (SPEC 2)."""
+    names = [d.name for d in instance.domains]
+    adj = {n: [] for n in names}
+    direct = {}
+    for idx, lk in enumerate(instance.links):
+        adj[lk.a].append((lk.b, idx))
+        adj[lk.b].append((lk.a, idx))
+        direct.setdefault((lk.a, lk.b), idx)
+        direct.setdefault((lk.b, lk.a), idx)
+    routes = {}
+    for src in names:
+        best = {}
+
+        def dfs(node, path, links, lat):
+            if node != src:
+                key = (lat, len(links), list(path))
+                if node not in best or key < best[node][0]:
+                    best[node] = (key, path, links)
+            for nxt, idx in adj[node]:
+                if nxt not in path:
+                    dfs(nxt, path + (nxt,), links + (idx,),
+                        round(lat + instance.links[idx].latency_ms, 9))
+
+        dfs(src, (src,), (), 0.0)
+        for dst, (_, path, links) in best.items():
+            routes[(src, dst)] = (path, links)
+        for dst in names:
+            if (src, dst) in direct:
+                routes[(src, dst)] = ((src, dst), (direct[(src, dst)],))
+    return routes
+
+
+def path_resources(instance, nodes, links):
+    """The resources a transfer along ``nodes`` (via ``links``) uses."""
+    res = [("link", idx, nodes[i], nodes[i + 1]) for i, idx in enumerate(links)]
+    if uplink_bytes(instance, nodes[0]) is not None:
+        res.append(("out", nodes[0]))
+    if uplink_bytes(instance, nodes[-1]) is not None:
+        res.append(("in", nodes[-1]))
+    return res
+
+
+def capacity(instance, q, bw_gbps):
+    """Capacity of resource ``q`` in bytes/s under the state."""
+    if q[0] == "link":
+        return bw_gbps[q[1]] * GBPS
+    return uplink_bytes(instance, q[1])
+
+
+def path_latency(links, lat_ms):
+    return sum(lat_ms[i] * MS for i in links)
+
+
+def _time(nbytes, bw):
+    return INF if bw == 0 else nbytes / bw
+
+
+# ---------------------------------------------------------------- figures
+def ref3_stage_figures(instance, plan):
+    """Per-stage figures of SPEC 5.  Per (replica, stage) lists ``f``, ``g``,
+    ``c``, ``y``, ``o`` (seconds) and ``mem_limit`` (bytes); per stage ``A``,
+    ``P``, ``G``, ``F``, ``n_units``, ``stored``, ``inflight``,
+    ``memory_bytes``."""
+    units = list(instance.units)
+    wl = instance.workload
+    b, s, t = plan.micro_batch_size, wl.seq_len, plan.tp
+    m = plan.num_micro_batches
+    beta = 3.0 if getattr(wl, "recompute", False) else 2.0
+    reserve = getattr(instance.options, "memory_reserve_fraction", 0.10)
+    ops = ref3_op_lists(plan)
+    inflight = ref3_inflight(ops)
+    fig = {"A": [], "P": [], "G": [], "F": [], "n_units": [], "stored": [], "TP": [],
+           "inflight": inflight, "memory_bytes": [], "m": m}
+    for j, st in enumerate(plan.stages):
+        us = units[st.start:st.end]
+        fig["F"].append(sum(u.fwd_flops_per_token for u in us))
+        fig["n_units"].append(sum(1 for u in us if u.fwd_flops_per_token > 0))
+        fig["P"].append(sum(u.params for u in us))
+        fig["G"].append(2.0 * fig["P"][-1])
+        fig["stored"].append(sum(u.stored_bytes_per_token for u in us))
+        fig["TP"].append(sum(getattr(u, "tp_bytes_per_token", 0.0) or 0.0 for u in us))
+        fig["A"].append(us[-1].out_bytes_per_token * b * s)
+        fig["memory_bytes"].append((16 * fig["P"][-1] + inflight[j] * b * s * fig["stored"][-1]) / t)
+    for key in ("f", "g", "c", "y", "o", "mem_limit", "type"):
+        fig[key] = []
+    for row in plan.placement:
+        rows = {key: [] for key in ("f", "g", "c", "y", "o", "mem_limit", "type")}
+        for j, dname in enumerate(row):
+            typ = domain_type(instance, dname)
+            speed = t * typ.peak_tflops * 1e12 * typ.mfu
+            o = (getattr(typ, "unit_overhead_ms", None) or 0.0) * MS
+            nv = getattr(typ, "nvlink_bandwidth_gbps", None)
+            if t > 1 and nv is not None:
+                y = 2 * (t - 1) / t * b * s * fig["TP"][j] / (nv * GBPS)
+            else:
+                y = 0.0
+            comp = fig["F"][j] * b * s / speed
+            f = comp + y + fig["n_units"][j] * o
+            g = beta * comp + y + beta * fig["n_units"][j] * o
+            rows["f"].append(f)
+            rows["g"].append(g)
+            rows["c"].append(f + g)
+            rows["y"].append(y)
+            rows["o"].append(o)
+            rows["mem_limit"].append(typ.memory_gb * 1e9 * (1 - reserve))
+            rows["type"].append(typ.name)
+        for key, val in rows.items():
+            fig[key].append(val)
+    return fig
+
+
+# ---------------------------------------------------------------- communication
+def every_flush_gpipe_shaped(plan):
+    return all(fl["gpipe_shaped"] for fl in ref3_flushes(ref3_op_lists(plan)))
+
+
+def ref3_comm(instance, plan, bw_gbps=None, lat_ms=None):
+    """x[r][k], l[r][k] per (replica, boundary), AR[j] (intra + cross) per stage,
+    and the counts: ``nF``, ``nB``, ``n`` per resource, ``sync_users``."""
+    bw_gbps, lat_ms = _state(instance, bw_gbps, lat_ms)
+    fig = ref3_stage_figures(instance, plan)
+    routes = ref3_routes(instance)
+    dom = _domains(instance)
+    order = _order(instance)
+    R, S, t = len(plan.placement), len(plan.stages), plan.tp
+    shaped = every_flush_gpipe_shaped(plan)
+
+    # boundary channels
+    chans = []  # (r, k, forward resources, backward resources, forward links)
+    nF, nB = {}, {}
+    for r, row in enumerate(plan.placement):
+        for k in range(S - 1):
+            if row[k] == row[k + 1]:
+                continue
+            nodes, links = routes[(row[k], row[k + 1])]
+            fwd = path_resources(instance, nodes, links)
+            bwd = path_resources(instance, tuple(reversed(nodes)), tuple(reversed(links)))
+            for q in fwd:
+                nF[q] = nF.get(q, 0) + 1
+            for q in bwd:
+                nB[q] = nB.get(q, 0) + 1
+            chans.append((r, k, fwd, bwd, links))
+    n = {}
+    for q in set(nF) | set(nB):
+        a, bb = nF.get(q, 0), nB.get(q, 0)
+        n[q] = max(a, bb) if shaped else a + bb
+    x = [[None] * (S - 1) for _ in range(R)]
+    l = [[None] * (S - 1) for _ in range(R)]
+    for r, row in enumerate(plan.placement):
+        for k in range(S - 1):
+            if row[k] == row[k + 1]:
+                x[r][k] = fig["A"][k] / (dom[row[k]].intra_bandwidth_gbps * GBPS)
+                l[r][k] = 0.0
+    for r, k, fwd, bwd, links in chans:
+        bw = min(capacity(instance, q, bw_gbps) / n[q] for q in fwd + bwd)
+        x[r][k] = _time(fig["A"][k], bw)
+        l[r][k] = path_latency(links, lat_ms)
+
+    # gradient synchronisation
+    kind = gradient_sync_kind(instance)
+    AR, intra_part, cross_part = [0.0] * S, [0.0] * S, [0.0] * S
+    ring_domains = [sorted({plan.placement[r][j] for r in range(R)}, key=order.__getitem__)
+                    for j in range(S)]
+    hops = []  # (stage, resources, links, volume)
+    if R > 1:
+        for j in range(S):
+            K = len(ring_domains[j])
+            G = fig["G"][j]
+            if K > 1 and G > 0:
+                ds = ring_domains[j]
+                for i in range(K):
+                    nodes, links = routes[(ds[i], ds[(i + 1) % K])]
+                    hops.append((j, path_resources(instance, nodes, links), links,
+                                 phi(K, kind) * G))
+    users = {}  # resource -> list of volumes
+    for _, res, _, V in hops:
+        for q in res:
+            users.setdefault(q, []).append(V)
+    if R > 1:
+        for j in range(S):
+            G = fig["G"][j]
+            if G == 0:
+                continue
+            intra = 0.0
+            for d in ring_domains[j]:
+                cnt = sum(1 for r in range(R) if plan.placement[r][j] == d)
+                if cnt > 1:
+                    intra = max(intra, phi(cnt, kind) * (G / t)
+                                / (dom[d].intra_bandwidth_gbps * GBPS))
+            cross = 0.0
+            K = len(ring_domains[j])
+            if K > 1:
+                ring_bw, ring_lat = INF, 0.0
+                for jj, res, links, V in hops:
+                    if jj != j:
+                        continue
+                    hop_bw = min(capacity(instance, q, bw_gbps) * V
+                                 / sum(min(u, V) for u in users[q]) for q in res)
+                    ring_bw = min(ring_bw, hop_bw)
+                    ring_lat = max(ring_lat, path_latency(links, lat_ms))
+                cross = _time(phi(K, kind) * G, ring_bw) + 2 * (K - 1) * ring_lat
+            intra_part[j], cross_part[j] = intra, cross
+            AR[j] = intra + cross
+    return {"x": x, "l": l, "AR": AR, "intra": intra_part, "cross": cross_part, "fig": fig,
+            "nF": nF, "nB": nB, "n": n, "gpipe_shaped": shaped, "sync_users": users,
+            "ring_domains": ring_domains}
+
+
+# ---------------------------------------------------------------- simulation
+def _simulate_replica(ops, f, g, x, l):
+    """End time of each stage's last op for one replica (SPEC 6)."""
+    S = len(ops)
+    ptr = [0] * S
+    prev_end = [0.0] * S
+    fend = [dict() for _ in range(S)]
+    f_arrive = [dict() for _ in range(S)]  # F(i) input at stage j
+    b_arrive = [dict() for _ in range(S)]  # B(i) input at stage j
+    f_chan = [0.0] * S  # last send end on forward channel j -> j+1
+    b_chan = [0.0] * S  # last send end on backward channel j -> j-1
+    E = [0.0] * S
+    remaining = sum(len(o) for o in ops)
+    while remaining:
+        progress = False
+        for j in range(S):
+            while ptr[j] < len(ops[j]):
+                kind, i = ops[j][ptr[j]]
+                if kind == "F":
+                    if j == 0:
+                        ready = 0.0
+                    elif i in f_arrive[j]:
+                        ready = f_arrive[j][i]
+                    else:
+                        break
+                    end = max(ready, prev_end[j]) + f[j]
+                    fend[j][i] = end
+                    if j < S - 1:
+                        send_end = max(end, f_chan[j]) + x[j]
+                        f_chan[j] = send_end
+                        f_arrive[j + 1][i] = send_end + l[j]
+                else:
+                    if i not in fend[j]:
+                        raise AssertionError("B before F in an op list")
+                    if j == S - 1:
+                        ready = fend[j][i]
+                    elif i in b_arrive[j]:
+                        ready = max(b_arrive[j][i], fend[j][i])
+                    else:
+                        break
+                    end = max(ready, prev_end[j]) + g[j]
+                    if j > 0:
+                        send_end = max(end, b_chan[j]) + x[j - 1]
+                        b_chan[j] = send_end
+                        b_arrive[j - 1][i] = send_end + l[j - 1]
+                prev_end[j] = end
+                E[j] = max(E[j], end)
+                ptr[j] += 1
+                remaining -= 1
+                progress = True
+        if not progress:
+            raise RefDeadlock(f"no stage can proceed; positions {ptr}")
+    return E
+
+
+def _check_dp_sync(plan):
+    ds = getattr(plan, "dp_sync", None)
+    if ds is None:
+        return
+    mode = ds.get("mode") if isinstance(ds, dict) else getattr(ds, "mode", None)
+    bits = ds.get("bits", 16) if isinstance(ds, dict) else getattr(ds, "bits", 16)
+    if mode != "every_step" or bits != 16:
+        raise NotImplementedError("reference_sim_v3 covers plain every-step sync only")
+
+
+def ref3_stage_ends(instance, plan, bw_gbps=None, lat_ms=None):
+    """(E_j per stage, comm) for one network state."""
+    _check_dp_sync(plan)
+    comm = ref3_comm(instance, plan, bw_gbps, lat_ms)
+    fig = comm["fig"]
+    ops = ref3_op_lists(plan)
+    S = len(plan.stages)
+    E = [0.0] * S
+    for r in range(len(plan.placement)):
+        Er = _simulate_replica(ops, fig["f"][r], fig["g"][r], comm["x"][r], comm["l"][r])
+        E = [max(a, b) for a, b in zip(E, Er)]
+    return E, comm
+
+
+def ref3_simulate(instance, plan, bw_gbps=None, lat_ms=None):
+    """Iteration time T = max_j (E_j + AR_j) for one network state (SPEC 6)."""
+    E, comm = ref3_stage_ends(instance, plan, bw_gbps, lat_ms)
+    return max(E[j] + comm["AR"][j] for j in range(len(E)))
+
+
+# ---------------------------------------------------------------- estimate
+def ref3_estimate(instance, plan, bw_gbps=None, lat_ms=None):
+    """T_est of SPEC 7 for one network state."""
+    _check_dp_sync(plan)
+    comm = ref3_comm(instance, plan, bw_gbps, lat_ms)
+    fig = comm["fig"]
+    S = len(plan.stages)
+    flushes = ref3_flushes(ref3_op_lists(plan))
+    AR = comm["AR"]
+    E_est = [-INF] * S
+    for r in range(len(plan.placement)):
+        f, g, c = fig["f"][r], fig["g"][r], fig["c"][r]
+        x, l = comm["x"][r], comm["l"][r]
+        Q0 = sum(c) + sum(2 * (x[k] + l[k]) for k in range(S - 1))
+        if math.isinf(Q0):
+            return INF
+        xmax = max(x, default=0.0)
+
+        def period(fl, j):
+            ms, w = fl["m"], fl["w"]
+            if fl["gpipe_shaped"]:
+                fwd = max(max(f), xmax)
+                bwd = max(max(g[i] for i in range(j, S)),
+                          max((x[k] for k in range(j, S - 1)), default=0.0))
+                return fwd + bwd
+            tau = max(max(c), xmax)
+            for a in range(S):
+                if w[a] >= ms:
+                    continue
+                for bb in range(a, S):
+                    held = w[a] - w[bb] + 1
+                    if held <= 0:
+                        continue
+                    W = (sum(c[i] for i in range(a, bb + 1))
+                         + 2 * sum(x[k] + l[k] for k in range(a, bb)))
+                    tau = max(tau, W / held)
+            return tau
+
+        def P(fl, j):
+            return (fl["m"] - 1) * period(fl, j) + Q0 if fl["m"] > 1 else Q0
+
+        before = sum(P(fl, 0) for fl in flushes[:-1])
+        for j in range(S):
+            D = sum(g[i] + x[i] + l[i] for i in range(j))
+            E_est[j] = max(E_est[j], before + P(flushes[-1], j) - D)
+    return max(E_est[j] + AR[j] for j in range(S))
+
+
+# ---------------------------------------------------------------- cost
+def ref3_wan_bytes(instance, plan):
+    """Bytes crossing domains per iteration (SPEC 6's cost)."""
+    fig = ref3_stage_figures(instance, plan)
+    R, S, m = len(plan.placement), len(plan.stages), plan.num_micro_batches
+    total = 0.0
+    for row in plan.placement:
+        for k in range(S - 1):
+            if row[k] != row[k + 1]:
+                total += 2 * m * fig["A"][k]
+    if R > 1:
+        for j in range(S):
+            K = len({plan.placement[r][j] for r in range(R)})
+            if K > 1:
+                total += K * (2 * (K - 1) / K) * fig["G"][j]
+    return total
+
+
+def ref3_cost(instance, plan, T):
+    """Cost per iteration for iteration time T."""
+    if math.isinf(T):
+        return INF
+    dom = _domains(instance)
+    price = sum(plan.tp * (getattr(dom[d], "price_per_gpu_hour", 0.0) or 0.0)
+                for row in plan.placement for d in row)
+    wan = getattr(instance.options, "wan_price_per_gb", 0.0) or 0.0
+    return T / 3600 * price + ref3_wan_bytes(instance, plan) / 1e9 * wan
+
+
+# ---------------------------------------------------------------- feasibility
+def ref3_violations(instance, plan):
+    """Reasons the plan is infeasible under SPEC 4 (empty: feasible)."""
+    bad = []
+    wl = instance.workload
+    dom = _domains(instance)
+    R, S, t, b = len(plan.placement), len(plan.stages), plan.tp, plan.micro_batch_size
+    m = plan.num_micro_batches
+    if m < 1 or m * R * b != wl.global_batch_size:
+        bad.append(f"m = {m} with R = {R}, b = {b}: not global_batch_size / (R b)")
+    if t not in list(wl.tensor_parallel):
+        bad.append(f"tp {t} is not a candidate")
+    pos = 0
+    for j, st in enumerate(plan.stages):
+        if st.start != pos or st.end <= st.start:
+            bad.append(f"stage {j} is not contiguous and non-empty")
+        pos = st.end
+    if pos != len(instance.units):
+        bad.append("stages do not cover every unit")
+    for r, row in enumerate(plan.placement):
+        if len(row) != S:
+            bad.append(f"replica {r} places {len(row)} stages")
+        for d in row:
+            if d not in dom:
+                bad.append(f"unknown domain {d}")
+    if bad:
+        return bad
+    used = {}
+    for row in plan.placement:
+        for d in row:
+            used[d] = used.get(d, 0) + t
+    for d, cnt in used.items():
+        if cnt > dom[d].gpus:
+            bad.append(f"domain {d}: {cnt} GPUs used, {dom[d].gpus} available")
+        if t > getattr(dom[d], "gpus_per_node", 8):
+            bad.append(f"domain {d}: tp {t} exceeds gpus_per_node")
+    routes = ref3_routes(instance)
+    for r, row in enumerate(plan.placement):
+        for k in range(S - 1):
+            if row[k] != row[k + 1] and (row[k], row[k + 1]) not in routes:
+                bad.append(f"replica {r}: no route {row[k]} -> {row[k + 1]}")
+    ops = ref3_op_lists(plan)
+    problems = op_list_problems(ops, S, m)
+    bad += problems
+    if not problems:
+        fig = ref3_stage_figures(instance, plan)
+        for r in range(R):
+            for j in range(S):
+                if fig["memory_bytes"][j] > fig["mem_limit"][r][j]:
+                    bad.append(f"replica {r} stage {j}: memory {fig['memory_bytes'][j]:.4g} B "
+                               f"over {fig['mem_limit'][r][j]:.4g} B")
+    allowed = getattr(instance.options, "dp_sync", None) or ["every_step"]
+    ds = getattr(plan, "dp_sync", None)
+    if ds is not None:
+        mode = ds.get("mode") if isinstance(ds, dict) else getattr(ds, "mode", None)
+        if mode not in allowed:
+            bad.append(f"dp_sync mode {mode} not allowed")
+    return bad
