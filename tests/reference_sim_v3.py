@@ -96,6 +96,12 @@ is a finding, not a tweak):
   the ``2(K-1) * ring_latency`` term holds for reduce_broadcast too ("only
   the volume factor differs").  The intra part uses phi(n) of the
   workload's ``gradient_sync`` too (2 for reduce_broadcast), as written.
+* A stage with G_j = 0 (no parameters) has AR_j = 0 and is no sync user,
+  whatever its K ("0 when G_j = 0", users "over all stages with G > 0");
+  v2 charged such a stage 2(K-1) ring latency and counted its hops in the
+  equal split (a change SPEC v3's compatibility list does not name).
+* Several replicas: E^est_j is the largest over replicas of each replica's
+  own flush sum; the first P of each flush uses that replica's figures.
 * Cost.  Used GPUs are t per (replica, stage), priced by their domain.  WAN
   bytes per iteration: 2 m A_j per (replica, boundary) across domains
   (forward and backward), plus 2(K-1) G_j per stage with a cross part (K
@@ -587,19 +593,25 @@ def ref3_simulate(instance, plan, bw_gbps=None, lat_ms=None):
 # ---------------------------------------------------------------- estimate
 def ref3_estimate(instance, plan, bw_gbps=None, lat_ms=None):
     """T_est of SPEC 7 for one network state."""
+    E_est, comm = ref3_estimate_ends(instance, plan, bw_gbps, lat_ms)
+    return max(E_est[j] + comm["AR"][j] for j in range(len(E_est)))
+
+
+def ref3_estimate_ends(instance, plan, bw_gbps=None, lat_ms=None):
+    """(E^est_j per stage, comm) of SPEC 7 for one network state (all inf when a
+    replica's Q_0 is)."""
     _check_dp_sync(plan)
     comm = ref3_comm(instance, plan, bw_gbps, lat_ms)
     fig = comm["fig"]
     S = len(plan.stages)
     flushes = ref3_flushes(ref3_op_lists(plan))
-    AR = comm["AR"]
     E_est = [-INF] * S
     for r in range(len(plan.placement)):
         f, g, c = fig["f"][r], fig["g"][r], fig["c"][r]
         x, l = comm["x"][r], comm["l"][r]
         Q0 = sum(c) + sum(2 * (x[k] + l[k]) for k in range(S - 1))
         if math.isinf(Q0):
-            return INF
+            return [INF] * S, comm
         xmax = max(x, default=0.0)
 
         def period(fl, j):
@@ -629,7 +641,7 @@ def ref3_estimate(instance, plan, bw_gbps=None, lat_ms=None):
         for j in range(S):
             D = sum(g[i] + x[i] + l[i] for i in range(j))
             E_est[j] = max(E_est[j], before + P(flushes[-1], j) - D)
-    return max(E_est[j] + AR[j] for j in range(S))
+    return E_est, comm
 
 
 # ---------------------------------------------------------------- cost

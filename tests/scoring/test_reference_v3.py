@@ -29,7 +29,7 @@ from reference_sim import RefDeadlock as V2Deadlock
 from reference_sim import ref_estimate as v2_estimate
 from reference_sim import ref_simulate as v2_simulate
 from reference_sim_v3 import (RefDeadlock, every_flush_gpipe_shaped, ref3_comm, ref3_cost,
-                              ref3_estimate, ref3_flushes, ref3_op_lists, ref3_routes,
+                              ref3_estimate, ref3_estimate_ends, ref3_flushes, ref3_op_lists, ref3_routes,
                               ref3_simulate, ref3_stage_ends, ref3_stage_figures,
                               ref3_violations,
                               ref3_wan_bytes)
@@ -309,6 +309,26 @@ def test_triangle_breaking_mesh_uses_the_direct_link():
     assert ref3_routes(inst4)[("d", "a")][0] == ("d", "b", "a")
 
 
+def test_backward_channel_runs_along_the_forward_route_reversed():
+    # 6-cycle a-b-e-f-d-c-a, every link 10 Gbit/s, 1 ms.  route(a, f) = a-b-e-f and
+    # route(f, a) = f-d-c-a (name ties), so they share no link.  Replica 0 crosses
+    # a -> f, replica 1 f -> a; 1f1b, m = 2 (n = n_F + n_B).  Replica 0's backward
+    # channel runs f-e-b-a (its route reversed), not route(f, a), so no resource has
+    # two channels: x = 1 s.  (Along route(f, a) it would share with replica 1's
+    # forward channel: x = 2 s.)
+    names = ("a", "b", "c", "d", "e", "f")
+    cycle = [("a", "b"), ("b", "e"), ("e", "f"), ("f", "d"), ("d", "c"), ("c", "a")]
+    inst, plan = _crossing([["a", "f"], ["f", "a"]], "1f1b", names=names,
+                           links=[(a, b, 10.0, 1.0) for a, b in cycle])
+    routes = ref3_routes(inst)
+    assert routes[("a", "f")][0] == ("a", "b", "e", "f")
+    assert routes[("f", "a")][0] == ("f", "d", "c", "a")
+    comm = ref3_comm(inst, plan)
+    assert set(comm["n"].values()) == {1}
+    assert flat(comm["x"]) == [1.0, 1.0]
+    assert flat(comm["l"]) == pytest.approx([0.003, 0.003], rel=REL)
+
+
 def test_route_latency_rounding_makes_a_tie():
     # a..c unlinked: a-b-c sums 0.1 + 0.2 = 0.30000000000000004 ms, a-d-c 0.3 + 0 ms;
     # rounded to 1e-9 ms they tie on latency and hops; names [a, b, c] < [a, d, c]
@@ -440,7 +460,33 @@ def test_gpipe_shaped_backward_period_comes_from_downstream():
     plan = plan_of(inst, [(0, 1), (1, 2)], [["a", "a"]])
     E, _ = ref3_stage_ends(inst, plan)
     assert E == pytest.approx([12.75, 6.25], rel=REL)
+    assert ref3_estimate_ends(inst, plan)[0] == pytest.approx([12.75, 6.25], rel=REL)
     assert ref3_estimate(inst, plan) == pytest.approx(12.75, rel=REL)
+
+
+def test_two_non_gpipe_flushes_hand_worked():
+    # S = 2, stage 0 in a, stage 1 in b, latency l = 1 s, 0 bytes (x = 0), f = 1, g = 2.
+    # Flush A (micro-batches 0, 1) and flush B (2, 3, 4), each shaped like 1f1b:
+    # stage 1 runs B before the next F, so neither is gpipe-shaped; w = (2, 1) in both.
+    # Q_0 = 3 + 3 + 2 l = 8.
+    # A: m_A = 2; stage 0 holds both (w_0 = 2 = m_A): its windows are dropped;
+    #    window [1, 1]: 3 / 1.  tau_A = 3, P_A = 3 + 8 = 11.
+    # B: m_B = 3; window [0, 1] holds 2 - 1 + 1 = 2 and takes 3 + 3 + 2 l = 8: 4 s;
+    #    tau_B = 4, P_B = 2 * 4 + 8 = 16.
+    # E_est_0 = 11 + 16 = 27; E_est_1 = 27 - (g_0 + x_0 + l) = 24.
+    # Simulated (op [start, end]): A: st0 F0[0,1] F1[1,2] B0[6,8] B1[9,11];
+    #   st1 F0[2,3] B0[3,5] F1[5,6] B1[6,8].  B: st0 F2[11,12] F3[12,13] B2[17,19]
+    #   F4[19,20] B3[20,22] B4[25,27]; st1 F2[13,14] B2[14,16] F3[16,17] B3[17,19]
+    #   F4[21,22] B4[22,24].  E = (27, 24): the estimate is exact here.
+    inst = build([unit(), unit()], ["a", "b"], [("a", "b", 10.0, 1000.0)], 5)
+    ops = [["F0", "F1", "B0", "B1", "F2", "F3", "B2", "F4", "B3", "B4"],
+           ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3", "F4", "B4"]]
+    plan = plan_of(inst, [(0, 1), (1, 2)], [["a", "b"]], ops)
+    fl = ref3_flushes(ref3_op_lists(plan))
+    assert [(f["m"], f["w"], f["gpipe_shaped"]) for f in fl] == [(2, [2, 1], False),
+                                                                   (3, [2, 1], False)]
+    assert ref3_estimate_ends(inst, plan)[0] == pytest.approx([27.0, 24.0], rel=REL)
+    assert ref3_stage_ends(inst, plan)[0] == pytest.approx([27.0, 24.0], rel=REL)
 
 
 # ---------------------------------------------------------------- random plans
@@ -517,6 +563,10 @@ def test_gpipe_and_gradient_accumulation_estimate_is_exact(case):
         T = ref3_simulate(inst, plan, *state)
         T_est = ref3_estimate(inst, plan, *state)
         assert close(T, T_est), (T, T_est)
+        # stronger: every stage's end (its gradient sync starts then) is exact
+        E, _ = ref3_stage_ends(inst, plan, *state)
+        E_est, _ = ref3_estimate_ends(inst, plan, *state)
+        assert all(close(a, b) for a, b in zip(E, E_est)), (E, E_est)
 
 
 @st.composite
