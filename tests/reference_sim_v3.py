@@ -379,7 +379,8 @@ def ref3_stage_figures(instance, plan):
         fig["stored"].append(sum(u.stored_bytes_per_token for u in us))
         fig["TP"].append(sum(getattr(u, "tp_bytes_per_token", 0.0) or 0.0 for u in us))
         fig["A"].append(us[-1].out_bytes_per_token * b * s)
-        fig["memory_bytes"].append((16 * fig["P"][-1] + inflight[j] * b * s * fig["stored"][-1]) / t)
+        fig["memory_bytes"].append(
+            (16 * fig["P"][-1] + inflight[j] * b * s * fig["stored"][-1]) / t)
     for key in ("f", "g", "c", "y", "o", "mem_limit", "type"):
         fig[key] = []
     for row in plan.placement:

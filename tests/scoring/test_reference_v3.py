@@ -28,8 +28,10 @@ from planner.problem.model import ModelSpec
 from reference_sim import RefDeadlock as V2Deadlock
 from reference_sim import ref_estimate as v2_estimate
 from reference_sim import ref_simulate as v2_simulate
+from reference_sim import ref_stage_figures as v2_stage_figures
 from reference_sim_v3 import (RefDeadlock, every_flush_gpipe_shaped, ref3_comm, ref3_cost,
-                              ref3_estimate, ref3_estimate_ends, ref3_flushes, ref3_op_lists, ref3_routes,
+                              ref3_estimate, ref3_estimate_ends, ref3_flushes, ref3_op_lists,
+                              ref3_routes,
                               ref3_simulate, ref3_stage_ends, ref3_stage_figures,
                               ref3_violations,
                               ref3_wan_bytes)
@@ -137,6 +139,15 @@ def test_flushes_of_named_and_accumulation_schedules():
     for sched, sizes, shaped in (("gpipe", [6], True), ("1f1b", [6], False)):
         fl = ref3_flushes(ref3_op_lists(plan_of(inst, one_per_stage(S), [["a"] * S], sched)))
         assert [f["m"] for f in fl] == sizes and all(f["gpipe_shaped"] == shaped for f in fl)
+    # memory's in-flight counts (SPEC 5): m for gpipe, min(m, S - j) for 1f1b
+    for sched, want in (("gpipe", [6, 6, 6]), ("1f1b", [3, 2, 1])):
+        plan = plan_of(inst, one_per_stage(S), [["a"] * S], sched)
+        assert ref3_stage_figures(inst, plan)["inflight"] == want
+    # 1f1b with S = 1 splits into m flushes of one micro-batch (F(i) B(i)), all
+    # gpipe-shaped; SPEC 7 says 1f1b has one, but the numbers agree (T_est = m c)
+    inst_1 = build([unit()], ["a"], [], 4)
+    fl = ref3_flushes(ref3_op_lists(plan_of(inst_1, [(0, 1)], [["a"]], "1f1b")))
+    assert [f["m"] for f in fl] == [1, 1, 1, 1]
     # 1f1b, m = 1 is gpipe-shaped (SPEC 5's compatibility note)
     inst1 = build([unit()] * S, ["a"], [], 1)
     assert every_flush_gpipe_shaped(plan_of(inst1, one_per_stage(S), [["a"] * S], "1f1b"))
@@ -355,7 +366,8 @@ def test_unit_overhead(recompute, beta):
     model = ModelSpec(name="m", num_layers=2, hidden_size=64, ffn_hidden_size=256,
                       num_heads=4, vocab_size=100)
     inst = Instance.from_dict({
-        "name": "t", "gpu": GPU, "domains": [{"name": "a", "gpus": 8, "intra_bandwidth_gbps": 200.0}],
+        "name": "t", "gpu": GPU,
+        "domains": [{"name": "a", "gpus": 8, "intra_bandwidth_gbps": 200.0}],
         "workload": {"model": model, "global_batch_size": 4, "seq_len": 128,
                      "micro_batch_sizes": [1], "tensor_parallel": [1, 2],
                      "recompute": recompute}})
@@ -441,8 +453,8 @@ def test_cost_per_iteration():
     # m = 1; boundary bytes 1.25e9 per micro-batch, crossing once (replica 0): 2 * 1.25e9;
     # stage 0 all in a (no cross part), stage 1 in {a, b}: K = 2: 2 (K-1) G_1 = 2 * 2e6
     inst = build([unit(out=A_ONE), unit()],
-                 [{"name": "a", "gpus": 8, "intra_bandwidth_gbps": 200.0, "price_per_gpu_hour": 2.0},
-                  {"name": "b", "gpus": 8, "intra_bandwidth_gbps": 200.0, "price_per_gpu_hour": 3.0}],
+                 [{"name": d, "gpus": 8, "intra_bandwidth_gbps": 200.0, "price_per_gpu_hour": p}
+                  for d, p in (("a", 2.0), ("b", 3.0))],
                  [("a", "b", 10.0, 1.0)], 2)
     inst3 = v3(inst, options={"wan_price_per_gb": 0.5})
     plan = plan_of(inst, [(0, 1), (1, 2)], [["a", "b"], ["a", "a"]])
@@ -678,6 +690,10 @@ def test_v2_compatibility(case):
     event("a cross-domain gradient ring" if any(comm["cross"]) else "no cross part")
     event("a shared link direction" if any(v > 1 for v in comm["n"].values())
           else "no shared boundary resource")
+    fig, fig2 = comm["fig"], v2_stage_figures(inst, plan)
+    for r in range(len(plan.placement)):
+        assert all(close(a, b) for a, b in zip(fig["c"][r], fig2["c"]))
+    assert all(close(a, b) for a, b in zip(fig["memory_bytes"], fig2["memory_bytes"]))
     states = [([l.bandwidth_gbps for l in inst.links], [l.latency_ms for l in inst.links]), state]
     for bw, lat in states:
         try:
