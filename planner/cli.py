@@ -15,6 +15,7 @@ from rich.console import Console
 from .problem import io as pio
 from .problem import limits
 from .problem.files import atomic_path, code_version, strict_json
+from .problem.plan import SolverInfo, claims_check
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
@@ -295,6 +296,10 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
                               [v.message for v in before.violations])
     from .solvers import stop
 
+    why = claims_check(inst, p)
+    if p.solver is not None and why is not None:  # not carried into the new plan (SPEC 9)
+        out.print(f"note: {plan_file}: solver claims not carried over: {why[1]}")
+        p = p.model_copy(update={"solver": SolverInfo(name=p.solver.name, status="heuristic"), "predicted": None})
     with stop.Watch():  # Ctrl-C: the best schedule so far
         new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                      memory="stage" if equal_memory else memory)

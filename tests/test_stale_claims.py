@@ -139,3 +139,32 @@ def test_a_cpsat_schedule_not_kept_is_not_credited(tmp_path):
     assert run("report", "tiny-3dc", out, "--out", html).exit_code == 0
     page = html.read_text()
     assert "not kept" in page and "makespan" not in page and "schedule_bound_s" not in page
+
+
+def test_schedule_does_not_carry_stale_claims_into_a_new_plan(made, tmp_path):
+    """``planner schedule`` stamps the plan it writes: claims made for the old
+    instance must not come out of it looking current."""
+    inst, plan, changed = made
+    new = tmp_path / "s.json"
+    res = run("schedule", changed, plan, "--out", new, "--time-limit", "3", "-q")
+    assert res.exit_code == 0, res.output
+    assert f"solver claims not carried over: {CLAIM_REASONS['stale']}" in " ".join(res.output.split())
+    info = json.loads(new.read_text())["solver"]
+    js = json.loads(run("evaluate", changed, new, "--json").output)
+    assert js["solver_claims"] == "shown"  # made now, for this instance
+    old = json.loads(plan.read_text())["solver"]
+    assert info["status"] in ("heuristic", "feasible") and info["bound"] != old["bound"]
+    assert info["bound"] <= js["iteration_time_s"] * (1 + 1e-9)
+    assert info["gap"] == pytest.approx((info["objective"] - info["bound"]) / info["objective"], rel=1e-9)
+
+
+def test_print_plan_hides_claims_of_an_edited_plan(made):
+    from planner.problem.plan import Plan
+
+    _, plan, _ = made
+    p = Plan.from_json(plan.read_text())
+    assert "objective" in str(p) and "sha256" in str(p)
+    row = p.placement[0]
+    edited = p.model_copy(update={"placement": [row[:-2] + [row[-1], row[-2]]] + p.placement[1:]})
+    text = str(edited) + edited._repr_html_()
+    assert "solver claims not shown: the plan was edited" in text and "bound" not in text

@@ -37,7 +37,7 @@ from ..problem.errors import InputError
 from ..scoring.evaluator import Evaluator
 from . import stop
 from .greedy import greedy
-from ..problem.plan import Plan, Predicted, SolverInfo
+from ..problem.plan import Plan, Predicted, SolverInfo, claims_check
 
 from .milp import milp
 from .cpsat import cpsat
@@ -138,12 +138,17 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     ``schedule_makespan_s``, ``schedule_bound_s``, ``schedule_gap`` (CP-SAT's
     schedule, whether kept or not), ``schedule_not_kept`` (why, when CP-SAT's
     schedule is not the plan's) and ``schedule_time_s``; its ``predicted``
-    figures are the evaluator's.
+    figures are the evaluator's.  A stamped ``p`` whose claims do not hold for
+    ``instance`` (:func:`planner.problem.plan.claims_check`) keeps only its
+    solver's name: the result claims what this refinement shows, no more.
     """
     from .inflight import FAITHFUL, tune_inflight
     from .schedule_opt import ScheduleTooLarge, budget_caps, optimize_schedule
 
     t0 = time.perf_counter()
+    if p.solver is not None and p.solver.instance_sha256 and claims_check(instance, p) is not None:
+        # claims made for another instance, or an edited plan: none carried over (SPEC 9)
+        p = p.model_copy(update={"solver": SolverInfo(name=p.solver.name, status="heuristic"), "predicted": None})
     if p.predicted is None or p.solver is None:
         p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
     base = p.solver
