@@ -83,7 +83,8 @@ def plan_text(plan) -> str:
         else:
             obj = "" if s.objective is None else f", objective {s.objective:.4g}"
             bound = "" if s.bound is None else f", bound {s.bound:.4g}"
-            gap = "" if s.gap is None else f", gap {s.gap:.2%}"
+            g = (s.objective - s.bound) / s.objective if s.objective and s.bound is not None else s.gap
+            gap = "" if g is None else f", gap {g:.2%}"  # the gap of the objective and bound shown
             lines.append(f"  solver {s.name}: {s.status}{obj}{bound}{gap}, {s.time_s:.2f} s "
                          f"(for instance sha256 {s.instance_sha256[:12]})")
     for j, st in enumerate(plan.stages):

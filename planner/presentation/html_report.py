@@ -36,7 +36,7 @@ from ..problem.errors import InfeasibleError
 from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator
 from ..problem.plan import claims_check
-from .report import STAGE_COLUMNS, gpu_table, schedule_used, stage_table, summary_rows
+from .report import STAGE_COLUMNS, gpu_table, schedule_used, shown_gap, stage_table, summary_rows
 
 # the only rule a page needs: nothing from outside, inline styles (matplotlib's SVG uses style attributes)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -206,8 +206,10 @@ def _solver_rows(instance, plan) -> list[tuple[str, str]]:
         return [("name", info.name), ("time_s", f"{info.time_s:.3g}"),
                 ("claims", f"solver claims not shown: {why[1]}")]
     rows = [("name", info.name), ("status", info.status)]
+    shown = {"objective": info.objective, "bound": info.bound,
+             "gap": shown_gap(info.objective, info.bound, info.gap)}  # the gap of the two beside it
     for key in ("objective", "bound", "gap"):
-        v = getattr(info, key)
+        v = shown[key]
         rows.append((key, "-" if v is None else (f"{v:.2%}" if key == "gap" else f"{v:.6g}")))
     rows.append(("time_s", f"{info.time_s:.3g}"))
     extra = dict(info.model_extra or {})
