@@ -15,11 +15,12 @@ from rich.console import Console
 from .problem import io as pio
 from .problem import limits
 from .problem.files import atomic_path, code_version, strict_json
+from .problem.plan import SolverInfo, claims_check
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
 from .presentation.export import FORMATS, NAMES, export
-from .presentation.report import plan_summary
+from .presentation.report import claims_json, plan_summary
 from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
@@ -260,8 +261,8 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     if ev.feasible:
         _pictures(inst, p, gantt_path, map_path)
-    if as_json:
-        click.echo(strict_json(ev.to_dict()))
+    if as_json:  # the figures, and whether the plan's solver claims still hold (SPEC 9)
+        click.echo(strict_json({**ev.to_dict(), **claims_json(inst, p)}))
     else:
         out.print(plan_summary(inst, p, ev))
     if not ev.feasible:
@@ -295,6 +296,10 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
                               [v.message for v in before.violations])
     from .solvers import stop
 
+    why = claims_check(inst, p)
+    if p.solver is not None and why is not None:  # not carried into the new plan (SPEC 9)
+        out.print(f"note: {plan_file}: solver claims not carried over: {why[1]}")
+        p = p.model_copy(update={"solver": SolverInfo(name=p.solver.name, status="heuristic"), "predicted": None})
     with stop.Watch():  # Ctrl-C: the best schedule so far
         new = refine(inst, p, time_limit=time_limit, seed=seed, workers=workers,
                      memory="stage" if equal_memory else memory)
@@ -308,7 +313,9 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
         out.print("schedule: the CP-SAT schedule model is too large to build within the time limit")
     if s.get("schedule_makespan_s") is not None:
         out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
-                  f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
+                  f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})"
+                  + ("" if s.get("schedule_kept") == "cpsat" else
+                     f"; not kept: {s.get('schedule_not_kept') or 'it simulates no faster'}"))
     if s.get("inflight"):
         out.print(f"schedule: 1f1b with in-flight limits {s['inflight']} per stage")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "

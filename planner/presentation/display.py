@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from ..problem.plan import claims_check
 from ..problem.views import register
 
 
@@ -74,10 +75,18 @@ def plan_text(plan) -> str:
         p = plan.predicted
         lines.append(f"  iteration {p.iteration_time_s:.4g} s (estimate {p.estimate_s:.4g} s), "
                      f"{p.throughput_tokens_per_s:,.0f} tokens/s, cost {p.cost_per_iteration:.4g}")
-    if plan.solver is not None:
+    if plan.solver is not None:  # no instance here: the claims are shown unless the plan was edited
         s = plan.solver
-        gap = "" if s.gap is None else f", gap {s.gap:.2%}"
-        lines.append(f"  solver {s.name}: {s.status}{gap}, {s.time_s:.2f} s")
+        why = claims_check(None, plan)
+        if why is not None:
+            lines.append(f"  solver {s.name}, {s.time_s:.2f} s; solver claims not shown: {why[1]}")
+        else:
+            obj = "" if s.objective is None else f", objective {s.objective:.4g}"
+            bound = "" if s.bound is None else f", bound {s.bound:.4g}"
+            g = (s.objective - s.bound) / s.objective if s.objective and s.bound is not None else s.gap
+            gap = "" if g is None else f", gap {g:.2%}"  # the gap of the objective and bound shown
+            lines.append(f"  solver {s.name}: {s.status}{obj}{bound}{gap}, {s.time_s:.2f} s "
+                         f"(for instance sha256 {s.instance_sha256[:12]})")
     for j, st in enumerate(plan.stages):
         doms = sorted({row[j] for row in plan.placement})
         lines.append(f"  stage {j}: units {st.start}-{st.end - 1} on {', '.join(doms)}")

@@ -32,6 +32,7 @@ from ..problem.network import GBPS, NetworkStates
 from ..scoring.simulator import simulate_times
 from ..scoring.evaluator import program_for
 from ..scoring.trace import trace
+from .report import claims_json, solver_rows
 
 RELAX = 0.10  # relax each resource by 10%
 SINGLE = ("compute", "link_bandwidth", "link_latency", "intra_bandwidth")  # one concrete resource
@@ -65,6 +66,9 @@ class Explanation:
     suggestion: str = ""
     suggestion_gain: float = 0.0
     tau_term: str = ""  # which term sets the T_est period
+    solver: str = ""  # the solver's claims as the plan summary shows them, or why none is shown
+    solver_claims: str = "absent"  # shown | stale | edited | absent (planner.problem.plan.claims_check)
+    solver_claims_reason: str | None = None  # why no claim is shown
 
     def lines(self) -> list[str]:
         T = self.iteration_time_s
@@ -76,6 +80,8 @@ class Explanation:
                        f"shortens the iteration by {b.gain:.1%}.")
         else:
             out.append("No single resource shortens the iteration when relaxed by 10%.")
+        if self.solver:
+            out.append(f"Solver {self.solver}.")
         if self.tau_term:
             out.append(f"Pipeline period (T_est): the period is set by {self.tau_term}.")
         total = sum(self.critical_path.values()) or 1.0
@@ -218,8 +224,11 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
         if sgain <= 0:  # re-simulated, it does not help: recommend nothing
             suggestion, sgain = "", 0.0
     Te = float(ev.estimate_times(base)[0])
+    claims = claims_json(instance, plan)
+    rows = solver_rows(instance, plan)
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
-                       util, headroom, suggestion, sgain, _tau_term(fig, comm, plan))
+                       util, headroom, suggestion, sgain, _tau_term(fig, comm, plan),
+                       rows[0][1] if rows else "", claims["solver_claims"], claims["solver_claims_reason"])
 
 
 def _category(b: Sensitivity | None, cp: dict, fig) -> str:

@@ -35,7 +35,8 @@ from markupsafe import Markup
 from ..problem.errors import InfeasibleError
 from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator
-from .report import STAGE_COLUMNS, gpu_table, stage_table, summary_rows
+from ..problem.plan import claims_check
+from .report import STAGE_COLUMNS, gpu_table, schedule_used, shown_gap, stage_table, summary_rows
 
 # the only rule a page needs: nothing from outside, inline styles (matplotlib's SVG uses style attributes)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -101,8 +102,8 @@ footer { color: #777; font-size: .85em; margin-top: 3em; }
 {% if solver %}<table class="kv">
 {% for key, value in solver %}<tr data-key="{{ key }}"><th>{{ key }}</th><td>{% if key == "status" %}<span class="status {{ value }}">{{ value }}</span>{% else %}{{ value }}{% endif %}</td></tr>
 {% endfor %}</table>
-<p class="sub">Bound and gap are on the solver's objective (the estimate <code>T_est</code>, or its cost
-counterpart); gap = (objective &minus; bound) / objective.</p>
+{% if solver[1][0] == "status" %}<p class="sub">Bound and gap are on the solver's objective (the estimate <code>T_est</code>, or its cost
+counterpart); gap = (objective &minus; bound) / objective.</p>{% endif %}
 {% else %}<p>The plan file carries no solver information (status, bound, gap).</p>{% endif %}
 </section>
 
@@ -189,17 +190,36 @@ def _value(v) -> str:
     return json.dumps(v, allow_nan=False) if not isinstance(v, str) else v
 
 
-def _solver_rows(plan) -> list[tuple[str, str]]:
+_CPSAT_SCHEDULE = ("schedule_status", "schedule_makespan_s", "schedule_bound_s", "schedule_gap")
+
+
+def _solver_rows(instance, plan) -> list[tuple[str, str]]:
+    """The solver block as (field, text) rows: every field while the claims hold
+    (:func:`planner.problem.plan.claims_check`), else the name, the time and
+    ``claims``, why none is shown.  CP-SAT's schedule figures only when the plan
+    runs that schedule (else ``schedule_not_kept`` says why)."""
     info = plan.solver
     if info is None:
         return []
+    why = claims_check(instance, plan)
+    if why is not None:
+        return [("name", info.name), ("time_s", f"{info.time_s:.3g}"),
+                ("claims", f"solver claims not shown: {why[1]}")]
     rows = [("name", info.name), ("status", info.status)]
+    shown = {"objective": info.objective, "bound": info.bound,
+             "gap": shown_gap(info.objective, info.bound, info.gap)}  # the gap of the two beside it
     for key in ("objective", "bound", "gap"):
-        v = getattr(info, key)
+        v = shown[key]
         rows.append((key, "-" if v is None else (f"{v:.2%}" if key == "gap" else f"{v:.6g}")))
     rows.append(("time_s", f"{info.time_s:.3g}"))
-    for key, v in (info.model_extra or {}).items():
-        rows.append((key, _short(v)))
+    extra = dict(info.model_extra or {})
+    if extra.get("schedule_makespan_s") is not None and schedule_used(plan) != "cpsat":
+        extra = {k: v for k, v in extra.items() if k not in _CPSAT_SCHEDULE}
+        extra["schedule_not_kept"] = (f"CP-SAT's schedule ({info.model_extra.get('schedule_status')}): "
+                                      f"{extra.get('schedule_not_kept') or 'it simulates no faster'}")
+    for key, v in extra.items():
+        if v is not None:
+            rows.append((key, _short(v)))
     return rows
 
 
@@ -267,8 +287,9 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
             why_missing = str(err)
         else:
             lines = e.lines()
-            why = {"head": lines[0],
-                   "findings": [l.strip() for l in lines[1:] if not l.startswith("  ") and not l.endswith(":")],
+            why = {"head": lines[0],  # the solver's line is in the summary and the solver section already
+                   "findings": [l.strip() for l in lines[1:] if not l.startswith(("  ", "Solver "))
+                                and not l.endswith(":")],
                    "sensitivities": e.sensitivities[:12],
                    "links": [(k, f"{v:.0%}") for k, v in sorted(e.link_utilisation.items(), key=lambda kv: -kv[1])]}
     else:
@@ -277,7 +298,7 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
     network_map = _svg(plot.draw(instance, plan))
     return _template.render(
         csp=CSP, version=version, inst=instance, plan=plan, summary=summary_rows(instance, plan, ev),
-        figures=figures, solver=_solver_rows(plan), stage_columns=STAGE_COLUMNS,
+        figures=figures, solver=_solver_rows(instance, plan), stage_columns=STAGE_COLUMNS,
         numeric={"stage", "compute/mb", "mem/GPU", "grad sync"}, stages=stage_table(instance, plan, ev),
         gpus=gpu_table(instance, ev), gantt=gantt, gantt_missing=gantt_missing, network_map=network_map,
         why=why, why_missing=why_missing,

@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..problem.plan import claims_check
+
 
 def _fmt_s(v: float) -> str:
     if v == float("inf"):
@@ -35,29 +37,7 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
     terminal summary (:func:`plan_summary`) and the HTML report print these."""
     rows = [("instance", f"{instance.name}  ({len(instance.domains)} domains, "
              f"{instance.total_gpus} x {instance.gpu.name}, model {instance.workload.model.name})")]
-    info = plan.solver
-    if info is not None:
-        gap = "" if info.gap is None else f", gap {info.gap:.1%}"
-        bound = "" if info.bound is None else f", bound {info.bound:.4g}"
-        rows.append(("solver", f"{info.name}: {info.status}{bound}{gap}, {info.time_s:.2f} s"))
-        extra = info.model_extra or {}
-        if extra.get("robust_measure"):
-            rows.append(("robust", f"{extra['robust_measure']}; the other figures are for the base network"))
-        if "named_status" in extra:
-            named = "" if extra.get("named_bound") is None else f", bound {extra['named_bound']:.4g}"
-            rows.append(("search", f"{extra['named_status']}{named} over plans with a named schedule "
-                         f"({', '.join(instance.options.schedules)}); the refined schedule is outside that "
-                         f"space, so the bound above is the instance's"))
-        if extra.get("inflight"):
-            rows.append(("schedule", f"1f1b with in-flight limits {extra['inflight']} per stage, "
-                         f"{extra['schedule_time_s']:.2f} s"))
-        elif extra.get("schedule_status") == "too large":
-            rows.append(("schedule", "not refined: the CP-SAT schedule model would be too large"))
-        elif extra.get("schedule_makespan_s") is not None:
-            kept = "" if extra.get("schedule_kept", "cpsat") == "cpsat" else "; not kept, no faster"
-            rows.append(("schedule", f"CP-SAT {extra['schedule_status']}, makespan "
-                         f"{_fmt_s(extra['schedule_makespan_s'])} (bound {_fmt_s(extra['schedule_bound_s'])}, "
-                         f"gap {extra['schedule_gap']:.1%}){kept}, {extra['schedule_time_s']:.2f} s"))
+    rows += solver_rows(instance, plan)
     rows.append(("shape", f"{plan.replicas} replica(s) x {plan.num_stages} stage(s) x tp {plan.tp} = "
                  f"{plan.gpus_used} GPUs; micro-batch {plan.micro_batch_size} x "
                  f"{plan.num_micro_batches} per replica; schedule {plan.schedule_kind}"))
@@ -70,6 +50,101 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
     if not ev.feasible:
         rows.append(("INFEASIBLE", "\n".join(v.message for v in ev.violations)))
     return rows
+
+
+def shown_gap(objective, bound, gap):
+    """The gap to print beside ``objective`` and ``bound``: ``(objective - bound) /
+    objective`` when both are known (so the three printed figures agree, SPEC 7),
+    else the recorded ``gap``."""
+    if objective is not None and bound is not None and objective > 0:
+        return (objective - bound) / objective
+    return gap
+
+
+def _claim(status: str, objective, bound, gap) -> str:
+    """``status, objective X, bound Y, gap Z``: the gap is the one of the objective
+    and bound beside it (all three of one network and statistic)."""
+    parts = [status]
+    for word, v in (("objective", objective), ("bound", bound)):
+        if v is not None:
+            parts.append(f"{word} {v:.4g}")
+    gap = shown_gap(objective, bound, gap)
+    if gap is not None:
+        parts.append(f"gap {gap:.1%}")
+    return ", ".join(parts)
+
+
+def schedule_used(plan) -> str | None:
+    """Which refinement step's schedule ``plan`` runs: ``"cpsat"``, ``"inflight"``
+    or None (its own named schedule, or an explicit one from elsewhere)."""
+    extra = (plan.solver.model_extra or {}) if plan.solver is not None else {}
+    if plan.schedule_kind != "explicit":
+        return None
+    kept = extra.get("schedule_kept")
+    return kept if kept in ("cpsat", "inflight") else None
+
+
+def solver_rows(instance, plan) -> list[tuple[str, str]]:
+    """The solver's claims as (label, text) rows: status, objective, bound, gap;
+    robust planning's figures; the schedule refinement's.  Only while they hold
+    (:func:`planner.problem.plan.claims_check`): otherwise one row with the
+    solver's name and time and why no claim is shown."""
+    info = plan.solver
+    if info is None:
+        return []
+    why = claims_check(instance, plan)
+    if why is not None:
+        return [("solver", f"{info.name}, {info.time_s:.2f} s; solver claims not shown: {why[1]}")]
+    rows = [("solver", f"{info.name}: {_claim(info.status, info.objective, info.bound, info.gap)}, "
+             f"{info.time_s:.2f} s")]
+    extra = info.model_extra or {}
+    if extra.get("robust_objective") is not None:
+        rows.append(("robust", f"on {extra.get('robust_network', 'the statistic network')}: "
+                     + _claim(extra.get("robust_status", "feasible"), extra["robust_objective"],
+                              extra.get("robust_bound"), extra.get("robust_gap"))))
+    if extra.get("robust_measure"):
+        rows.append(("robust", f"{extra['robust_measure']}; the other figures are for the base network"))
+    if "named_status" in extra:
+        named = "" if extra.get("named_bound") is None else f", bound {extra['named_bound']:.4g}"
+        rows.append(("search", f"{extra['named_status']}{named} over plans with a named schedule "
+                     f"({', '.join(instance.options.schedules)}); the refined schedule is outside that "
+                     f"space, so the bound above is the instance's"))
+    used = schedule_used(plan)
+    cpsat = extra.get("schedule_makespan_s") is not None
+    not_kept = (f"CP-SAT's schedule ({extra.get('schedule_status')}) not kept: "
+                f"{extra.get('schedule_not_kept') or 'it simulates no faster'}")
+    if used == "inflight":
+        rows.append(("schedule", f"1f1b with in-flight limits {extra.get('inflight')} per stage"
+                     + (f"; {not_kept}" if cpsat else "") + f", {extra.get('schedule_time_s', 0.0):.2f} s"))
+    elif extra.get("schedule_status") == "too large":
+        rows.append(("schedule", "not refined: the CP-SAT schedule model would be too large"))
+    elif used == "cpsat" and cpsat:
+        span, low = extra["schedule_makespan_s"], extra.get("schedule_bound_s")
+        gap = shown_gap(span, low, extra.get("schedule_gap"))
+        rows.append(("schedule", f"CP-SAT {extra['schedule_status']}, makespan {_fmt_s(span)}"
+                     + ("" if low is None else f" (bound {_fmt_s(low)}")
+                     + ("" if gap is None else f", gap {gap:.1%}") + ("" if low is None else ")")
+                     + f", {extra['schedule_time_s']:.2f} s"))
+    elif cpsat:
+        rows.append(("schedule", f"{not_kept}; the plan keeps its {plan.schedule_kind} schedule, "
+                     f"{extra.get('schedule_time_s', 0.0):.2f} s"))
+    return rows
+
+
+def claims_json(instance, plan) -> dict:
+    """The solver claims for ``planner evaluate --json``: ``solver_claims`` is
+    ``"shown"`` (and ``solver`` holds name, status, objective, bound, gap and
+    time), or ``"stale"`` (the instance changed since the plan was made),
+    ``"edited"`` (the plan's fields are not as the solver wrote them) or
+    ``"absent"`` (no solver block, or no instance hash), with
+    ``solver_claims_reason`` saying why none is shown."""
+    why = claims_check(instance, plan)
+    if why is not None:
+        return {"solver_claims": why[0], "solver_claims_reason": why[1]}
+    info = plan.solver
+    return {"solver_claims": "shown", "solver_claims_reason": None,
+            "solver": {"name": info.name, "status": info.status, "objective": info.objective,
+                       "bound": info.bound, "gap": info.gap, "time_s": info.time_s}}
 
 
 STAGE_COLUMNS = ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains")

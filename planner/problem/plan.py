@@ -4,7 +4,12 @@ schedule (SPEC section 4), and its JSON form (SPEC section 9).
 ``Plan`` is a frozen pydantic model; ``plan.to_json()`` and
 ``Plan.from_json(text)`` round-trip the plan file exactly.  A solver fills
 ``solver`` (status, objective, bound, gap, time) and ``predicted`` (the
-evaluator's figures).
+evaluator's figures), and :meth:`Plan.stamped` records in ``solver`` the
+hashes that tell whether those claims still hold (SPEC section 9):
+``instance_sha256`` (:func:`instance_sha256`, the instance it was made for)
+and ``plan_sha256`` (:meth:`Plan.decision_sha256`, the plan as the solver
+wrote it).  :func:`claims_check` compares them with an instance and says why
+claims must not be shown.
 
 Example
 -------
@@ -19,7 +24,9 @@ True
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections import Counter
 from typing import Literal
 
@@ -75,6 +82,66 @@ class SolverInfo(BaseModel):
     bound: float | None = None
     gap: float | None = None
     time_s: float = 0.0
+    instance_sha256: str | None = Field(
+        default=None, description="SHA-256 of the instance the plan was made for, as canonical JSON (keys "
+                                  "sorted, defaults filled, no whitespace): its claims hold for that instance only")
+    plan_sha256: str | None = Field(
+        default=None, description="SHA-256 of the plan as the solver wrote it (every field but `instance`, "
+                                  "`predicted` and the two hashes, as canonical JSON): an edited plan "
+                                  "no longer carries the solver's claims")
+
+
+CLAIM_REASONS = {"stale": "the instance changed since the plan was made",
+                 "edited": "the plan was edited",
+                 "absent": "the plan records no instance hash"}
+"""Why a plan's solver claims (status, bound, gap) are not shown, by kind (see :func:`claims_check`)."""
+
+
+def _sha256(data) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _as_written(value):
+    """``value`` as it reads back from a plan file: non-finite numbers become
+    null (:func:`planner.problem.files.strict_json`) and null object entries are
+    left out (``Plan.to_dict``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        out = {k: _as_written(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_as_written(v) for v in value]
+    return value
+
+
+def instance_sha256(instance: Instance) -> str:
+    """SHA-256 (hex) of ``instance`` as canonical JSON: every field with its
+    default filled in (the model inlined), keys sorted, no whitespace.  The
+    same instance gives the same hash whether read from TOML or JSON and
+    whatever the order of its keys; any changed figure gives another."""
+    return _sha256(instance.model_dump(mode="json", by_alias=True))
+
+
+def claims_check(instance: Instance | None, plan: "Plan") -> tuple[str, str] | None:
+    """None when ``plan``'s solver claims (status, bound, gap and the solver's
+    other figures) hold for ``instance``: the plan records the hash of this
+    very instance and its fields are as the solver wrote them.  Otherwise
+    ``(kind, reason)``, kind ``"stale"``, ``"edited"`` or ``"absent"`` and the
+    reason of :data:`CLAIM_REASONS`; ``("absent", ...)`` too for a plan
+    without a solver block.  ``instance`` None (a plan shown alone): the
+    plan's own fields only."""
+    info = plan.solver
+    if info is None:
+        return "absent", "the plan records no solver"
+    if not info.instance_sha256:
+        return "absent", CLAIM_REASONS["absent"]
+    if instance is not None and info.instance_sha256 != instance_sha256(instance):
+        return "stale", CLAIM_REASONS["stale"]
+    if info.plan_sha256 != plan.decision_sha256():
+        return "edited", CLAIM_REASONS["edited"]
+    return None
 
 
 class Plan(_Strict):
@@ -163,6 +230,28 @@ class Plan(_Strict):
             raise InputError(f"replicas x micro_batch_size x num_micro_batches = "
                              f"{self.replicas}x{self.micro_batch_size}x{self.num_micro_batches} "
                              f"!= global_batch_size {gbs}", "num_micro_batches")
+
+    # -- claims ----------------------------------------------------------------
+    def decision_sha256(self) -> str:
+        """SHA-256 (hex) of the plan as its file holds it, without ``instance``,
+        ``predicted`` (the evaluator's figures, recomputed whenever the plan is
+        scored) and the two hashes in ``solver``; canonical JSON as for
+        :func:`instance_sha256`."""
+        data = self.model_dump(mode="json", exclude={"instance", "predicted"}, exclude_none=True)
+        if "solver" in data:
+            data["solver"] = {k: v for k, v in data["solver"].items()
+                              if k not in ("instance_sha256", "plan_sha256")}
+        return _sha256(_as_written(data))
+
+    def stamped(self, instance: Instance) -> "Plan":
+        """The plan with ``solver.instance_sha256`` and ``solver.plan_sha256`` set:
+        what a solver returns (``planner.solvers.registry``), so that the claims
+        it makes are shown only while they hold (:func:`claims_check`)."""
+        if self.solver is None:
+            return self
+        info = self.solver.model_copy(update={"instance_sha256": instance_sha256(instance),
+                                              "plan_sha256": self.decision_sha256()})
+        return self.model_copy(update={"solver": info})
 
     # -- display and tables ---------------------------------------------------
     def __str__(self) -> str:

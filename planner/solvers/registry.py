@@ -7,6 +7,9 @@ carrying ``solver`` (name, status, objective, bound, gap, time) and
 lower bound).  A solver is a function
 ``solve(instance, *, time_limit, seed, **options) -> Plan`` registered in
 ``SOLVERS``; it may fill ``plan.solver`` with its own status and bound.
+Every plan :func:`plan` and :func:`refine` return is stamped
+(:meth:`Plan.stamped`) with the hashes of the instance and of the plan, so a
+tool shows its claims only while both still match (SPEC section 9).
 
 Example
 -------
@@ -34,7 +37,7 @@ from ..problem.errors import InputError
 from ..scoring.evaluator import Evaluator
 from . import stop
 from .greedy import greedy
-from ..problem.plan import Plan, Predicted, SolverInfo
+from ..problem.plan import Plan, Predicted, SolverInfo, claims_check
 
 from .milp import milp
 from .cpsat import cpsat
@@ -132,13 +135,20 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     search's status and bound were over named schedules) and gain
     ``inflight`` (the limits, when that step won), ``schedule_kept``
     (``"inflight"``, ``"cpsat"`` or None: which step's schedule the plan has), ``schedule_status``,
-    ``schedule_makespan_s``, ``schedule_bound_s``, ``schedule_gap`` and
-    ``schedule_time_s``; its ``predicted`` figures are the evaluator's.
+    ``schedule_makespan_s``, ``schedule_bound_s``, ``schedule_gap`` (CP-SAT's
+    schedule, whether kept or not), ``schedule_not_kept`` (why, when CP-SAT's
+    schedule is not the plan's) and ``schedule_time_s``; its ``predicted``
+    figures are the evaluator's.  A stamped ``p`` whose claims do not hold for
+    ``instance`` (:func:`planner.problem.plan.claims_check`) keeps only its
+    solver's name: the result claims what this refinement shows, no more.
     """
     from .inflight import FAITHFUL, tune_inflight
     from .schedule_opt import ScheduleTooLarge, budget_caps, optimize_schedule
 
     t0 = time.perf_counter()
+    if p.solver is not None and p.solver.instance_sha256 and claims_check(instance, p) is not None:
+        # claims made for another instance, or an edited plan: none carried over (SPEC 9)
+        p = p.model_copy(update={"solver": SolverInfo(name=p.solver.name, status="heuristic"), "predicted": None})
     if p.predicted is None or p.solver is None:
         p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
     base = p.solver
@@ -150,7 +160,8 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     if inflight is not None:
         best = finish(instance, tuned.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
         best_s = best.predicted.iteration_time_s
-    extra = {"inflight": inflight, "schedule_kept": "inflight" if inflight is not None else None}
+    extra = {"inflight": inflight, "schedule_kept": "inflight" if inflight is not None else None,
+             "schedule_not_kept": None}
     left = time_limit - (time.perf_counter() - t0) if not deterministic else time_limit
     try:
         if left < 0.5:
@@ -168,6 +179,9 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
             else:
                 log.info("schedule: CP-SAT's order simulates at %.6g s, %.3g x its T_est; not kept",
                          sim, sim / cand.predicted.estimate_s)
+                extra["schedule_not_kept"] = f"it simulates {sim / cand.predicted.estimate_s:.3g} x its T_est"
+        else:
+            extra["schedule_not_kept"] = "it simulates no faster"
     except ScheduleTooLarge as err:
         log.warning("schedule not refined by CP-SAT: %s", err)
         extra.update(schedule_status="too large", schedule_makespan_s=None, schedule_bound_s=None,
@@ -175,13 +189,13 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     extra["schedule_time_s"] = time.perf_counter() - t0
     if best is p:
         info = base.model_copy(update={"time_s": (base.time_s or 0.0) + extra["schedule_time_s"], **extra})
-        return p.model_copy(update={"solver": info})
+        return p.model_copy(update={"solver": info}).stamped(instance)
     info = base.model_copy(update={"name": f"{base.name}+schedule", "objective": best.solver.objective,
                                    "gap": None, "time_s": (base.time_s or 0.0) + extra["schedule_time_s"],
                                    **extra})
     if info.bound is not None and info.objective:
         info = info.model_copy(update={"gap": max(0.0, (info.objective - info.bound) / info.objective)})
-    return widen_claims(instance, best.model_copy(update={"solver": info}))
+    return widen_claims(instance, best.model_copy(update={"solver": info})).stamped(instance)
 
 
 PIN_OPTIONS = ("stages", "replicas", "tp", "micro_batch_size", "schedule", "forbid", "require", "gap")
@@ -335,4 +349,4 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
         left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
         done = refine(instance, done, time_limit=max(1.0, left), seed=seed,
                       deterministic=bool(options.get("deterministic", False)))
-    return done
+    return done.stamped(instance)  # its claims hold for this instance and this plan only (SPEC 9)

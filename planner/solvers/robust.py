@@ -15,9 +15,23 @@ copy every communication variable K times.  Instead :func:`robust_plan`
    (or its cost) over the K states with the vectorised evaluator, and
    returns the better one.
 
-The solver's bound and gap refer to the statistic network (step 3), not to
-the robust score; ``plan.solver`` records ``robust_k``, ``robust_stat`` and
-``robust_score``.
+Each (objective, bound, gap) the plan carries is of one network, so the gap
+follows from the objective and the bound beside it:
+
+- ``objective``, ``bound``, ``gap`` and ``status``: the *base* network (the
+  instance as given): the evaluator's objective, the instance's lower bound
+  (:func:`planner.scoring.bounds.objective_lower_bound`; the solver's bound
+  holds for the statistic network only) and ``optimal`` never claimed there
+  (``feasible``);
+- ``robust_objective``, ``robust_bound``, ``robust_gap`` and
+  ``robust_status``: the *statistic* network: the evaluator's objective of the
+  returned plan there, the exact solver's bound there (at most that
+  objective) and its status (``feasible`` when the robust greedy plan won);
+  ``robust_network`` says which network that is.
+
+``plan.solver`` also records ``robust_k``, ``robust_stat``, ``robust_score``
+(the statistic of T_est over the K states, a third measure with no bound)
+and ``robust_source``.
 
 Example
 -------
@@ -30,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..scoring.bounds import objective_lower_bound
 from ..scoring.evaluator import Evaluator
 from .greedy import greedy, robust_score, sample_states
 from ..problem.network import NetworkStates, instance_at
@@ -68,6 +83,31 @@ def robust_plan(instance, solve, k: int, stat: str = "mean", seed: int = 0, **op
     scored = sorted(((score_over(instance, p, states, stat), i, p) for i, p in enumerate((exact, robust_greedy))),
                     key=lambda t: t[:2])
     best_score, _, best = scored[0]
-    info = exact.solver.model_copy(update={"robust_k": k, "robust_stat": stat, "robust_score": best_score,
-                                           "robust_source": solver if best is exact else "greedy"})
+    claims = statistic_claims(stat_inst, best, exact.solver, best is exact, options.get("gap") or 1e-3)
+    what = ("the mean network (per link, the mean bandwidth and latency" if stat == "mean" else
+            "the p95 network (per link, the 5th-percentile bandwidth and the 95th-percentile latency")
+    status = exact.solver.status
+    info = exact.solver.model_copy(update={
+        "status": "feasible" if status.startswith("optimal") else status,  # optimal on another network
+        "objective": None, "bound": objective_lower_bound(instance), "gap": None,  # the base network's
+        "robust_k": k, "robust_stat": stat, "robust_score": best_score,
+        "robust_source": solver if best is exact else "greedy",
+        "robust_network": f"{what} over {k} sampled states, seed {seed})", **claims})
     return best.model_copy(update={"solver": info})
+
+
+def statistic_claims(stat_inst, plan: Plan, info, own: bool, tolerance: float) -> dict:
+    """``robust_status``, ``robust_objective``, ``robust_bound``, ``robust_gap`` of
+    ``plan`` on the statistic network ``stat_inst``: the evaluator's objective
+    there, ``info.bound`` (the exact solver's, on that network) capped at that
+    objective, the gap from the two, and ``info.status`` when the plan is the
+    solver's own (``own``) and, for an ``optimal`` status, the gap is within
+    ``tolerance`` (the requested relative gap); else ``feasible``."""
+    e = Evaluator(stat_inst, plan).evaluate()
+    objective = e.objective(stat_inst.options.objective)
+    bound = None if info.bound is None else min(info.bound, objective)
+    gap = None if bound is None or not objective > 0 else (objective - bound) / objective
+    status = info.status if own else "feasible"
+    if status.startswith("optimal") and (gap is None or gap > tolerance * (1 + 1e-9)):
+        status = "feasible"
+    return {"robust_status": status, "robust_objective": objective, "robust_bound": bound, "robust_gap": gap}
