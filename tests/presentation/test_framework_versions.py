@@ -23,6 +23,7 @@ from planner.presentation.export import export, target_instance
 from planner.presentation.frameworks import (DEFAULT_VERSION, MEGATRON_FLAGS, TORCHTITAN_FLAGS, VERSIONS,
                                              check_megatron_args, check_torchtitan_args)
 from planner.problem.errors import InputError
+from planner.problem.plan import Plan
 from test_export import CASES, greedy_plan, script_args, script_argv
 
 # -- the committed tables, always -------------------------------------------------------------
@@ -205,3 +206,22 @@ def test_deepspeed_config_against_deepspeed(monkeypatch):
         assert (c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps) == \
             (inst.workload.global_batch_size, p.micro_batch_size, p.num_micro_batches)
         assert c.pipeline["stages"] == p.num_stages and c.zero_optimization_stage == 0 and c.bfloat16_config.enabled
+
+
+def test_plan_for_a_target_exports_as_planned(tmp_path):
+    """``planner plan --target megatron`` plans only what Megatron-LM runs (1f1b, no explicit op
+    lists): its export runs the plan as simulated, without a schedule warning."""
+    path = tmp_path / "plan.json"
+    r = CliRunner().invoke(main, ["plan", "tiny-3dc", "--solver", "anneal", "--time-limit", "2", "-q",
+                                  "--target", "megatron", "--out", str(path)])
+    assert r.exit_code == 0, r.output
+    p = Plan.from_json(path.read_text())
+    assert p.schedule == "1f1b"
+    r = CliRunner().invoke(main, ["export", "tiny-3dc", str(path), "--format", "megatron", "--out",
+                                  str(tmp_path / "job")])
+    assert r.exit_code == 0, r.output
+    assert "runs as" not in r.stderr and "warning: Megatron-LM has no" not in r.stderr
+    for args, word in ((["--schedule", "gpipe"], "--schedule"), (["--refine-schedule"], "--refine-schedule")):
+        r = CliRunner().invoke(main, ["plan", "tiny-3dc", "--solver", "cpsat", "--time-limit", "1", "-q",
+                                      "--target", "deepspeed", *args])
+        assert r.exit_code == 2 and word in r.output and "Traceback" not in r.output, r.output
