@@ -14,7 +14,7 @@ Example
 >>> check_megatron_args("0.16.1", [("--num-layers", 8), ("--normalization", "RMSNorm")])
 []
 >>> check_megatron_args("0.16.1", [("--normalisation", "RMSNorm")])
-["--normalisation: Megatron-LM 0.16.1 has no such argument"]
+['--normalisation: Megatron-LM 0.16.1 has no such argument']
 """
 
 from __future__ import annotations
