@@ -19,7 +19,8 @@ from .problem.plan import SolverInfo, claims_check
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
-from .presentation.export import FORMATS, NAMES, export
+from .presentation.export import FORMATS, NAMES, SCHEDULES, export, target_instance
+from .presentation.frameworks import DEFAULT_VERSION
 from .presentation.report import claims_json, plan_summary
 from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
@@ -129,12 +130,24 @@ def main():
 @click.option("--jobs", type=WORKERS, default=None, help="shapes per wave (with --executor; default 2, on Ray its CPUs)")
 @click.option("--deterministic", is_flag=True,
               help="cpsat, auto, hier: deterministic budgets (CP-SAT deterministic time), the same plan at any load")
+@click.option("--target", type=click.Choice(FORMATS), default=None,
+              help="plan only micro-batch orders this framework runs (megatron, deepspeed: 1f1b; "
+                   "torchtitan: 1f1b, gpipe and explicit op lists)")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
              schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
-             robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic):
+             robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic, target):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
+    if target:
+        if schedule and schedule not in SCHEDULES[target]:
+            raise InputError(f"{NAMES[target]} does not run {schedule}", "--schedule")
+        inst = target_instance(inst, target)
+        if not inst.options.explicit_schedules:
+            if refine_schedule:
+                raise InputError(f"the refined schedule is explicit op lists, which {NAMES[target]} cannot run",
+                                 "--refine-schedule")
+            refine_schedule = False
     _outputs([pio.resolve_instance_path(instance), policy_path], out=out_path, gantt=gantt_path, map=map_path)
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
@@ -654,19 +667,22 @@ def explain_cmd(instance, plan_file, as_json):
               help="the training framework to launch with")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=_writable,
               help="directory for the launch files (created if missing)")
+@click.option("--framework-version", "version", default=None, metavar="VERSION",
+              help="the framework version to write for (default: "
+                   + ", ".join(f"{f} {v}" for f, v in DEFAULT_VERSION.items()) + "; docs/export.md)")
 @_guard
-def export_cmd(instance, plan_file, fmt, out_dir):
+def export_cmd(instance, plan_file, fmt, out_dir, version):
     """Write launch scripts, framework configs, a rank map and a README for PLAN (exit 3 if infeasible)."""
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
-    ex = export(inst, p, fmt)
+    ex = export(inst, p, fmt, version)
     inputs = [pio.resolve_instance_path(instance), plan_file]
     for rel in ex.files:
         pio.check_output(Path(out_dir) / rel, "--out", inputs)
     written = pio.write_files(out_dir, ex.files)
     for w in ex.warnings:
         click.echo(f"warning: {w}", err=True)
-    out.print(f"{NAMES[fmt]}: {len(written)} files written to {out_dir} ({ex.rank_map.world_size} ranks, "
+    out.print(f"{NAMES[fmt]} {ex.version}: {len(written)} files written to {out_dir} ({ex.rank_map.world_size} ranks, "
               f"{len(ex.rank_map.agents)} torchrun agents); start with {Path(out_dir) / 'README.md'}")
 
 

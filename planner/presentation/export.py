@@ -41,6 +41,7 @@ from ..problem.errors import InfeasibleError, InputError
 from ..problem.plan import Plan
 from ..problem.rankmap import RankMap, build_rank_map, schedule_csv
 from ..scoring.evaluator import Evaluator
+from .frameworks import Version, check_megatron_args, check_torchtitan_args, torchtitan_model, version_of
 from .report import _fmt_s, _unit_range
 
 FORMATS = ("megatron", "torchtitan", "deepspeed")
@@ -62,6 +63,7 @@ class Export:
     warnings: tuple[str, ...]
     rank_map: RankMap
     plan_run: Plan
+    version: str = ""  # the framework version the files are written for (--framework-version)
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,32 @@ def _layers(instance) -> _Layers:
     return _Layers(kinds, names)
 
 
-def export(instance, plan: Plan, fmt: str) -> Export:
-    """Launcher files of ``plan`` on ``instance`` for ``fmt`` (one of :data:`FORMATS`).
+def target_instance(instance, fmt: str):
+    """``instance`` restricted to the micro-batch orders ``fmt`` runs (``planner plan --target``):
+    its named schedules among :data:`SCHEDULES` ``[fmt]``, and explicit op lists only where the
+    framework runs them (``options.explicit_schedules``).  ``InputError`` (exit 2) when none of
+    the instance's schedules is one the framework runs."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown target {fmt!r}; choose from {', '.join(FORMATS)}", "--target")
+    runs = SCHEDULES[fmt]
+    named = [s for s in instance.options.schedules if s in runs]
+    if not named:
+        raise InputError(f"{NAMES[fmt]} runs only {', '.join(s for s in runs if s != 'explicit')}; the instance "
+                         f"allows {instance.options.schedules} (options.schedules)", "--target")
+    return instance.with_options(schedules=named,
+                                 explicit_schedules=instance.options.explicit_schedules and "explicit" in runs)
 
-    Raises ``InputError`` (exit 2) for an unknown format or a plan that does not fit the
+
+def export(instance, plan: Plan, fmt: str, version: str | None = None) -> Export:
+    """Launcher files of ``plan`` on ``instance`` for ``fmt`` (one of :data:`FORMATS`), written for
+    the framework's ``version`` (None: :data:`planner.presentation.frameworks.DEFAULT_VERSION`).
+
+    Raises ``InputError`` (exit 2) for an unknown format or version or a plan that does not fit the
     instance's shape, ``InfeasibleError`` (exit 3) for a plan the evaluator finds infeasible.
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}", "--format")
+    ver = version_of(fmt, version)
     plan.check_against(instance)
     ev = Evaluator(instance, plan).evaluate()
     if not ev.feasible:
@@ -131,20 +151,21 @@ def export(instance, plan: Plan, fmt: str) -> Export:
             warnings.append(f"tensor parallelism splits attention heads across its ranks: {spec.num_heads} heads "
                             f"({kv} key/value heads) do not divide among {plan.tp} ranks")
     builder = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}[fmt]
-    files, args, mapping, notes = builder(instance, plan_run, layers, warnings)
+    files, args, mapping, notes = builder(instance, plan_run, layers, warnings, ver=ver)
+    args, last = args if isinstance(args, tuple) else (args, "")  # last: after the user's arguments
     files["rank_map.csv"] = rm.to_csv()
     files["plan.json"] = plan.to_json() + "\n"
     for domain in instance.domain_names:
         if rm.agents_in(domain):
-            files[f"launch/{domain}.sh"] = _script(fmt, instance, rm, domain, args)
+            files[f"launch/{domain}.sh"] = _script(fmt, instance, rm, domain, args, ver=ver, last=last)
     files["README.md"] = _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, mapping,
-                                 notes, sorted(files))
-    return Export(fmt, dict(sorted(files.items())), tuple(warnings), rm, plan_run)
+                                 notes, sorted(files), ver=ver)
+    return Export(fmt, dict(sorted(files.items())), tuple(warnings), rm, plan_run, ver.version)
 
 
 # -- per framework: files, the mapping table, notes ------------------------------------------
 
-def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[dict, str, list, list]:
+def _megatron(instance, plan: Plan, layers: _Layers, warnings: list, ver: Version) -> tuple[dict, str, list, list]:
     wl, spec = instance.workload, instance.workload.model
     S = plan.num_stages
     layout = "|".join(_megatron_stage(layers.kinds[st.start:st.end]) for st in plan.stages)
@@ -159,8 +180,7 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
         kv = spec.num_kv_heads or spec.num_heads
         if kv != spec.num_heads:
             args += [("--group-query-attention", None), ("--num-query-groups", kv)]
-        if spec.gated_mlp:
-            args.append(("--swiglu", None))
+        args += _megatron_architecture(spec)
         if not spec.tied_embeddings:
             args.append(("--untie-embeddings-and-output-weights", None))
     else:
@@ -170,6 +190,9 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
                  ("--recompute-num-layers", 1)]
     args += [("--bf16", None), ("--grad-reduce-in-bf16", None)]
+    problems = check_megatron_args(ver.version, args)
+    if problems:  # a flag this version does not parse: a bug of the export, not of the input
+        raise RuntimeError(f"Megatron-LM {ver.version} would refuse the exported arguments: " + "; ".join(problems))
     lines = "\n".join(f"  {k}" + ("" if v is None else f" {v}") for k, v in args)
     mapping = [
         ("stages", S, "--pipeline-model-parallel-size", "megatron/training/arguments.py"),
@@ -191,7 +214,17 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
         ("placement", "per (replica, stage)", "rank placement only (rank_map.csv, launch/*.sh)",
          "megatron/core/parallel_state.py (order tp-cp-ep-dp-pp)"),
     ]
+    if spec.num_layers:
+        arch = " ".join(k + ("" if v is None else f" {v}") for k, v in _megatron_architecture(spec))
+        mapping.append(("architecture (gated_mlp " + ("yes" if spec.gated_mlp else "no") + ")",
+                        "LLaMA-style" if spec.gated_mlp else "GPT-style", arch, "megatron/training/arguments.py"))
     notes = []
+    if spec.num_layers:
+        notes.append("The model file gives sizes, not the architecture's kind: a model with a gated MLP is "
+                     "exported as LLaMA-style (RoPE, RMSNorm, SwiGLU, no biases in linear layers), one without as "
+                     "GPT-style (learned absolute positions, LayerNorm, GeLU, biases). Add `--rotary-base` (e.g. "
+                     "500000 for Llama 3) and your tokenizer's vocabulary (the plan counts "
+                     f"{spec.vocab_size} tokens) after the host name.")
     if S > 1:
         notes.append("The layout string gives each stage's layers: `E` the embedding, `t` a transformer layer, `L` "
                      "the output layer and loss, `|` between stages (Megatron-LM's "
@@ -207,6 +240,15 @@ def _megatron(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[di
     notes.append("Add your data, tokenizer and optimizer arguments after the host name; they are passed to "
                  "`pretrain_gpt.py` (set `TRAIN` to run another script).")
     return {}, lines, mapping, notes
+
+
+def _megatron_architecture(spec) -> list[tuple[str, object]]:
+    """Megatron-LM's arguments for the model's kind: LLaMA-style when its MLP is gated, else GPT-style
+    (Megatron-LM's defaults, written out)."""
+    if spec.gated_mlp:
+        return [("--position-embedding-type", "rope"), ("--normalization", "RMSNorm"), ("--swiglu", None),
+                ("--disable-bias-linear", None)]
+    return [("--position-embedding-type", "learned_absolute"), ("--normalization", "LayerNorm")]
 
 
 def _bounds(plan: Plan) -> str:
@@ -245,7 +287,7 @@ def _fqns(layers: _Layers, start: int, end: int) -> list[str]:
     return out
 
 
-def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[dict, str, list, list]:
+def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list, ver: Version) -> tuple[dict, str, list, list]:
     wl, spec = instance.workload, instance.workload.model
     R, S, t, b, m = plan.replicas, plan.num_stages, plan.tp, plan.micro_batch_size, plan.num_micro_batches
     fsdp = R > 1 and (S > 1 or t > 1)
@@ -262,37 +304,138 @@ def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[
                         "the plan's bf16 all-reduce (2 bytes per parameter, SPEC 3)")
     sched = {"1f1b": "1F1B", "gpipe": "GPipe", "explicit": "1F1B"}[plan.schedule_kind]
     parts = [_fqns(layers, s.start, s.end) for s in plan.stages]
+    model = torchtitan_model(spec)
+    if model is None:
+        warnings.append(f"torchtitan has no model configuration for {spec.name!r} (its llama3 flavors are 8B, 70B "
+                        "and 405B): register one"
+                        + (" (a config_registry function; set TORCHTITAN_MODULE and TORCHTITAN_CONFIG to it)"
+                           if ver.cli == "args" else " and set [model] name and flavor in torchtitan.toml")
+                        + " before launching")
     files = {}
+    if plan.schedule_kind == "explicit":
+        files["schedule.csv"] = schedule_csv(plan.schedule.ops)
+    values = [  # (section, key, value), in torchtitan's names
+        ("training", "local_batch_size", m * b),
+        ("training", "global_batch_size", wl.global_batch_size),
+        ("training", "seq_len", wl.seq_len),
+        ("parallelism", "data_parallel_replicate_degree", 1 if fsdp else R),
+        ("parallelism", "data_parallel_shard_degree", R if fsdp else 1)]
+    if fsdp:
+        values.append(("parallelism", "fsdp_reshard_after_forward", "never"))
+    values += [("parallelism", "tensor_parallel_degree", t),
+               ("parallelism", "context_parallel_degree", 1),
+               ("parallelism", "pipeline_parallel_degree", S),
+               ("parallelism", "pipeline_parallel_schedule", sched),
+               ("parallelism", "pipeline_parallel_microbatch_size", b)]
+    if ver.cli == "toml":
+        args = _torchtitan_toml(instance, plan, layers, ver, files, values, parts, model)
+        ac = f'[activation_checkpoint] mode = "{"full" if wl.recompute else "none"}"'
+        key = lambda section, name: f"[{section}] {name}"  # noqa: E731
+        where = "torchtitan/config/job_config.py"
+    else:
+        args = _torchtitan_args(instance, plan, ver, values, parts, model)
+        ac = f"activation_checkpoint:{'full' if wl.recompute else 'none'}"
+        key = lambda section, name: f"--{section}.{name}"  # noqa: E731
+        where = "torchtitan/config/configs.py"
+    csv_key = key("parallelism", "pipeline_parallel_schedule_csv")
+    mapping = [
+        ("model", spec.name, ('[model] name = "llama3", flavor = "%s"' % model[0] if ver.cli == "toml"
+                              else f"--module llama3 --config {model[1]}") if model else "(none: register one)",
+         where if ver.cli == "toml" else "torchtitan/config/manager.py, torchtitan/models/llama3/config_registry.py"),
+        ("stages", S, key("parallelism", "pipeline_parallel_degree"), where),
+        ("stage bounds (units per stage)", _bounds(plan),
+         key("parallelism", "module_fqns_per_model_part"), where + ", torchtitan/distributed/pipeline_parallel.py"),
+        ("tp", t, key("parallelism", "tensor_parallel_degree"), where),
+        ("replicas", R, key("parallelism", f"data_parallel_{'shard' if fsdp else 'replicate'}_degree"), where),
+        ("micro_batch_size", b, key("parallelism", "pipeline_parallel_microbatch_size"), where),
+        ("micro-batches per replica", m, f"{key('training', 'local_batch_size')} = {m} x {b}", where),
+        ("global batch", wl.global_batch_size, key("training", "global_batch_size"), where),
+        ("schedule", plan.schedule_kind, f'{key("parallelism", "pipeline_parallel_schedule")} {sched}'
+         + (f" and {csv_key}" if plan.schedule_kind == "explicit" else ""),
+         where + ", torch/distributed/pipelining/schedules.py"),
+        ("recompute", wl.recompute, ac, where if ver.cli == "toml" else
+         "torchtitan/distributed/activation_checkpoint.py"),
+        ("placement", "per (replica, stage)", "rank placement only (rank_map.csv, launch/*.sh)",
+         "torchtitan/distributed/parallel_dims.py (mesh pp, dp_replicate, dp_shard, cp, tp)"),
+    ]
+    notes = ["`module_fqns_per_model_part` lists each stage's modules by torchtitan's names for llama-style "
+             "models: `tok_embeddings`, `layers.i`, `norm` and `output` (the plan's `head`)."]
+    if ver.cli == "args":
+        notes.append(f"torchtitan {ver.version} takes its configuration on the command line: `--module` and "
+                     "`--config` pick a config_registry function, the other arguments override its fields "
+                     "(torchtitan/config/manager.py); there is no TOML job file. Your own `--section.key` "
+                     "arguments after the host name go before the activation-checkpoint subcommand (`LAST` in "
+                     "the scripts), which must come after every option.")
+    if plan.schedule_kind == "explicit":
+        notes.append("`schedule.csv` holds the plan's op lists in torch.distributed.pipelining's compute-only "
+                     "format (row j: stage j's actions `jF<i>`, `jB<i>`); the scripts pass its absolute path "
+                     f"(`{csv_key}`), and torchtitan runs it with `_PipelineScheduleRuntime` "
+                     "(torchtitan/distributed/pipeline_parallel.py, build_pipeline_schedule).")
+    return files, args, mapping, notes
+
+
+def _torchtitan_args(instance, plan: Plan, ver: Version, values, parts, model) -> tuple[str, str]:
+    """The command-line arguments of torchtitan ``ver`` (0.3.0 and later) for the plan: those before
+    the user's own, and the activation-checkpoint subcommand, which comes after them."""
+    spec = instance.workload.model
+    if model:
+        args = [("--module", "llama3"), ("--config", model[1])]
+    else:
+        need = f"a torchtitan config_registry for model {spec.name}"
+        args = [("--module", f'"${{TORCHTITAN_MODULE:?set TORCHTITAN_MODULE and TORCHTITAN_CONFIG to {need}}}"'),
+                ("--config", f'"${{TORCHTITAN_CONFIG:?set TORCHTITAN_MODULE and TORCHTITAN_CONFIG to {need}}}"')]
+    for section, name, value in values:
+        args.append((f"--{section}.{name}", value))
+        if name == "pipeline_parallel_degree":  # several values: followed by a --flag, which ends them
+            args.append(("--parallelism.module_fqns_per_model_part", [",".join(p) for p in parts]))
+    if plan.num_stages > 1:  # Trainer.Config refuses pipeline parallelism with CUDA graphs (torchtitan/trainer.py)
+        args.insert(5, ("--training.disable_cuda_graphs", None))
+    if plan.schedule_kind == "explicit":
+        args.append(("--parallelism.pipeline_parallel_schedule_csv", '"$HERE/schedule.csv"'))
+    # a tyro subcommand: after every other argument, the user's too (tyro refuses options after it)
+    last = (f"activation_checkpoint:{'full' if instance.workload.recompute else 'none'}", None)
+    problems = check_torchtitan_args(ver.version, args + [last])
+    if problems:  # an argument this version does not parse: a bug of the export, not of the input
+        raise RuntimeError(f"torchtitan {ver.version} would refuse the exported arguments: " + "; ".join(problems))
+    lines = []
+    for k, v in args:
+        shown = "" if v is None else " " + (" ".join(v) if isinstance(v, list) else str(v))
+        lines.append(f"  {k}{shown}")
+    return "\n".join(lines), f"  {last[0]}"
+
+
+def _torchtitan_toml(instance, plan: Plan, layers: _Layers, ver: Version, files: dict, values, parts,
+                     model) -> str:
+    """``torchtitan.toml`` (into ``files``) for torchtitan ``ver`` (0.2.x, TOML job configs); returns the
+    scripts' arguments."""
+    wl, spec = instance.workload, instance.workload.model
+    R, S, t = plan.replicas, plan.num_stages, plan.tp
     lines = [f"# planner export --format torchtitan: instance {instance.name}, {R} replica(s) x {S} stage(s) "
              f"x tp {t} = {plan.gpus_used} GPUs",
-             "# Names from torchtitan/config/job_config.py; launch with launch/DOMAIN.sh (see README.md).",
-             "",
-             "# [model]  set name and flavor to torchtitan's model matching "
-             f"{spec.name}" + (f" ({spec.num_layers} layers, hidden {spec.hidden_size})" if spec.num_layers else ""),
-             "# name = \"llama3\"",
-             "# flavor = \"...\"",
-             "",
-             "[training]",
-             f"local_batch_size = {m * b}  # sequences per data-parallel rank per iteration: "
-             f"{m} micro-batches x {b}",
-             f"global_batch_size = {wl.global_batch_size}",
-             f"seq_len = {wl.seq_len}",
-             "",
-             "[parallelism]",
-             f"data_parallel_replicate_degree = {1 if fsdp else R}",
-             f"data_parallel_shard_degree = {R if fsdp else 1}",
-             ]
-    if fsdp:
-        lines.append('fsdp_reshard_after_forward = "never"')
-    lines += [f"tensor_parallel_degree = {t}",
-              "context_parallel_degree = 1",
-              f"pipeline_parallel_degree = {S}",
-              f'pipeline_parallel_schedule = "{sched}"',
-              f"pipeline_parallel_microbatch_size = {b}"]
+             f"# For torchtitan {ver.version} ({ver.pip}); names from torchtitan/config/job_config.py; launch "
+             "with launch/DOMAIN.sh (see README.md).", ""]
+    if model:
+        lines += ["[model]", 'name = "llama3"', f'flavor = "{model[0]}"  # {spec.name}', ""]
+    else:
+        lines += ["# [model]  set name and flavor to torchtitan's model matching "
+                  f"{spec.name}" + (f" ({spec.num_layers} layers, hidden {spec.hidden_size})" if spec.num_layers
+                                    else ""),
+                  "# name = \"llama3\"",
+                  "# flavor = \"...\"",
+                  ""]
+    section = None
+    for sec, name, value in values:
+        if sec != section:
+            if section is not None:
+                lines.append("")
+            lines.append(f"[{sec}]")
+            section = sec
+        text = f'"{value}"' if isinstance(value, str) else str(value)
+        comment = (f"  # sequences per data-parallel rank per iteration: {plan.num_micro_batches} micro-batches "
+                   f"x {plan.micro_batch_size}") if name == "local_batch_size" else ""
+        lines.append(f"{name} = {text}{comment}")
     if plan.schedule_kind == "explicit":
-        lines.append('pipeline_parallel_schedule_csv = "schedule.csv"  # the plan\'s op lists; run from this '
-                     "directory or give the full path")
-        files["schedule.csv"] = schedule_csv(plan.schedule.ops)
+        lines.append('# pipeline_parallel_schedule_csv: given by the launch scripts with its absolute path')
     lines.append("module_fqns_per_model_part = [")
     lines += [f"  {json.dumps(p)}," for p in parts]
     lines.append("]")
@@ -302,34 +445,13 @@ def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[
                      f"{json.dumps(points)}")
     lines += ["", "[activation_checkpoint]", f'mode = "{"full" if wl.recompute else "none"}"', ""]
     files["torchtitan.toml"] = "\n".join(lines)
-    where = "torchtitan/config/job_config.py"
-    mapping = [
-        ("stages", S, "[parallelism] pipeline_parallel_degree", where),
-        ("stage bounds (units per stage)", _bounds(plan),
-         "[parallelism] module_fqns_per_model_part", where + ", torchtitan/distributed/pipeline_parallel.py"),
-        ("tp", t, "[parallelism] tensor_parallel_degree", where),
-        ("replicas", R, f"[parallelism] data_parallel_{'shard' if fsdp else 'replicate'}_degree", where),
-        ("micro_batch_size", b, "[parallelism] pipeline_parallel_microbatch_size", where),
-        ("micro-batches per replica", m, f"[training] local_batch_size = {m} x {b}", where),
-        ("global batch", wl.global_batch_size, "[training] global_batch_size", where),
-        ("schedule", plan.schedule_kind, f'[parallelism] pipeline_parallel_schedule = "{sched}"'
-         + (' and pipeline_parallel_schedule_csv' if plan.schedule_kind == "explicit" else ""),
-         where + ", torch/distributed/pipelining/schedules.py"),
-        ("recompute", wl.recompute, f'[activation_checkpoint] mode = "{"full" if wl.recompute else "none"}"', where),
-        ("placement", "per (replica, stage)", "rank placement only (rank_map.csv, launch/*.sh)",
-         "torchtitan/distributed/parallel_dims.py (mesh pp, dp_replicate, dp_shard, cp, tp)"),
-    ]
-    notes = ["`module_fqns_per_model_part` lists each stage's modules by torchtitan's names for llama-style "
-             "models: `tok_embeddings`, `layers.i`, `norm` and `output` (the plan's `head`)."]
+    args = '  --job.config_file "$HERE/torchtitan.toml"'
     if plan.schedule_kind == "explicit":
-        notes.append("`schedule.csv` holds the plan's op lists in torch.distributed.pipelining's compute-only "
-                     "format (row j: stage j's actions `jF<i>`, `jB<i>`); with "
-                     "`pipeline_parallel_schedule_csv` set, torchtitan runs it with `_PipelineScheduleRuntime` "
-                     "(torchtitan/distributed/pipeline_parallel.py, build_pipeline_schedule).")
-    return files, '  --job.config_file "$HERE/torchtitan.toml"', mapping, notes
+        args += '\n  --parallelism.pipeline_parallel_schedule_csv "$HERE/schedule.csv"'
+    return args
 
 
-def _deepspeed(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[dict, str, list, list]:
+def _deepspeed(instance, plan: Plan, layers: _Layers, warnings: list, ver: Version) -> tuple[dict, str, list, list]:
     wl = instance.workload
     R, S, t, b, m = plan.replicas, plan.num_stages, plan.tp, plan.micro_batch_size, plan.num_micro_batches
     if t > 1:
@@ -346,7 +468,8 @@ def _deepspeed(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[d
     }
     parts = [s.start for s in plan.stages] + [plan.stages[-1].end]
     names = "\n".join(f"    {i:>4}  {n}" for i, n in enumerate(layers.names))
-    py = f'''"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance {instance.name}).
+    py = f'''"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance {instance.name}),
+written for DeepSpeed {ver.version} ({ver.pip}).
 
 DeepSpeed's PipelineModule partitions by "parameters", "uniform" or "type:REGEX"
 (deepspeed/runtime/pipe/module.py, _partition_layers); none gives a chosen split,
@@ -413,7 +536,8 @@ class PlannedPipelineModule(PipelineModule):
 
 # -- launch scripts and README ---------------------------------------------------------------
 
-def _script(fmt: str, instance, rm: RankMap, domain: str, args: str) -> str:
+def _script(fmt: str, instance, rm: RankMap, domain: str, args: str, ver: Version | None = None,
+            last: str = "") -> str:
     agents = rm.agents_in(domain)
     hosts = sorted({a.host for a in agents}, key=lambda h: int(h.rsplit("node", 1)[1]))
     master = rm.agents[0].host
@@ -425,7 +549,7 @@ def _script(fmt: str, instance, rm: RankMap, domain: str, args: str) -> str:
         ranks = ", ".join(_rank_span(a) for a in runs)
         cases.append(f"  {h}) {calls} ;;  # ranks {ranks}")
     return f"""#!/usr/bin/env bash
-# planner export --format {fmt}: the hosts of domain {domain} (instance {instance.name}).
+# planner export --format {fmt}: the hosts of domain {domain} (instance {instance.name}).{_targets(fmt, ver)}
 # On each host below run:  MASTER_ADDR=<address of {master}> bash launch/{domain}.sh HOST [more arguments]
 # Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on {master}.
 set -euo pipefail
@@ -435,13 +559,13 @@ MASTER_PORT="${{MASTER_PORT:-{MASTER_PORT}}}"
 read -r -a TRAIN <<< "${{TRAIN:-{TRAIN[fmt]}}}"
 ARGS=(
 {args}
-)
+){_last(last)}
 HOST="${{1:?usage: launch/{domain}.sh HOST [more arguments]; HOST is one of {' '.join(hosts)}}}"
 shift
 EXTRA=("$@")
 run() {{  # CUDA devices, torchrun node rank, processes
   CUDA_VISIBLE_DEVICES="$1" torchrun --nnodes {n} --node-rank "$2" --nproc-per-node "$3" \\
-    --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" "${{TRAIN[@]}}" "${{ARGS[@]}}" "${{EXTRA[@]}}" &
+    --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" "${{TRAIN[@]}}" "${{ARGS[@]}}" "${{EXTRA[@]}}"{' "${LAST[@]}"' if last else ''} &
 }}
 case "$HOST" in
 {chr(10).join(cases)}
@@ -449,6 +573,16 @@ case "$HOST" in
 esac
 wait
 """
+
+
+def _last(last: str) -> str:
+    """The arguments that follow the user's (a tyro subcommand), as a bash array ``LAST``."""
+    return f"\n# after your arguments: torchtitan takes no option after this subcommand\nLAST=(\n{last}\n)" if last else ""
+
+
+def _targets(fmt: str, ver: Version | None) -> str:
+    """The script's line naming the framework version it is written for."""
+    return "" if ver is None else f"\n# Written for {NAMES[fmt]} {ver.version}: {ver.pip}."
 
 
 def _rank_span(agent) -> str:
@@ -478,7 +612,8 @@ def _table(header, rows) -> list[str]:
     return out
 
 
-def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, mapping, notes, files) -> str:
+def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, mapping, notes, files,
+            ver: Version | None = None) -> str:
     name = NAMES[fmt]
     R, S, t = plan.replicas, plan.num_stages, plan.tp
     master = rm.agents[0].host
@@ -491,6 +626,10 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
              + f". Simulated iteration: {_fmt_s(ev.iteration_time_s)}"
              + ("" if plan_run is plan else f" as planned, {_fmt_s(ev_run.iteration_time_s)} as launched")
              + " (`planner evaluate`).", ""]
+    if ver is not None:
+        lines += [f"Written for **{name} {ver.version}** (`planner export --framework-version {ver.version}`; "
+                  f"install: {ver.pip}). The arguments were checked against that version's own parser: "
+                  f"{ver.source}. Other versions may name them differently (docs/export.md).", ""]
     if warnings:
         lines += ["## Warnings: what the launch does not do as planned", ""]
         lines += [f"- {w}" for w in warnings] + [""]

@@ -135,6 +135,9 @@ class Options(_Strict):
 
     memory_reserve_fraction: float = Field(default=0.10, ge=0, lt=1)
     schedules: list[Literal["1f1b", "gpipe"]] = Field(default=["1f1b", "gpipe"], min_length=1)
+    # false: solvers return only the named schedules above, never explicit op lists (tuned in-flight
+    # limits, CP-SAT orders): for a framework that runs only named schedules (``planner plan --target``)
+    explicit_schedules: bool = True
     max_stages: int | None = Field(default=None, ge=1, le=L.MAX_STAGES)
     objective: Literal["time", "cost"] = "time"
     wan_price_per_gb: float = Field(default=0.0, ge=0, le=L.MAX_PRICE)

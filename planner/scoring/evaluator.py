@@ -205,6 +205,8 @@ def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation
     if isinstance(plan.schedule, str) and plan.schedule not in opt.schedules:
         out.append(Violation("schedule", f"schedule {plan.schedule} not allowed (options.schedules = "
                              f"{opt.schedules})"))
+    if not isinstance(plan.schedule, str) and not opt.explicit_schedules:
+        out.append(Violation("schedule", "explicit op lists not allowed (options.explicit_schedules = false)"))
     if plan.num_stages > instance.max_stages:
         out.append(Violation("max_stages", f"{plan.num_stages} stages > max_stages={instance.max_stages}"))
     limit = instance.memory_limit_bytes

@@ -95,7 +95,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     are the temperatures as fractions of the start's score.  ``inflight``:
     the schedule move may also change one stage's in-flight limit (not with a
     pinned ``schedule``, nor from an explicit schedule that is not 1f1b with
-    limits).  ``faithful``: the walk may cross plans simulating more than this
+    limits, nor on an instance with ``options.explicit_schedules`` false).  ``faithful``: the walk may cross plans simulating more than this
     fraction slower than their T_est, but never returns one (None: it may).
 
     The result is never worse than ``plan`` (it is ``plan`` itself, with a
@@ -120,7 +120,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     profile = _profile(plan)
     if profile is not None:
         start_sched = profile  # 1f1b with in-flight limits: the limits can move
-    inflight = inflight and schedule is None and m > 1 and (profile is not None
+    inflight = inflight and instance.options.explicit_schedules and schedule is None and m > 1 and (profile is not None
                                                             or not isinstance(plan.schedule, ExplicitSchedule))
     if schedule is not None or (isinstance(plan.schedule, ExplicitSchedule) and profile is None):
         allowed_sched = []  # pinned; an explicit schedule is kept as it is

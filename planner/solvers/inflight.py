@@ -100,7 +100,8 @@ def limits_for_period(c, rounds, tau: float, cap) -> list[int]:
 def tune_inflight(instance, plan: Plan, time_limit: float | None = 10.0, max_evals: int | None = None,
                   caps=None, faithful: float | None = FAITHFUL) -> Plan:
     """``plan`` with the per-stage in-flight limits that simulate fastest (see the
-    module docstring); ``plan`` itself when none beats its own schedule.
+    module docstring); ``plan`` itself when none beats its own schedule, or when
+    the instance takes no explicit op lists (``options.explicit_schedules``).
 
     ``time_limit`` seconds of wall clock and ``max_evals`` simulations bound the
     search (either may be None, not both).  ``caps`` limits ``w_j`` per stage
@@ -120,6 +121,8 @@ def tune_inflight(instance, plan: Plan, time_limit: float | None = 10.0, max_eva
         raise ValueError("tune_inflight needs a time_limit or max_evals")
     deadline = time.perf_counter() + time_limit if time_limit is not None else math.inf
     S, m = plan.num_stages, plan.num_micro_batches
+    if not instance.options.explicit_schedules:  # the limits are written as explicit op lists
+        return plan
     start = simulated_score(instance, plan)
     if start is None or S < 2 or m < 2:
         return plan

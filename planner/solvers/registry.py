@@ -114,7 +114,8 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
 def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
            memory: str = "gpu", equal_memory: bool = False, deterministic: bool = False) -> Plan:
     """``p`` with a faster micro-batch schedule for the same placement and
-    partition, scored by the evaluator; ``p`` itself when none simulates faster.
+    partition, scored by the evaluator; ``p`` itself when none simulates faster
+    or the instance takes no explicit op lists (``options.explicit_schedules``).
 
     Two steps: the per-stage in-flight limits
     (:func:`planner.solvers.inflight.tune_inflight`, at most a quarter of
@@ -151,6 +152,9 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
         p = p.model_copy(update={"solver": SolverInfo(name=p.solver.name, status="heuristic"), "predicted": None})
     if p.predicted is None or p.solver is None:
         p = finish(instance, p, p.solver.name if p.solver else "plan", 0.0)
+    if not instance.options.explicit_schedules:  # both steps write explicit op lists
+        log.info("schedule not refined: options.explicit_schedules is false")
+        return p
     base = p.solver
     cap = budget_caps(instance, p, "stage" if equal_memory else memory)
     tuned = tune_inflight(instance, p, caps=cap, time_limit=None if deterministic else 0.25 * time_limit,

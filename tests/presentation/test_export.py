@@ -16,6 +16,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import subprocess
 import tomllib
 from collections import Counter
@@ -36,6 +37,55 @@ from planner.problem.rankmap import parse_rank_map, parse_schedule_csv, plan_fro
 from planner.scoring.evaluator import Evaluator
 
 GOLDEN = Path(__file__).parent / "golden" / "export"
+
+
+def script_args(ex) -> dict[str, list[str]]:
+    """The framework arguments of an export's first launch script: ``--flag`` -> its values (a bare
+    word, like a tyro subcommand, maps to [])."""
+    script = ex.files[next(f for f in sorted(ex.files) if f.startswith("launch/"))]
+    block = script.split("ARGS=(\n", 1)[1].split("\n)\n", 1)[0]
+    if "\nLAST=(\n" in script:
+        block += "\n" + script.split("\nLAST=(\n", 1)[1].split("\n)\n", 1)[0]
+    out = {}
+    for line in block.splitlines():
+        words = shlex.split(line)
+        if words:
+            out[words[0]] = words[1:]
+    return out
+
+
+def script_argv(ex, **env) -> list[str]:
+    """The framework arguments as bash expands them in the first launch script (``HERE`` and the other
+    variables from ``env``)."""
+    script = ex.files[next(f for f in sorted(ex.files) if f.startswith("launch/"))]
+    block = "ARGS=(\n" + script.split("ARGS=(\n", 1)[1].split("\n)\n", 1)[0] + "\n)\nLAST=()\n"
+    if "\nLAST=(\n" in script:
+        block += "LAST=(\n" + script.split("\nLAST=(\n", 1)[1].split("\n)\n", 1)[0] + "\n)\n"
+    run = subprocess.run(["bash", "-c", "set -eu\n" + block + 'printf "%s\\0" "${ARGS[@]}" "${LAST[@]}"'],
+                         text=True,
+                         capture_output=True, check=True, env={**env, "PATH": os.environ["PATH"]})
+    return run.stdout.split("\0")[:-1]
+
+
+def torchtitan_cfg(ex) -> dict:
+    """torchtitan's job settings of an export, by section: from ``torchtitan.toml`` (0.2.x) or from the
+    scripts' ``--section.key`` arguments (0.3.0), integers as integers and the module lists as lists."""
+    if "torchtitan.toml" in ex.files:
+        return tomllib.loads(ex.files["torchtitan.toml"])
+    cfg = {}
+    for flag, values in script_args(ex).items():
+        if "." not in flag:
+            continue
+        section, key = flag[2:].split(".", 1)
+        if key == "module_fqns_per_model_part":
+            value = [v.split(",") for v in values]
+        elif not values:  # a flag
+            value = True
+        else:
+            (text,) = values
+            value = int(text) if text.isdigit() else text
+        cfg.setdefault(section, {})[key] = value
+    return cfg
 
 
 def greedy_plan(name):
@@ -183,7 +233,7 @@ def test_each_framework_gets_the_plans_split(case):
     assert layout == [[kind.get(u, "t") for u in stage] for stage in want]
     assert sum(s.count("t") for s in layout) == int(args["--num-layers"]) == n_layers
     # torchtitan: module names per stage
-    cfg = tomllib.loads(exports["torchtitan"].files["torchtitan.toml"])
+    cfg = torchtitan_cfg(exports["torchtitan"])
     par, tr = cfg["parallelism"], cfg["training"]
     fqn = {"embed": ["tok_embeddings"], "head": ["norm", "output"]}
     assert par["module_fqns_per_model_part"] == [sum((fqn.get(u, [f"layers.{u[5:]}"]) for u in stage), [])
@@ -235,8 +285,12 @@ def test_explicit_schedule_travels_as_torchs_schedule_csv():
     inst, p = explicit_plan()
     ex = export(inst, p, "torchtitan")
     csv_text = ex.files["schedule.csv"]
-    assert tomllib.loads(ex.files["torchtitan.toml"])["parallelism"]["pipeline_parallel_schedule_csv"] == \
-        "schedule.csv"
+    # the absolute path, wherever the job starts (the scripts know their folder as $HERE)
+    assert torchtitan_cfg(ex)["parallelism"]["pipeline_parallel_schedule_csv"] == "$HERE/schedule.csv"
+    old = export(inst, p, "torchtitan", "0.2.2")  # TOML config: the path is given on the command line
+    assert "pipeline_parallel_schedule_csv" not in tomllib.loads(old.files["torchtitan.toml"])["parallelism"]
+    assert script_args(old)["--parallelism.pipeline_parallel_schedule_csv"] == ["$HERE/schedule.csv"]
+    assert old.files["schedule.csv"] == csv_text
     from torch.distributed.pipelining.schedules import _Action
     for j, line in enumerate(csv_text.splitlines()):
         acts = [_Action.from_str(c) for c in line.split(",")]
@@ -266,7 +320,7 @@ def test_tensor_parallel_and_fsdp_caveats_are_warnings():
     assert any("tensor parallelism of 4" in w for w in ds)
     tt = export(inst, p, "torchtitan")
     assert any("FSDP" in w for w in tt.warnings)
-    assert tomllib.loads(tt.files["torchtitan.toml"])["parallelism"]["data_parallel_shard_degree"] == 8
+    assert torchtitan_cfg(tt)["parallelism"]["data_parallel_shard_degree"] == 8
     assert not any("runs as" in w for w in export(inst, p, "megatron").warnings)  # 1f1b: exact
 
 

@@ -1,4 +1,5 @@
-"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance tiny-3dc).
+"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance tiny-3dc),
+written for DeepSpeed 0.19.8 (deepspeed==0.19.8).
 
 DeepSpeed's PipelineModule partitions by "parameters", "uniform" or "type:REGEX"
 (deepspeed/runtime/pipe/module.py, _partition_layers); none gives a chosen split,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # planner export --format deepspeed: the hosts of domain alpha (instance tiny-3dc).
+# Written for DeepSpeed 0.19.8: deepspeed==0.19.8.
 # On each host below run:  MASTER_ADDR=<address of alpha-node0> bash launch/alpha.sh HOST [more arguments]
 # Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on alpha-node0.
 set -euo pipefail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # planner export --format megatron: the hosts of domain alpha (instance tiny-3dc).
+# Written for Megatron-LM 0.16.1: megatron-core==0.16.1 (with a Megatron-LM checkout of tag core_v0.16.1).
 # On each host below run:  MASTER_ADDR=<address of alpha-node0> bash launch/alpha.sh HOST [more arguments]
 # Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on alpha-node0.
 set -euo pipefail
@@ -19,6 +20,8 @@ ARGS=(
   --hidden-size 256
   --ffn-hidden-size 1024
   --num-attention-heads 8
+  --position-embedding-type learned_absolute
+  --normalization LayerNorm
   --untie-embeddings-and-output-weights
   --bf16
   --grad-reduce-in-bf16
