@@ -18,7 +18,7 @@ from .problem.files import atomic_path, code_version, strict_json
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
-from .presentation.export import FORMATS, NAMES, export
+from .presentation.export import FORMATS, MARKER, NAMES, export
 from .presentation.report import plan_summary
 from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
@@ -646,17 +646,17 @@ def explain_cmd(instance, plan_file, as_json):
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
               help="the training framework to launch with")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=_writable,
-              help="directory for the launch files (created if missing)")
+              help="directory for the launch files (created if missing; refused when not empty)")
+@click.option("--force", is_flag=True, help="replace an earlier export in --out, all of it at once")
 @_guard
-def export_cmd(instance, plan_file, fmt, out_dir):
+def export_cmd(instance, plan_file, fmt, out_dir, force):
     """Write launch scripts, framework configs, a rank map and a README for PLAN (exit 3 if infeasible)."""
+    inputs = [pio.resolve_instance_path(instance), plan_file]
+    pio.check_folder(out_dir, "--out", force=force, inputs=inputs, marker=MARKER)
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
     ex = export(inst, p, fmt)
-    inputs = [pio.resolve_instance_path(instance), plan_file]
-    for rel in ex.files:
-        pio.check_output(Path(out_dir) / rel, "--out", inputs)
-    written = pio.write_files(out_dir, ex.files)
+    written = pio.write_folder(out_dir, ex.files, "--out", force=force, inputs=inputs, marker=MARKER)
     for w in ex.warnings:
         click.echo(f"warning: {w}", err=True)
     out.print(f"{NAMES[fmt]}: {len(written)} files written to {out_dir} ({ex.rank_map.world_size} ranks, "

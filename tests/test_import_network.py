@@ -200,3 +200,14 @@ def test_unicode_site_names_pass(tmp_path):
 
     inst = planner.load_instance(out)
     assert inst.name == "东数西算" and inst.domain_names == ("北京", "贵州")
+
+
+def test_notes_with_control_characters_stay_comments(tmp_path):
+    import tomllib
+
+    rtt = write(tmp_path, "r.csv", "# ping \x01 \x7f \x1b[31m red\n,a,b\na,,1\nb,1,\n")
+    r, out = importing(tmp_path, rtt, rtt, None, "--gpus", "8")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "#   | ping \\x01 \\x7f \\x1b[31m red\n" in text
+    assert tomllib.loads(text)["name"] == "measured"
