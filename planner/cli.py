@@ -564,8 +564,10 @@ def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, c
 @click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray)")
 @click.option("--workers", type=WORKERS, default=2, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
-              show_default=True, callback=_writable)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, callback=_writable,
+              help="folder for the tables and plots (default: a new bench-YYYYMMDD-HHMMSS here); "
+                   "refused when it holds files, unless --force")
+@click.option("--force", is_flag=True, help="replace the results of an earlier bench in --out, all at once")
 @click.option("--policies", default="static,greedy,resolve,rl,hysteresis,mpc,controller", show_default=True,
               help="dynamic policies (resolve needs milp among --methods, rl needs rl; the oracle always runs)")
 @click.option("--controller", "controller_path", type=click.Path(dir_okay=False),
@@ -573,11 +575,13 @@ def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, c
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
-              workers, out_dir, policies, controller_path, quiet):
+              workers, out_dir, force, policies, controller_path, quiet):
     """Compare solvers, RL, greedy and baselines on INSTANCES (default: the packaged ones of
     at most 40 domains; name the national-scale ones to include them)."""
     from . import bench
 
+    out_dir = bench.new_out_dir() if out_dir is None else out_dir
+    pio.check_folder(out_dir, "--out", force=force, marker=bench.MARKER)  # before hours of benchmark
     names = list(instances) or bench.suite_instances()
     for n in names:
         pio.load_instance(n)  # fail early, with the file and field
@@ -615,7 +619,9 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
                                 controller=controller_path)
         interrupted = stop.requested() == "interrupted"
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
-    files = bench.write(static, dyn, out_dir, command, code=code_version())
+    with pio.new_folder(out_dir, "--out", force=force, marker=bench.MARKER) as tmp:
+        files = {k: Path(out_dir) / p.name for k, p in bench.write(static, dyn, tmp, command,
+                                                                  code=code_version()).items()}
     out.print(files["static.md"].read_text())
     if "dynamic.md" in files:
         out.print(files["dynamic.md"].read_text())
