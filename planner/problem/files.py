@@ -215,6 +215,11 @@ def check_folder(root: str | Path, option: str = "--out", *, force: bool = False
     if not root.exists():
         if root.is_symlink():
             raise InputError(f"{root} is a broken symbolic link", option)
+        parent = root.absolute().parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+            raise InputError(f"cannot create {root}: {parent} is not a writable folder", option)
         return
     if not root.is_dir():
         raise InputError(f"{root} exists and is not a folder", option)

@@ -319,3 +319,13 @@ def test_write_files_refuses_paths_that_leave_the_folder(tmp_path):
         with pytest.raises(InputError, match="not a plain path"):
             write_folder(tmp_path / "f", {"ok.txt": "x", rel: "x"})
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path):
+    from planner.problem.files import check_folder
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="not a writable folder"):
+        check_folder(tmp_path / "file" / "job")
+    with pytest.raises(InputError, match="not a folder"):
+        check_folder(tmp_path / "file")

@@ -263,3 +263,15 @@ def test_every_packaged_instance_has_valid_names():
         inst = planner.load_instance(ref)
         for n in (inst.name, inst.gpu.name, *inst.domain_names):
             assert name_problem(n) is None, (ref, n)
+
+
+def test_toml_writer_reads_back_any_name():
+    """The instance writer (import-network, generate) quotes what the loader would refuse too:
+    values read back to the same strings, and a header line stays one comment."""
+    from planner.problem.files import toml_text
+
+    for name in HOSTILE_NAMES + GOOD_NAMES + ["a\x1bb\x7f", 'k"] = 1\n[x]']:
+        data = {"name": name, "domains": [{"name": name, "gpus": 8}], "workload": {name: name}}
+        text = toml_text(data, [f"sites: {name}", name])
+        assert tomllib.loads(text) == data, repr(name)
+        assert [line for line in text.splitlines() if line.startswith("#")] == text.splitlines()[:2]
