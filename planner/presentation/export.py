@@ -287,7 +287,8 @@ def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[
              "# Names from torchtitan/config/job_config.py; launch with launch/DOMAIN.sh (see README.md).",
              "",
              "# [model]  set name and flavor to torchtitan's model matching "
-             f"{_text(spec.name)}" + (f" ({spec.num_layers} layers, hidden {spec.hidden_size})" if spec.num_layers else ""),
+             f"{_text(spec.name)}"
+             + (f" ({spec.num_layers} layers, hidden {spec.hidden_size})" if spec.num_layers else ""),
              "# name = \"llama3\"",
              "# flavor = \"...\"",
              "",
@@ -365,7 +366,8 @@ def _deepspeed(instance, plan: Plan, layers: _Layers, warnings: list) -> tuple[d
     }
     parts = [s.start for s in plan.stages] + [plan.stages[-1].end]
     names = "\n".join(f"    {i:>4}  {_py_doc(n)}" for i, n in enumerate(layers.names))
-    py = f'''"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance {_py_doc(instance.name)}).
+    iname = _py_doc(instance.name)
+    py = f'''"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance {iname}).
 
 DeepSpeed's PipelineModule partitions by "parameters", "uniform" or "type:REGEX"
 (deepspeed/runtime/pipe/module.py, _partition_layers); none gives a chosen split,
@@ -564,8 +566,8 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
               f"{MASTER_PORT}), then run its domain's script with the host's name:", "",
               "```sh"]
     used = [d for d in instance.domain_names if rm.agents_in(d)]
-    lines += [f"MASTER_ADDR=<address of {_text(_sh(master))}> bash {_text(_sh(_script_path(d, instance.domain_names)))} "
-              "HOST   # HOST: "
+    lines += [f"MASTER_ADDR=<address of {_text(_sh(master))}> "
+              f"bash {_text(_sh(_script_path(d, instance.domain_names)))} HOST   # HOST: "
               + _text(" ".join(sorted({a.host for a in rm.agents_in(d)}, key=lambda h: int(h.rsplit('node', 1)[1]))))
               for d in used]
     lines += ["```", ""]
