@@ -354,6 +354,21 @@ def _table(rows, cols, base: Path, command: str, code: str | None = None) -> dic
     return {csv_path.name: csv_path, md_path.name: md_path}
 
 
+# what every run writes: a folder holding it holds an earlier bench's results (--force replaces them)
+MARKER = ("static.csv", "static.md")
+
+
+def new_out_dir(now: float | None = None, under: str | Path = ".") -> Path:
+    """The default output folder: ``bench-YYYYMMDD-HHMMSS`` (local time) under ``under``, with
+    ``-2``, ``-3`` ... when that exists, so a run never writes over earlier results."""
+    base = Path(under) / time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(now))
+    out, k = base, 1
+    while out.exists() or out.is_symlink():
+        k += 1
+        out = base.with_name(f"{base.name}-{k}")
+    return out
+
+
 def write(static, dyn, out_dir, command: str, code: str | None = None) -> dict[str, Path]:
     """Markdown + CSV tables and PNG plots under ``out_dir`` (the Markdown headed by
     ``command`` and, when given, the ``code`` version)."""

@@ -19,7 +19,7 @@ from .problem.plan import SolverInfo, claims_check
 from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
-from .presentation.export import FORMATS, NAMES, SCHEDULES, export, target_instance
+from .presentation.export import FORMATS, MARKER, NAMES, SCHEDULES, export, target_instance
 from .presentation.frameworks import DEFAULT_VERSION
 from .presentation.report import claims_json, plan_summary
 from .problem.schemas import KINDS, schema_text
@@ -584,8 +584,10 @@ def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, c
 @click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray)")
 @click.option("--workers", type=WORKERS, default=2, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="benchmarks/results/bench",
-              show_default=True, callback=_writable)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, callback=_writable,
+              help="folder for the tables and plots (default: a new bench-YYYYMMDD-HHMMSS here); "
+                   "refused when it holds files, unless --force")
+@click.option("--force", is_flag=True, help="replace the results of an earlier bench in --out, all at once")
 @click.option("--policies", default="static,greedy,resolve,rl,hysteresis,mpc,controller", show_default=True,
               help="dynamic policies (resolve needs milp among --methods, rl needs rl; the oracle always runs)")
 @click.option("--controller", "controller_path", type=click.Path(dir_okay=False),
@@ -593,11 +595,13 @@ def controller_train_cmd(instances, seeds, steps, envs, hours, seed, out_path, c
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
 def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iterations, seed, executor, address,
-              workers, out_dir, policies, controller_path, quiet):
+              workers, out_dir, force, policies, controller_path, quiet):
     """Compare solvers, RL, greedy and baselines on INSTANCES (default: the packaged ones of
     at most 40 domains; name the national-scale ones to include them)."""
     from . import bench
 
+    out_dir = bench.new_out_dir() if out_dir is None else out_dir
+    pio.check_folder(out_dir, "--out", force=force, marker=bench.MARKER)  # before hours of benchmark
     names = list(instances) or bench.suite_instances()
     for n in names:
         pio.load_instance(n)  # fail early, with the file and field
@@ -635,7 +639,9 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
                                 controller=controller_path)
         interrupted = stop.requested() == "interrupted"
     command = "planner bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "planner bench"
-    files = bench.write(static, dyn, out_dir, command, code=code_version())
+    with pio.new_folder(out_dir, "--out", force=force, marker=bench.MARKER) as tmp:
+        files = {k: Path(out_dir) / p.name for k, p in bench.write(static, dyn, tmp, command,
+                                                                  code=code_version()).items()}
     out.print(files["static.md"].read_text())
     if "dynamic.md" in files:
         out.print(files["dynamic.md"].read_text())
@@ -666,20 +672,20 @@ def explain_cmd(instance, plan_file, as_json):
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True,
               help="the training framework to launch with")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=_writable,
-              help="directory for the launch files (created if missing)")
+              help="directory for the launch files (created if missing; refused when not empty)")
 @click.option("--framework-version", "version", default=None, metavar="VERSION",
               help="the framework version to write for (default: "
                    + ", ".join(f"{f} {v}" for f, v in DEFAULT_VERSION.items()) + "; docs/export.md)")
+@click.option("--force", is_flag=True, help="replace an earlier export in --out, all of it at once")
 @_guard
-def export_cmd(instance, plan_file, fmt, out_dir, version):
+def export_cmd(instance, plan_file, fmt, out_dir, version, force):
     """Write launch scripts, framework configs, a rank map and a README for PLAN (exit 3 if infeasible)."""
+    inputs = [pio.resolve_instance_path(instance), plan_file]
+    pio.check_folder(out_dir, "--out", force=force, inputs=inputs, marker=MARKER)
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
     ex = export(inst, p, fmt, version)
-    inputs = [pio.resolve_instance_path(instance), plan_file]
-    for rel in ex.files:
-        pio.check_output(Path(out_dir) / rel, "--out", inputs)
-    written = pio.write_files(out_dir, ex.files)
+    written = pio.write_folder(out_dir, ex.files, "--out", force=force, inputs=inputs, marker=MARKER)
     for w in ex.warnings:
         click.echo(f"warning: {w}", err=True)
     out.print(f"{NAMES[fmt]} {ex.version}: {len(written)} files written to {out_dir} ({ex.rank_map.world_size} ranks, "

@@ -107,3 +107,70 @@ def test_readme_bench_tables_match_the_committed_results():
     text = (path.parents[1] / "README.md").read_text()
     block = text[text.index(mod.START):text.index(mod.END)]
     assert "| **median** |" in block and "controller" in block
+
+
+# -- issue 28.3: a run never writes over earlier results without --force -------------------
+
+BENCH = ["bench", "tiny-3dc", "--methods", "greedy", "--no-dynamic", "--executor", "serial", "-q"]
+
+
+def test_bench_default_output_is_a_new_folder(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "benchmarks" / "results" / "bench"  # run from a checkout's root
+    committed.mkdir(parents=True)
+    (committed / "static.csv").write_text("committed\n")
+    (committed / "static.md").write_text("committed\n")
+    made = []
+    for _ in range(2):
+        r = CliRunner().invoke(main, BENCH)
+        assert r.exit_code == 0, r.output
+        new = sorted(p for p in tmp_path.iterdir() if p.name.startswith("bench-") and p not in made)
+        assert len(new) == 1 and sorted(f.name for f in new[0].iterdir()) == ["static.csv", "static.md",
+                                                                               "static.png"]
+        made += new
+    assert made[0] != made[1]
+    assert (committed / "static.csv").read_text() == "committed\n"
+    assert sorted(p.name for p in committed.iterdir()) == ["static.csv", "static.md"]
+
+
+def test_bench_refuses_a_folder_with_results_unless_force(tmp_path):
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    out = tmp_path / "res"
+    out.mkdir()
+    for name in ("static.csv", "static.md", "dynamic.csv", "dynamic.md"):
+        (out / name).write_text("old\n")
+    r = CliRunner().invoke(main, [*BENCH, "--out", str(out)])
+    assert r.exit_code == 2 and f"--out: {out} is not empty" in r.stderr and "--force" in r.stderr
+    assert "| instance |" not in r.stdout  # refused before the benchmark ran
+    assert all(p.read_text() == "old\n" for p in out.iterdir())
+    r = CliRunner().invoke(main, [*BENCH, "--out", str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    # the whole folder replaced: no dynamic table of the old run left beside the new static one
+    assert sorted(p.name for p in out.iterdir()) == ["static.csv", "static.md", "static.png"]
+    assert "greedy" in (out / "static.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("x")
+    r = CliRunner().invoke(main, [*BENCH, "--out", str(other), "--force"])
+    assert r.exit_code == 2 and "static.csv" in r.stderr and (other / "todo.txt").is_file()
+
+
+def test_new_out_dir_never_names_an_existing_folder(tmp_path):
+    import time
+
+    now = time.time()
+    first = bench.new_out_dir(now, tmp_path)
+    assert first.parent == tmp_path and first.name == time.strftime("bench-%Y%m%d-%H%M%S", time.localtime(now))
+    first.mkdir()
+    second = bench.new_out_dir(now, tmp_path)
+    assert second.name == first.name + "-2"
+    second.mkdir()
+    assert bench.new_out_dir(now, tmp_path).name == first.name + "-3"

@@ -357,7 +357,7 @@ def test_bench_progress_goes_to_stderr(tmp_path):
     assert res.exit_code == 0, res.output
     assert "static plans" not in res.stdout and "| instance |" in res.stdout
     assert "static plans" in res.stderr
-    res = run(*args, "-q")
+    res = run(*args[:-1], tmp_path / "c", "-q")
     assert res.exit_code == 0 and "static plans" not in res.stderr
 
 

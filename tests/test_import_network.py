@@ -142,3 +142,72 @@ def test_bad_options_exit_2_naming_them_before_reading_anything(args, option, tm
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert option in r.output and "none." not in r.output  # no input was opened
+
+
+# -- names (SPEC 9): a site name becomes a domain name, file name and shell word ------------
+
+HOSTILE_SITES = ["../../p", "alpha$(touch PWNED)", "a b", 'x"y', "a|b", "a;b", "a/b", ".p", "x" * 65, "a\x00b"]
+
+
+def _csv_line(cells) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(cells)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("bad", HOSTILE_SITES, ids=repr)
+def test_hostile_site_names_refused_in_every_input(tmp_path, monkeypatch, bad):
+    from planner.problem.files import toml_text
+
+    monkeypatch.chdir(tmp_path)
+    good = write(tmp_path, "good.csv", ",a,b\na,,1\nb,1,\n")
+    square = write(tmp_path, "sq.csv", _csv_line(["", "a", bad]) + _csv_line(["a", "", "1"])
+                   + _csv_line([bad, "1", ""]))
+    long = write(tmp_path, "long.csv", "src,dst,gbps\n" + _csv_line(["a", bad, "4"]))
+    sites = write(tmp_path, "s.toml", toml_text({"sites": [{"name": bad, "gpus": 8}, {"name": "a", "gpus": 8}]}))
+    named = write(tmp_path, "n.toml", toml_text({"name": bad, "defaults": {"gpus": 8}}))
+    gpu = write(tmp_path, "g.toml", toml_text({"defaults": {"gpus": 8}, "gpu": {
+        "name": bad, "peak_tflops": 312.0, "memory_gb": 80.0, "mfu": 0.45}}))
+    cases = [
+        ((square, good, None, "--gpus", "8"), "sq.csv: line 1, column 3: site "),
+        ((good, long, None, "--gpus", "8"), "long.csv: line 2, column dst: site "),
+        ((good, good, sites), "s.toml: sites[0].name: site "),
+        ((good, good, named), "n.toml: name: "),
+        ((good, good, gpu), "g.toml: gpu.name: "),
+        ((good, good, None, "--gpus", "8", "--name", bad), "--name: "),
+    ]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for args, where in cases:
+        r, out = importing(tmp_path, *args)
+        assert r.exit_code == 2, (where, r.output)
+        assert r.output.startswith("error: ") and where in r.output and "is not a valid name" in r.output, r.output
+        assert r.output.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, in here or above
+    assert not (tmp_path.parent.parent / "p").exists()
+
+
+def test_unicode_site_names_pass(tmp_path):
+    rtt = write(tmp_path, "r.csv", ",北京,贵州\n北京,,20\n贵州,22,\n")
+    tput = write(tmp_path, "t.csv", "src,dst,gbps\n北京,贵州,4\n")
+    sites = write(tmp_path, "s.toml", 'name = "东数西算"\n[[sites]]\nname = "北京"\ngpus = 8\n'
+                                      '[[sites]]\nname = "贵州"\ngpus = 8\n')
+    r, out = importing(tmp_path, rtt, tput, sites)
+    assert r.exit_code == 0, r.output
+    import planner
+
+    inst = planner.load_instance(out)
+    assert inst.name == "东数西算" and inst.domain_names == ("北京", "贵州")
+
+
+def test_notes_with_control_characters_stay_comments(tmp_path):
+    import tomllib
+
+    rtt = write(tmp_path, "r.csv", "# ping \x01 \x7f \x1b[31m red\n,a,b\na,,1\nb,1,\n")
+    r, out = importing(tmp_path, rtt, rtt, None, "--gpus", "8")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "#   | ping \\x01 \\x7f \\x1b[31m red\n" in text
+    assert tomllib.loads(text)["name"] == "measured"

@@ -34,10 +34,14 @@ Example
 from __future__ import annotations
 
 import json
+import shlex
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
 from ..problem.errors import InfeasibleError, InputError
+from ..problem.files import write_folder
+from ..problem.names import name_problem
 from ..problem.plan import Plan
 from ..problem.rankmap import RankMap, build_rank_map, schedule_csv
 from ..scoring.evaluator import Evaluator
@@ -51,6 +55,8 @@ SCHEDULES = {"megatron": ("1f1b",), "torchtitan": ("1f1b", "gpipe", "explicit"),
 # what each launch script runs after torchrun's own arguments (overridable with $TRAIN)
 TRAIN = {"megatron": "pretrain_gpt.py", "torchtitan": "-m torchtitan.train", "deepspeed": "train.py"}
 MASTER_PORT = 29500
+# files every export writes: a folder holding them is an earlier export, which force may replace
+MARKER = ("plan.json", "rank_map.csv")
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,19 @@ class Export:
     rank_map: RankMap
     plan_run: Plan
     version: str = ""  # the framework version the files are written for (--framework-version)
+
+    def write(self, out, force: bool = False, inputs=()) -> list:
+        """Write the files as the whole content of folder ``out`` (created if missing) and
+        return their paths.  A non-empty ``out`` is refused (``InputError``, exit 2) unless
+        ``force``, which replaces an earlier export there (a folder holding ``plan.json`` and
+        ``rank_map.csv``) at once: the files go into a new folder beside it that then takes
+        its place, so no file of the old export is left (:func:`planner.problem.files.write_folder`).
+        ``inputs``: files the command read, which ``out`` must not hold.
+
+        >>> export(inst, plan, "megatron").write("job/", force=True)   # doctest: +SKIP
+        """
+        return write_folder(out, self.files, "out", force=force, force_flag="force=True", inputs=inputs,
+                            marker=MARKER)
 
 
 @dataclass(frozen=True)
@@ -157,7 +176,8 @@ def export(instance, plan: Plan, fmt: str, version: str | None = None) -> Export
     files["plan.json"] = plan.to_json() + "\n"
     for domain in instance.domain_names:
         if rm.agents_in(domain):
-            files[f"launch/{domain}.sh"] = _script(fmt, instance, rm, domain, args, ver=ver, last=last)
+            files[_script_path(domain, instance.domain_names)] = _script(fmt, instance, rm, domain, args, ver=ver,
+                                                                         last=last)
     files["README.md"] = _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, mapping,
                                  notes, sorted(files), ver=ver)
     return Export(fmt, dict(sorted(files.items())), tuple(warnings), rm, plan_run, ver.version)
@@ -377,11 +397,10 @@ def _torchtitan(instance, plan: Plan, layers: _Layers, warnings: list, ver: Vers
 def _torchtitan_args(instance, plan: Plan, ver: Version, values, parts, model) -> tuple[str, str]:
     """The command-line arguments of torchtitan ``ver`` (0.3.0 and later) for the plan: those before
     the user's own, and the activation-checkpoint subcommand, which comes after them."""
-    spec = instance.workload.model
     if model:
         args = [("--module", "llama3"), ("--config", model[1])]
     else:
-        need = f"a torchtitan config_registry for model {spec.name}"
+        need = "a torchtitan config_registry for this model (README.md)"  # no name: this text is inside a shell word
         args = [("--module", f'"${{TORCHTITAN_MODULE:?set TORCHTITAN_MODULE and TORCHTITAN_CONFIG to {need}}}"'),
                 ("--config", f'"${{TORCHTITAN_CONFIG:?set TORCHTITAN_MODULE and TORCHTITAN_CONFIG to {need}}}"')]
     for section, name, value in values:
@@ -410,15 +429,15 @@ def _torchtitan_toml(instance, plan: Plan, layers: _Layers, ver: Version, files:
     scripts' arguments."""
     wl, spec = instance.workload, instance.workload.model
     R, S, t = plan.replicas, plan.num_stages, plan.tp
-    lines = [f"# planner export --format torchtitan: instance {instance.name}, {R} replica(s) x {S} stage(s) "
+    lines = [f"# planner export --format torchtitan: instance {_text(instance.name)}, {R} replica(s) x {S} stage(s) "
              f"x tp {t} = {plan.gpus_used} GPUs",
              f"# For torchtitan {ver.version} ({ver.pip}); names from torchtitan/config/job_config.py; launch "
              "with launch/DOMAIN.sh (see README.md).", ""]
     if model:
-        lines += ["[model]", 'name = "llama3"', f'flavor = "{model[0]}"  # {spec.name}', ""]
+        lines += ["[model]", 'name = "llama3"', f'flavor = "{model[0]}"  # {_text(spec.name)}', ""]
     else:
         lines += ["# [model]  set name and flavor to torchtitan's model matching "
-                  f"{spec.name}" + (f" ({spec.num_layers} layers, hidden {spec.hidden_size})" if spec.num_layers
+                  f"{_text(spec.name)}" + (f" ({spec.num_layers} layers, hidden {spec.hidden_size})" if spec.num_layers
                                     else ""),
                   "# name = \"llama3\"",
                   "# flavor = \"...\"",
@@ -467,8 +486,9 @@ def _deepspeed(instance, plan: Plan, layers: _Layers, warnings: list, ver: Versi
         "bf16": {"enabled": True},
     }
     parts = [s.start for s in plan.stages] + [plan.stages[-1].end]
-    names = "\n".join(f"    {i:>4}  {n}" for i, n in enumerate(layers.names))
-    py = f'''"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance {instance.name}),
+    names = "\n".join(f"    {i:>4}  {_py_doc(n)}" for i, n in enumerate(layers.names))
+    iname = _py_doc(instance.name)
+    py = f'''"""The plan's pipeline for DeepSpeed (planner export --format deepspeed, instance {iname}),
 written for DeepSpeed {ver.version} ({ver.pip}).
 
 DeepSpeed's PipelineModule partitions by "parameters", "uniform" or "type:REGEX"
@@ -538,29 +558,37 @@ class PlannedPipelineModule(PipelineModule):
 
 def _script(fmt: str, instance, rm: RankMap, domain: str, args: str, ver: Version | None = None,
             last: str = "") -> str:
+    """The launch script of ``domain``'s hosts.  Names are data, never code: every name the
+    script uses is a shell-quoted variable (SCRIPT, DOMAIN, MASTER_HOST, HOSTS) or case
+    pattern, and comments carry them with control characters escaped (:func:`_text`)."""
     agents = rm.agents_in(domain)
     hosts = sorted({a.host for a in agents}, key=lambda h: int(h.rsplit("node", 1)[1]))
     master = rm.agents[0].host
+    path = _script_path(domain, instance.domain_names)
     n = len(rm.agents)
     cases = []
     for h in hosts:
         runs = [a for a in agents if a.host == h]
         calls = "; ".join(f"run {','.join(map(str, a.gpus))} {a.node_rank} {a.nproc}" for a in runs)
         ranks = ", ".join(_rank_span(a) for a in runs)
-        cases.append(f"  {h}) {calls} ;;  # ranks {ranks}")
+        cases.append(f"  {_sh(h)}) {calls} ;;  # ranks {ranks}")
     return f"""#!/usr/bin/env bash
-# planner export --format {fmt}: the hosts of domain {domain} (instance {instance.name}).{_targets(fmt, ver)}
-# On each host below run:  MASTER_ADDR=<address of {master}> bash launch/{domain}.sh HOST [more arguments]
-# Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on {master}.
+# planner export --format {fmt}: the hosts of domain {_text(domain)} (instance {_text(instance.name)}).{_targets(fmt, ver)}
+# On each host below run:  MASTER_ADDR=<address of {_text(master)}> bash {_text(_sh(path))} HOST [more arguments]
+# Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on {_text(master)}.
 set -euo pipefail
+SCRIPT={_sh(path)}
+DOMAIN={_sh(domain)}
+MASTER_HOST={_sh(master)}
+HOSTS={_sh(' '.join(hosts))}
 HERE="$(cd "$(dirname "${{BASH_SOURCE[0]}}")/.." && pwd)"
-: "${{MASTER_ADDR:?set MASTER_ADDR to the address of {master}, where torchrun node rank 0 runs}}"
+: "${{MASTER_ADDR:?set MASTER_ADDR to the address of $MASTER_HOST, where torchrun node rank 0 runs}}"
 MASTER_PORT="${{MASTER_PORT:-{MASTER_PORT}}}"
 read -r -a TRAIN <<< "${{TRAIN:-{TRAIN[fmt]}}}"
 ARGS=(
 {args}
 ){_last(last)}
-HOST="${{1:?usage: launch/{domain}.sh HOST [more arguments]; HOST is one of {' '.join(hosts)}}}"
+HOST="${{1:?usage: $SCRIPT HOST [more arguments]; HOST is one of $HOSTS}}"
 shift
 EXTRA=("$@")
 run() {{  # CUDA devices, torchrun node rank, processes
@@ -569,7 +597,7 @@ run() {{  # CUDA devices, torchrun node rank, processes
 }}
 case "$HOST" in
 {chr(10).join(cases)}
-  *) echo "launch/{domain}.sh: $HOST is not a host of domain {domain} ({' '.join(hosts)})" >&2; exit 2 ;;
+  *) echo "$SCRIPT: $HOST is not a host of domain $DOMAIN ($HOSTS)" >&2; exit 2 ;;
 esac
 wait
 """
@@ -583,6 +611,42 @@ def _last(last: str) -> str:
 def _targets(fmt: str, ver: Version | None) -> str:
     """The script's line naming the framework version it is written for."""
     return "" if ver is None else f"\n# Written for {NAMES[fmt]} {ver.version}: {ver.pip}."
+
+
+# -- names in the files: quoted for where they go (the loader refuses unsafe names, SPEC 9;
+#    these keep the files safe when an instance was built without it) ----------------------
+
+_CONTROL = {"Cc", "Cf", "Cs", "Zl", "Zp"}  # control, format (bidi overrides), surrogates, line breaks
+
+
+def _sh(value) -> str:
+    """``value`` as one shell word (``shlex.quote``: unchanged when it is made of safe characters)."""
+    return shlex.quote(str(value))
+
+
+def _text(value) -> str:
+    """``value`` on one line of a comment or of Markdown: control characters and line breaks
+    as Python escapes (``alpha\\n`` for a newline), so a name cannot end the line it is on."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in _CONTROL else c
+                   for c in str(value))
+
+
+def _py_doc(value) -> str:
+    """``value`` inside a Python ``\"\"\"`` docstring: backslashes and quotes escaped, so it cannot
+    end the string, and control characters as escapes."""
+    return _text(str(value).replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def _script_path(domain: str, domains) -> str:
+    """``launch/DOMAIN.sh``; a domain whose name is not a valid name (SPEC 9: only when an
+    instance was made without the loader) gets ``launch/domainI.sh``, I its position, so a
+    file name never leaves the launch folder."""
+    if name_problem(domain) is None:
+        return f"launch/{domain}.sh"
+    stem = f"domain{list(domains).index(domain)}"
+    while stem in domains:
+        stem += "_"
+    return f"launch/{stem}.sh"
 
 
 def _rank_span(agent) -> str:
@@ -608,7 +672,7 @@ def _blocks(rm: RankMap, agent) -> str:
 def _table(header, rows) -> list[str]:
     """A Markdown table; a ``|`` inside a cell is escaped (GitHub needs it even in code)."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(_text(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return out
 
 
@@ -617,10 +681,10 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
     name = NAMES[fmt]
     R, S, t = plan.replicas, plan.num_stages, plan.tp
     master = rm.agents[0].host
-    lines = [f"# Launching the plan for `{instance.name}` with {name}", "",
+    lines = [f"# Launching the plan for `{_text(instance.name)}` with {name}", "",
              f"Written by `planner export --format {fmt}`. The plan: {R} replica(s) x {S} stage(s) x tensor "
              f"parallelism {t} = {plan.gpus_used} GPUs on {len({d for row in plan.placement for d in row})} "
-             f"domain(s) of {instance.name}; micro-batches of {plan.micro_batch_size} sequence(s), "
+             f"domain(s) of {_text(instance.name)}; micro-batches of {plan.micro_batch_size} sequence(s), "
              f"{plan.num_micro_batches} per replica, {instance.workload.seq_len} tokens each; schedule "
              f"{plan.schedule_kind}" + ("" if plan_run is plan else f" (runs as {plan_run.schedule_kind})")
              + f". Simulated iteration: {_fmt_s(ev.iteration_time_s)}"
@@ -632,22 +696,23 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
                   f"{ver.source}. Other versions may name them differently (docs/export.md).", ""]
     if warnings:
         lines += ["## Warnings: what the launch does not do as planned", ""]
-        lines += [f"- {w}" for w in warnings] + [""]
+        lines += [f"- {_text(w)}" for w in warnings] + [""]
     lines += ["## What to run where", "",
               f"The job has {rm.world_size} ranks started by {len(rm.agents)} torchrun agent(s). Hosts are "
               "named `DOMAIN-nodeK`: map them to your machines. On every host set `MASTER_ADDR` to the address "
-              f"of **{master}** (torchrun node rank 0 runs there) and the same `MASTER_PORT` (default "
+              f"of **{_text(master)}** (torchrun node rank 0 runs there) and the same `MASTER_PORT` (default "
               f"{MASTER_PORT}), then run its domain's script with the host's name:", "",
               "```sh"]
     used = [d for d in instance.domain_names if rm.agents_in(d)]
-    lines += [f"MASTER_ADDR=<address of {master}> bash launch/{d}.sh HOST   # HOST: "
-              + " ".join(sorted({a.host for a in rm.agents_in(d)}, key=lambda h: int(h.rsplit('node', 1)[1])))
+    lines += [f"MASTER_ADDR=<address of {_text(_sh(master))}> "
+              f"bash {_text(_sh(_script_path(d, instance.domain_names)))} HOST   # HOST: "
+              + _text(" ".join(sorted({a.host for a in rm.agents_in(d)}, key=lambda h: int(h.rsplit('node', 1)[1]))))
               for d in used]
     lines += ["```", ""]
     for d in used:
         dom = instance.domain(d)
         agents = rm.agents_in(d)
-        lines += [f"### {d}", "",
+        lines += [f"### {_text(d)}", "",
                   f"{dom.gpus} GPUs, {dom.gpus_per_node} per host; the plan uses {sum(a.nproc for a in agents)}.",
                   ""]
         lines += _table(("host", "torchrun --node-rank", "CUDA_VISIBLE_DEVICES", "--nproc-per-node", "ranks",
@@ -697,7 +762,8 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
             "schedule.csv": "the plan's micro-batch order for torch.distributed.pipelining",
             "ds_config.json": "DeepSpeed's config (`--deepspeed_config`)",
             "deepspeed_pipeline.py": "the stage bounds and topology for DeepSpeed's PipelineModule"}
-    lines += [f"- `{f}`: " + (what.get(f) or f"the launch script of domain {f[7:-3]}")
+    scripts = {_script_path(d, instance.domain_names): d for d in instance.domain_names}
+    lines += [f"- `{_text(f)}`: " + (what.get(f) or f"the launch script of domain {_text(scripts.get(f, f))}")
               for f in sorted(files + ["README.md"])]
     return "\n".join(lines) + "\n"
 

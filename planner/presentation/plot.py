@@ -76,16 +76,17 @@ def printable(text: str) -> str:
     """``text`` as matplotlib's default font can draw it: unchanged when the font has
     every glyph, else transliterated to ASCII (``unidecode``), so that a domain
     named in Chinese reads "Bei Jing" rather than as boxes with a "Glyph missing"
-    warning.
+    warning.  A ``$`` is escaped, so that matplotlib never reads a name as math (two of
+    them would start mathtext, and an unbalanced one fail to draw).
 
     >>> printable("us-east-1")
     'us-east-1'
     """
-    if text.isascii() or all(_has_glyph(c) for c in set(text) if not c.isspace()):
-        return text
-    from unidecode import unidecode
+    if not (text.isascii() or all(_has_glyph(c) for c in set(text) if not c.isspace())):
+        from unidecode import unidecode
 
-    return " ".join(unidecode(text).split())
+        text = " ".join(unidecode(text).split())
+    return text.replace("$", r"\$")
 
 
 
@@ -215,14 +216,14 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
         for j in range(S):
             compute_y[(r, j)] = y
             ticks.append(y)
-            tick_labels.append(f"r{r} stage {j} · {row[j]}")
+            tick_labels.append(f"r{r} stage {j} · {printable(row[j])}")
             tick_small.append(False)
             y += 1.0
             if j < S - 1:
                 y_x = y - 0.5 + XFER_H / 2 + 0.05
                 xfer_y[(r, j)] = y_x
                 ticks.append(y_x)
-                where = row[j] if row[j] == row[j + 1] else f"{row[j]}→{row[j + 1]}"
+                where = printable(row[j] if row[j] == row[j + 1] else f"{row[j]}→{row[j + 1]}")
                 tick_labels.append(f"s{j}↔s{j + 1} · {where}")
                 tick_small.append(True)
                 y = y_x + XFER_H / 2 + 0.55

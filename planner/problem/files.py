@@ -10,13 +10,18 @@ plans), so neither needs the other.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import math
 import os
+import shutil
+import sys
 import tempfile
+import unicodedata
 import tomllib
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Sequence
 
 from pydantic import ValidationError
@@ -174,6 +179,8 @@ def write_files(root: str | Path, files: dict[str, str]) -> list[Path]:
     >>> write_files("job", {"README.md": "...", "launch/a.sh": "#!/bin/sh"})   # doctest: +SKIP
     [PosixPath('job/README.md'), PosixPath('job/launch/a.sh')]
     """
+    for rel in files:
+        _check_relative(rel, root)
     out = []
     for rel, text in files.items():
         path = Path(root) / rel
@@ -185,6 +192,137 @@ def write_files(root: str | Path, files: dict[str, str]) -> list[Path]:
             raise InputError(f"cannot write: {err.strerror or err}", file=str(path)) from None
         out.append(path)
     return out
+
+
+def _check_relative(rel: str, root) -> None:
+    """Refuse (``InputError``) a file name that would leave ``root``: absolute, with ``..``,
+    ``.`` or empty parts, or with a control character."""
+    parts = PurePosixPath(rel).parts
+    if (not parts or PurePosixPath(rel).is_absolute() or "\\" in rel
+            or any(p in ("", ".", "..") for p in parts) or rel != "/".join(parts)
+            or any(unicodedata.category(c) in ("Cc", "Cs") for c in rel)):
+        raise InputError(f"refusing to write {rel!r}: not a plain path inside the folder", file=str(root))
+
+
+def check_folder(root: str | Path, option: str = "--out", *, force: bool = False, force_flag: str = "--force",
+                 inputs=(), marker: Sequence[str] = ()) -> None:
+    """Refuse (``InputError`` naming ``option``, exit 2), before any work, an output folder
+    :func:`write_folder` must not fill: a path that is not a folder; a folder holding one of
+    the ``inputs`` files; a non-empty folder without ``force``; with ``force``, a folder that
+    holds the current directory or lacks one of the ``marker`` files (an earlier output of the
+    same command: ``force`` replaces that, not a folder of other files)."""
+    root = Path(root)
+    if not root.exists():
+        if root.is_symlink():
+            raise InputError(f"{root} is a broken symbolic link", option)
+        parent = root.absolute().parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+            raise InputError(f"cannot create {root}: {parent} is not a writable folder", option)
+        return
+    if not root.is_dir():
+        raise InputError(f"{root} exists and is not a folder", option)
+    here = root.resolve()
+    for src in inputs:
+        if src is not None and Path(src).exists() and here in Path(src).resolve().parents:
+            raise InputError(f"{root} holds {src}, an input file of this command; refusing to replace the "
+                             "folder (write to another folder)", option)
+    if not any(root.iterdir()):
+        return
+    if not force:
+        raise InputError(f"{root} is not empty; refusing to mix new files with what it holds (choose a new or "
+                         f"empty folder, or {force_flag} to replace the whole folder)", option)
+    cwd = Path.cwd().resolve()
+    if here == cwd or here in cwd.parents:
+        raise InputError(f"{root} holds the current directory; {force_flag} will not replace it", option)
+    missing = [m for m in marker if not (root / m).is_file()]
+    if missing:
+        raise InputError(f"{root} holds files but no {' and no '.join(missing)}, so it is not an earlier output of "
+                         f"this command, the only folder {force_flag} replaces; choose a new or empty folder", option)
+
+
+@contextmanager
+def new_folder(root: str | Path, option: str = "--out", *, force: bool = False, force_flag: str = "--force",
+               inputs=(), marker: Sequence[str] = ()):
+    """Yield a fresh empty folder beside ``root`` to fill; when the block ends without an
+    error, it takes ``root``'s place in one rename, so ``root`` holds exactly what the block
+    wrote.  A missing or empty ``root`` is replaced; a non-empty one only with ``force``
+    (after :func:`check_folder`, which runs first), exchanged atomically where the system
+    can (Linux ``renameat2``), its old contents then removed.  An error or Ctrl-C inside
+    the block leaves ``root`` as it was.  ``root`` a symbolic link: its folder is replaced.
+
+    >>> with new_folder("results") as tmp:        # doctest: +SKIP
+    ...     (tmp / "table.md").write_text("...")
+    """
+    root = Path(root)
+    check_folder(root, option, force=force, force_flag=force_flag, inputs=inputs, marker=marker)
+    root = root.resolve() if root.is_symlink() else root
+    parent = root.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".part", dir=parent))
+    except OSError as err:
+        raise InputError(f"cannot create a folder in {parent}: {err.strerror or err}", option) from None
+    try:
+        yield tmp
+        try:
+            mode = root.stat().st_mode & 0o7777
+        except OSError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o777 & ~mask
+        try:
+            os.chmod(tmp, mode)
+            if root.is_dir() and any(root.iterdir()):
+                _exchange(tmp, root)  # tmp now holds the old contents, removed below
+            else:
+                os.replace(tmp, root)  # a missing or empty folder
+        except OSError as err:
+            raise InputError(f"cannot replace {root}: {err.strerror or err}", option) from None
+    finally:
+        if tmp.exists() or tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_folder(root: str | Path, files: dict[str, str], option: str = "--out", *, force: bool = False,
+                 force_flag: str = "--force", inputs=(), marker: Sequence[str] = ()) -> list[Path]:
+    """Make ``root`` a folder holding exactly ``files`` (relative path -> text; ``*.sh``
+    executable), all at once (:func:`new_folder`; the same ``force``, ``inputs``, ``marker``).
+    A file name that would leave the folder is refused (``InputError``).  Returns the paths.
+
+    >>> write_folder("job", {"README.md": "...", "launch/a.sh": "#!/bin/sh"})   # doctest: +SKIP
+    [PosixPath('job/README.md'), PosixPath('job/launch/a.sh')]
+    """
+    for rel in files:
+        _check_relative(rel, root)
+    with new_folder(root, option, force=force, force_flag=force_flag, inputs=inputs, marker=marker) as tmp:
+        write_files(tmp, files)
+    return [Path(root) / rel for rel in files]
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap the folders ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); where
+    the system has no such call, two renames (``b`` is briefly missing; a failure puts it back)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = getattr(libc, "renameat2", None)
+        if fn is not None:
+            at_fdcwd, rename_exchange = -100, 2
+            if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+                return
+            errno = ctypes.get_errno()
+            if errno not in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange here, rename twice
+                raise OSError(errno, os.strerror(errno), str(b))
+    old = Path(tempfile.mkdtemp(prefix=f".{b.name}.", suffix=".old", dir=b.parent))
+    os.rmdir(old)
+    os.rename(b, old)
+    try:
+        os.rename(a, b)
+    except OSError:
+        os.rename(old, b)
+        raise
+    os.rename(old, a)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
@@ -260,8 +398,16 @@ def toml_text(data: dict, header: Sequence[str] = ()) -> str:
     """
     out: list[str] = []
     _toml_table(data, [], out)
-    head = "".join(f"# {' '.join(str(line).splitlines())}".rstrip() + "\n" for line in header)
+    head = "".join(f"# {_toml_comment(line)}".rstrip() + "\n" for line in header)
     return head + "\n".join(out).lstrip("\n") + "\n"
+
+
+def _toml_comment(text) -> str:
+    """``text`` as the body of one TOML comment line: line breaks become spaces, and the other
+    characters TOML forbids in a comment (controls but tab, DEL) are written as ``\\xNN``."""
+    text = " ".join(str(text).splitlines())
+    return "".join(c.encode("unicode_escape").decode("ascii") if (ord(c) < 32 and c != "\t") or c == "\x7f"
+                   else c for c in text)
 
 
 def code_version() -> str | None:

@@ -39,6 +39,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 from . import limits as L
 from .errors import InputError, input_error_from_pydantic
 from .model import ModelSpec, Unit
+from .names import Name
 from .views import view
 
 
@@ -49,7 +50,7 @@ class _Strict(BaseModel):
 class GPU(_Strict):
     """The GPU type of every domain."""
 
-    name: str = "GPU"
+    name: Name = "GPU"
     peak_tflops: float = Field(gt=0, le=L.MAX_PEAK_TFLOPS, description="dense bf16 peak, TFLOP/s")
     memory_gb: float = Field(gt=0, le=L.MAX_MEMORY_GB, description="memory per GPU, GB")
     mfu: float = Field(gt=0, le=1, description="model-FLOPs utilisation in (0, 1]")
@@ -76,7 +77,7 @@ class GPU(_Strict):
 class Domain(_Strict):
     """A datacenter: its GPUs, its internal network and its price."""
 
-    name: str = Field(min_length=1)
+    name: Name
     gpus: int = Field(ge=1, le=L.MAX_TOTAL_GPUS, description="GPUs available")
     gpus_per_node: int = Field(default=8, ge=1, le=L.MAX_GPUS_PER_NODE)
     intra_bandwidth_gbps: float = Field(gt=0, le=L.MAX_BANDWIDTH_GBPS, description="per-GPU bandwidth inside the domain, Gbit/s")
@@ -146,7 +147,7 @@ class Options(_Strict):
 class Instance(_Strict):
     """A planning instance; see the module docstring."""
 
-    name: str = Field(min_length=1)
+    name: Name
     description: str = ""
     gpu: GPU
     domains: list[Domain] = Field(min_length=1, max_length=L.MAX_DOMAINS)

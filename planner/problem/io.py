@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 from .errors import InputError
-from .files import (DEFAULT_INSTANCE, available, find_model, instances_dir, load_model,  # noqa: F401
-                    models_dir, read_mapping, read_text, write_atomic, write_files)
+from .files import (DEFAULT_INSTANCE, available, check_folder, find_model, instances_dir,  # noqa: F401
+                    load_model, models_dir, new_folder, read_mapping, read_text, write_atomic, write_files,
+                    write_folder)
 from .instance import Instance
 from .model import ModelSpec
 from .plan import Plan

@@ -57,6 +57,7 @@ from pydantic import ValidationError
 
 from .errors import InputError, input_error_from_pydantic
 from .instance import GPU, Domain, Link
+from .names import WHY, name_problem
 from .network import shortest_routes
 from .synthetic import GPU as SYNTHETIC_GPU, INTRA_GBPS
 
@@ -145,6 +146,7 @@ def parse_matrix(text: str, source: str = "") -> Matrix:
             raise InputError(f"column {i + 2} of the header has no site name", f"line {hline}", src)
         if c in cols[:i]:
             raise InputError(f"site {c!r} names two columns", f"line {hline}", src)
+        _check_site(c, f"line {hline}, column {i + 2}", src)
     values: dict[tuple[str, str], float] = {}
     seen: dict[str, int] = {}
     for n, cells in rows[1:]:
@@ -182,6 +184,8 @@ def _parse_long(rows, notes, source) -> Matrix:
         a, b, cell = cells
         if not a or not b:
             raise InputError("a site name is empty", f"line {n}", src)
+        _check_site(a, f"line {n}, column src", src)
+        _check_site(b, f"line {n}, column dst", src)
         if a == b:
             raise InputError(f"a pair from {a!r} to itself", f"line {n}", src)
         if (a, b) in where_of:
@@ -195,6 +199,13 @@ def _parse_long(rows, notes, source) -> Matrix:
     if not where_of:
         raise InputError("no pairs below the header src,dst,value", None, src)
     return Matrix(tuple(sites), values, notes, source, "long")
+
+
+def _check_site(name: str, where: str, src: str | None) -> None:
+    """A site name becomes a domain name: refuse what SPEC 9 refuses (:mod:`planner.problem.names`)."""
+    why = name_problem(name)
+    if why is not None:
+        raise InputError(f"site {why} ({WHY})", where, src)
 
 
 # -- the sites table ---------------------------------------------------------------
@@ -252,6 +263,8 @@ def parse_sites(data: dict, source: str = "") -> Sites:
     for k in ("name", "description"):
         if k in data and not isinstance(data[k], str):
             raise InputError(f"expected a string (got {data[k]!r})", k, src)
+    if "name" in data and name_problem(data["name"]):
+        raise InputError(f"{name_problem(data['name'])} ({WHY})", "name", src)
     defaults = dict(data.get("defaults", {}))
     for k in defaults:
         if k not in SITE_FIELDS:
@@ -270,6 +283,7 @@ def parse_sites(data: dict, source: str = "") -> Sites:
             if k != "name" and k not in SITE_FIELDS:
                 raise InputError(f"unknown key {k!r}; a site has name, {', '.join(sorted(SITE_FIELDS))}",
                                  f"sites[{i}].{k}", src)
+        _check_site(e["name"], f"sites[{i}].name", src)
         if e["name"] in seen:
             raise InputError(f"site {e['name']!r} listed twice (also sites[{seen[e['name']]}])",
                              f"sites[{i}].name", src)
@@ -349,6 +363,8 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
         raise InputError(f"links is 'measured' or 'mesh', not {links!r}", "--links")
     if not (math.isfinite(bandwidth_scale) and bandwidth_scale > 0):
         raise InputError(f"a finite factor > 0, not {bandwidth_scale!r}", "--bandwidth-scale")
+    if name is not None and name_problem(name):
+        raise InputError(f"{name_problem(name)} ({WHY})", "--name")
     per_gbps = {"gbps": 1.0, "mbps": 1e-3}[unit]
     domains = _domains(latency, throughput, sites, gpus)
     names = [d["name"] for d in domains]

@@ -194,3 +194,84 @@ def test_undecodable_and_directory_inputs_name_the_file(tmp_path):
     assert res.exit_code == 2 and str(bad) in res.stderr and "UTF-8" in res.stderr and "line 1" in res.stderr
     res = run("validate", tmp_path)
     assert res.exit_code == 2 and "directory" in res.stderr
+
+
+# -- names (SPEC 9): refused at load, the same by the API and the command line ------------
+
+HOSTILE_NAMES = ["alpha$(touch PWNED)", "../../escaped", "a/b", "a b", 'x"y', "x'y", "a|b", "a;b", "`id`",
+                 "alpha\n", "a\\b", ".hidden", "-rf", "", "x" * 65, "a\x00b", "a\u2028b", "a\u202eb"]
+GOOD_NAMES = ["北京", "贵州-dc01", "us-east-1", "a.b_c-d", "_x", "9", "x" * 64]
+
+
+def _renamed(where: str, name: str) -> dict:
+    """tiny-3dc with ``name`` as the instance's, the GPU type's or domain alpha's name."""
+    data = tomllib.loads(BASE.read_text())
+    if where == "name":
+        data["name"] = name
+    elif where == "gpu.name":
+        data["gpu"]["name"] = name
+    else:
+        data["domains"][0]["name"] = name
+        for link in data["links"]:
+            for end in ("a", "b"):
+                if link[end] == "alpha":
+                    link[end] = name
+    return data
+
+
+@pytest.mark.parametrize("where", ["name", "gpu.name", "domains[0].name"])
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=repr)
+def test_hostile_names_refused_by_api_and_cli_alike(tmp_path, monkeypatch, where, name):
+    import json
+
+    import planner
+    from planner.problem.errors import InputError
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(_renamed(where, name)))
+    res = run("validate", path)
+    assert res.exit_code == 2, res.output
+    with pytest.raises(InputError) as err:
+        planner.load_instance(path)
+    assert err.value.field == where and err.value.file == str(path)
+    assert res.stderr == f"error: {err.value}\n"  # one line, the same words
+    assert "valid name" in res.stderr and "Traceback" not in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inst.json"]
+
+
+@pytest.mark.parametrize("where", ["name", "gpu.name", "domains[0].name"])
+@pytest.mark.parametrize("name", GOOD_NAMES)
+def test_unicode_and_punctuated_names_pass(tmp_path, where, name):
+    import json
+
+    import planner
+
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(_renamed(where, name), ensure_ascii=False))
+    assert run("validate", path).exit_code == 0
+    inst = planner.load_instance(path)
+    assert name in (inst.name, inst.gpu.name, inst.domains[0].name)
+
+
+def test_every_packaged_instance_has_valid_names():
+    import planner
+    from planner.problem.io import available
+    from planner.problem.names import name_problem
+
+    for ref in available("instances"):
+        inst = planner.load_instance(ref)
+        for n in (inst.name, inst.gpu.name, *inst.domain_names):
+            assert name_problem(n) is None, (ref, n)
+
+
+def test_toml_writer_reads_back_any_name():
+    """The instance writer (import-network, generate) quotes what the loader would refuse too:
+    values read back to the same strings, and a header line stays one comment."""
+    from planner.problem.files import toml_text
+
+    for name in HOSTILE_NAMES + GOOD_NAMES + ["a\x1bb\x7f", 'k"] = 1\n[x]']:
+        data = {"name": name, "domains": [{"name": name, "gpus": 8}], "workload": {name: name}}
+        text = toml_text(data, [f"sites: {name}", name])
+        assert tomllib.loads(text) == data, repr(name)
+        assert [line for line in text.splitlines() if line.startswith("#")] == text.splitlines()[:2]

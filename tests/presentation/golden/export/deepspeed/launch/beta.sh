@@ -4,15 +4,19 @@
 # On each host below run:  MASTER_ADDR=<address of alpha-node0> bash launch/beta.sh HOST [more arguments]
 # Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on alpha-node0.
 set -euo pipefail
+SCRIPT=launch/beta.sh
+DOMAIN=beta
+MASTER_HOST=alpha-node0
+HOSTS='beta-node0 beta-node1'
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-: "${MASTER_ADDR:?set MASTER_ADDR to the address of alpha-node0, where torchrun node rank 0 runs}"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of $MASTER_HOST, where torchrun node rank 0 runs}"
 MASTER_PORT="${MASTER_PORT:-29500}"
 read -r -a TRAIN <<< "${TRAIN:-train.py}"
 ARGS=(
   --deepspeed
   --deepspeed_config "$HERE/ds_config.json"
 )
-HOST="${1:?usage: launch/beta.sh HOST [more arguments]; HOST is one of beta-node0 beta-node1}"
+HOST="${1:?usage: $SCRIPT HOST [more arguments]; HOST is one of $HOSTS}"
 shift
 EXTRA=("$@")
 run() {  # CUDA devices, torchrun node rank, processes
@@ -22,6 +26,6 @@ run() {  # CUDA devices, torchrun node rank, processes
 case "$HOST" in
   beta-node0) run 0,1,2,3 4 4 ;;  # ranks 16-19
   beta-node1) run 0,1,2,3 5 4 ;;  # ranks 20-23
-  *) echo "launch/beta.sh: $HOST is not a host of domain beta (beta-node0 beta-node1)" >&2; exit 2 ;;
+  *) echo "$SCRIPT: $HOST is not a host of domain $DOMAIN ($HOSTS)" >&2; exit 2 ;;
 esac
 wait

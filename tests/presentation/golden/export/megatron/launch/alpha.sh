@@ -4,8 +4,12 @@
 # On each host below run:  MASTER_ADDR=<address of alpha-node0> bash launch/alpha.sh HOST [more arguments]
 # Every host of every domain uses the same MASTER_ADDR and MASTER_PORT: torchrun node rank 0 runs on alpha-node0.
 set -euo pipefail
+SCRIPT=launch/alpha.sh
+DOMAIN=alpha
+MASTER_HOST=alpha-node0
+HOSTS='alpha-node0 alpha-node1 alpha-node2 alpha-node3'
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-: "${MASTER_ADDR:?set MASTER_ADDR to the address of alpha-node0, where torchrun node rank 0 runs}"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of $MASTER_HOST, where torchrun node rank 0 runs}"
 MASTER_PORT="${MASTER_PORT:-29500}"
 read -r -a TRAIN <<< "${TRAIN:-pretrain_gpt.py}"
 ARGS=(
@@ -26,7 +30,7 @@ ARGS=(
   --bf16
   --grad-reduce-in-bf16
 )
-HOST="${1:?usage: launch/alpha.sh HOST [more arguments]; HOST is one of alpha-node0 alpha-node1 alpha-node2 alpha-node3}"
+HOST="${1:?usage: $SCRIPT HOST [more arguments]; HOST is one of $HOSTS}"
 shift
 EXTRA=("$@")
 run() {  # CUDA devices, torchrun node rank, processes
@@ -38,6 +42,6 @@ case "$HOST" in
   alpha-node1) run 0,1,2,3 1 4 ;;  # ranks 4-7
   alpha-node2) run 0,1,2,3 2 4 ;;  # ranks 8-11
   alpha-node3) run 0,1,2,3 3 4 ;;  # ranks 12-15
-  *) echo "launch/alpha.sh: $HOST is not a host of domain alpha (alpha-node0 alpha-node1 alpha-node2 alpha-node3)" >&2; exit 2 ;;
+  *) echo "$SCRIPT: $HOST is not a host of domain $DOMAIN ($HOSTS)" >&2; exit 2 ;;
 esac
 wait
