@@ -89,6 +89,18 @@ def _writable(ctx, param, value):
     return value
 
 
+def _picture(ctx, param, value):
+    """Callback: a writable picture path whose extension matplotlib can write (before any work)."""
+    value = _writable(ctx, param, value)
+    if value is not None:
+        from .presentation.plot import picture_problem
+
+        problem = picture_problem(value)
+        if problem:
+            raise click.BadParameter(problem, ctx, param)
+    return value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="planner")
 def main():
@@ -112,8 +124,8 @@ def main():
 @click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp, cpsat; repeatable)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable, help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the network and the plan's flows")
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=click.IntRange(0, limits.MAX_ROBUST), default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
@@ -249,8 +261,8 @@ def _progress(quiet: bool) -> None:
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the network and the plan's flows")
 @_guard
 def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
@@ -455,7 +467,7 @@ def rl_group():
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="policy file (zip)")
-@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_writable, help="learning curve PNG "
+@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_picture, help="learning curve PNG "
               "(default: OUT with .png; its CSV beside it with .csv)")
 @click.option("--init", "init_path", type=click.Path(dir_okay=False, exists=True),
               help="continue training this policy")
