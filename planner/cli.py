@@ -19,11 +19,20 @@ from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
 from .presentation.export import FORMATS, NAMES, export
-from .presentation.report import plan_summary
+from .presentation.report import plan_summary, whole
 from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
-out = Console(highlight=False, soft_wrap=True)
+
+
+class _Out(Console):
+    """stdout: every table printed with its numbers and words whole, at any width (issue 28)."""
+
+    def print(self, *objects, **kwargs):
+        super().print(*(whole(o, self) for o in objects), **kwargs)
+
+
+out = _Out(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

@@ -45,3 +45,66 @@ def test_supported_picture_formats_are_drawn(tmp_path):
     r = CliRunner().invoke(main, ["plan", "tiny-3dc", "--solver", "greedy", "-q", "--gantt", str(g), "--map", str(m)])
     assert r.exit_code == 0, r.output
     assert g.read_text().lstrip().startswith("<?xml") and m.read_bytes().startswith(b"%PDF")
+
+
+# -- item 14: no number is ever cut, whatever the width or a pipe ------------------------
+
+def _cli(*args, columns=None):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run([sys.executable, "-m", "planner.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def trace_1h(tmp_path_factory):
+    from planner import load_instance
+    from planner.problem import traces
+
+    path = tmp_path_factory.mktemp("trace") / "t.csv"
+    traces.save(traces.generate(load_instance("tiny-3dc"), hours=1), path)
+    return path
+
+
+@pytest.mark.parametrize("columns", [None, 50])
+def test_simulate_piped_prints_every_number_whole(trace_1h, columns):
+    import json
+
+    args = ["simulate", "tiny-3dc", "--trace", str(trace_1h), "--iterations", "50", "--policy", "static",
+            "--policy", "oracle", "-q"]
+    table = _cli(*args, columns=columns)
+    assert table.returncode == 0, table.stderr
+    assert "…" not in table.stdout
+    rows = json.loads(_cli(*args, "--json").stdout)
+    words = set(table.stdout.replace("│", " ").split())
+    for r in rows:  # the table's formats, every one found whole (70663.1 was shown as 70663…)
+        for shown in (f"{r['total_s'] / 3600:.3f}", f"{r['iterations_per_hour']:.1f}", f"{r['reconfig_s']:.1f}",
+                      f"{r['stalled_s']:.1f}", str(r["switches"]), r["policy"]):
+            assert shown in words, (shown, table.stdout)
+
+
+def test_whole_tables_at_any_width():
+    import re
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from planner.presentation.report import whole
+
+    numbers = ["70409.123", "123456789", "0.000125", "1,234,567"]
+    for width in (20, 40, 80):
+        t = Table(title="t")
+        for h in ("a long header", "another long header", "x", "the last column header"):
+            t.add_column(h, justify="right")
+        t.add_row(*numbers)
+        t.add_row("some long text in a cell", "1", "2", "3")
+        console = Console(width=width, record=True, file=open(os.devnull, "w"), soft_wrap=True)
+        console.print(whole(t, console))
+        text = console.export_text()
+        assert "…" not in text
+        found = set(re.findall(r"[\d.,]+", text))
+        assert set(numbers) <= found, (width, text)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -118,3 +119,41 @@ def plan_summary(instance, plan, ev) -> Group:
     for name, used, avail in gpu_table(instance, ev):
         use.add_row(name, str(used), str(avail))
     return Group(head, stages, use)
+
+
+def _longest_word(cell) -> int:
+    try:
+        text = Text.from_markup(cell) if isinstance(cell, str) else cell
+    except Exception:  # not markup: printed as it is
+        text = Text(cell)
+    if not isinstance(text, Text):
+        return 0
+    return max((cell_len(w) for w in text.plain.split()), default=0)
+
+
+def whole(renderable, console: Console):
+    """``renderable`` with every table in it (a Table, or Tables in a Group)
+    set so that no word, and so no number, is ever cut: each column is at
+    least as wide as its longest word, and a longer text folds onto further
+    lines.  Headers are kept whole too unless that alone would make the
+    table wider than ``console``; then they wrap.  A table whose words do not
+    fit is printed wider than the console (a terminal wraps its lines, a
+    pipe gets them whole) rather than with "…".  Returns ``renderable``."""
+    if isinstance(renderable, Group):
+        for r in renderable.renderables:
+            whole(r, console)
+        return renderable
+    if not isinstance(renderable, Table):
+        return renderable
+    cols = renderable.columns
+    own = [col.min_width or 0 for col in cols]
+    cells = [max([o] + [_longest_word(c) for c in col._cells]) for o, col in zip(own, cols)]
+    heads = [max(w, _longest_word(col.header)) for w, col in zip(cells, cols)]
+    for col in cols:
+        col.overflow = "fold"
+    for widths in (heads, cells):
+        for col, w in zip(cols, widths):
+            col.min_width = w
+        if console.measure(renderable, options=console.options.update_width(10**6)).minimum <= console.width:
+            break
+    return renderable
