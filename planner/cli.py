@@ -780,9 +780,12 @@ def list_cmd():
 # -- measured networks in, a shareable report out (issue 16) ---------------------------
 @main.command("import-network")
 @click.option("--latency", "latency_path", type=click.Path(dir_okay=False), required=True,
-              help="ping RTT matrix CSV, ms (square with site names, or src,dst,value rows)")
+              help="ping RTT matrix CSV, ms (square with site names, or src,dst,value rows; see --latency-unit)")
 @click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False), required=True,
               help="throughput matrix CSV, e.g. iperf3 (Gbit/s; see --throughput-unit)")
+@click.option("--latency-unit", type=click.Choice(["ms", "s", "us"]), default=None,
+              help="the latency matrix's unit (default: its header's, else ms; all values below 1 are refused "
+                   "unless a unit is said)")
 @click.option("--sites", "sites_path", type=click.Path(dir_okay=False), default=None,
               help="sites TOML: GPUs per site and the other instance fields ([gpu], [workload], [options])")
 @click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), default=None,
@@ -790,7 +793,9 @@ def list_cmd():
 @click.option("--links", type=click.Choice(["measured", "mesh"]), default="measured", show_default=True,
               help="measured: a link per measured pair; mesh: every pair, unmeasured ones filled from "
                    "the least-latency route")
-@click.option("--throughput-unit", type=click.Choice(["gbps", "mbps"]), default="gbps", show_default=True)
+@click.option("--throughput-unit", type=click.Choice(["gbps", "mbps"]), default=None,
+              help="the throughput matrix's unit (default: its header's, else gbps; all values above 1000 are "
+                   "refused unless a unit is said)")
 @click.option("--bandwidth-scale", type=_Finite(min=0, min_open=True), default=1.0, show_default=True,
               help="multiply the measured throughput (e.g. by the number of parallel gateway pairs)")
 @click.option("--name", default=None, help="instance name (default: the sites table's, else 'measured')")
@@ -798,8 +803,8 @@ def list_cmd():
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="the instance TOML to write")
 @_guard
-def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, throughput_unit, bandwidth_scale,
-                       name, model, out_path):
+def import_network_cmd(latency_path, throughput_path, latency_unit, sites_path, gpus, links, throughput_unit,
+                       bandwidth_scale, name, model, out_path):
     """Build an instance TOML from measured latency and throughput matrices.
 
     One-way latency = RTT / 2 (the mean of both directions when both were
@@ -813,7 +818,7 @@ def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, t
     tput = pio.read_matrix(throughput_path)
     sites = pio.read_sites(sites_path)
     built = build(lat, tput, sites, links=links, bandwidth_scale=bandwidth_scale, unit=throughput_unit,
-                  gpus=gpus, name=name, model=model)
+                  gpus=gpus, name=name, model=model, latency_unit=latency_unit)
     inst = pio.write_instance(built.instance, built.header, out_path,
                               blame=lambda f: blame(f, sites, model is not None))
     out.print(f"{out_path}: {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} GPUs, "
