@@ -19,7 +19,7 @@ from .scoring.bounds import lower_bound
 from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, InputError, PlannerError
 from .scoring.evaluator import Evaluator, check_plan
 from .presentation.export import FORMATS, NAMES, export
-from .presentation.report import plan_summary, whole
+from .presentation.report import plan_summary, speed_change, whole
 from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
@@ -322,11 +322,13 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     s = new.solver.model_extra
     if s["schedule_status"] == "too large" and not s.get("inflight"):
         raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
-                         f"is too large to build within the time limit; try --memory stage (fewer "
-                         f"micro-batches in flight) or a plan with fewer micro-batches", "schedule", plan_file)
+                         f"is too large to build within the time limit; try a longer --time-limit, --memory "
+                         f"stage (fewer micro-batches in flight) or a plan with fewer micro-batches", "schedule",
+                         plan_file)
     pio.save_plan(new, out_path)
     if s["schedule_status"] == "too large":
-        out.print("schedule: the CP-SAT schedule model is too large to build within the time limit")
+        out.print("schedule: the CP-SAT schedule model is too large to build within the time limit "
+                  "(a longer --time-limit, or --memory stage, goes further)")
     if s.get("schedule_makespan_s") is not None:
         out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
                   f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})")
@@ -334,7 +336,7 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
         out.print(f"schedule: 1f1b with in-flight limits {s['inflight']} per stage")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "
               f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
-              f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")
+              f"{speed_change(before.iteration_time_s, new.predicted.iteration_time_s)}")
     out.print(f"plan written to {out_path}")
     if s["schedule_status"] == "interrupted":
         click.echo("interrupted: the best schedule found so far", err=True)

@@ -108,3 +108,48 @@ def test_whole_tables_at_any_width():
         assert "…" not in text
         found = set(re.findall(r"[\d.,]+", text))
         assert set(numbers) <= found, (width, text)
+
+
+# -- item 16: small frictions -----------------------------------------------------------
+
+def test_memory_column_of_a_toy_instance_is_readable():
+    """tiny-3dc's GPUs have 0.08 GB: the column read '0.0/0 GB'."""
+    import re
+
+    r = CliRunner().invoke(main, ["plan", "tiny-3dc", "--solver", "greedy", "-q"])
+    assert r.exit_code == 0, r.output
+    assert "0.0/0 GB" not in r.output
+    mem = re.findall(r"([\d.]+)/([\d.]+) (GB|MB|kB)", r.output)
+    assert mem and all(float(used) > 0 and float(limit) > 0 for used, limit, _ in mem), r.output
+    from planner.presentation.report import _fmt_mem
+
+    assert _fmt_mem(61.23, 72.0) == "61.2/72 GB" and _fmt_mem(0.04, 72.0) == "0.04/72 GB"
+    assert _fmt_mem(0.00852, 0.072) == "8.52/72 MB"
+
+
+def _schedule(tmp_path, inst, *extra):
+    import logging
+
+    from planner import load_instance, plan
+
+    path = tmp_path / "p.json"
+    path.write_text(plan(load_instance(inst)).to_json())
+    logger = logging.getLogger("planner")
+    saved = logger.handlers[:], logger.level
+    logger.handlers.clear()  # the command attaches its own, to this run's stderr
+    try:
+        return CliRunner().invoke(main, ["schedule", inst, str(path), "--out", str(tmp_path / "q.json"), *extra])
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+
+
+def test_schedule_says_faster_or_slower_in_words(tmp_path):
+    import re
+
+    r = _schedule(tmp_path, "tiny-3dc", "--time-limit", "2", "-q")
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("simulated iteration:"))
+    assert re.search(r"\d+\.\d% (faster|slower)$|as fast$", line), line
+    assert not re.search(r"[+-]\d+\.\d+%", line), line
+

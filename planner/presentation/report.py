@@ -18,6 +18,29 @@ def _fmt_s(v: float) -> str:
     return f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.4g} s"
 
 
+def speed_change(before_s: float, after_s: float) -> str:
+    """How much faster an iteration of ``after_s`` seconds is than one of
+    ``before_s``, in words: '26.8% faster', '3.1% slower', 'as fast' (not a
+    signed '+26.8%' that reads as more time)."""
+    change = 1 - after_s / before_s
+    if f"{abs(change):.1%}" == "0.0%":
+        return "as fast"
+    return f"{abs(change):.1%} {'faster' if change > 0 else 'slower'}"
+
+
+def _fmt_mem(used_gb: float, limit_gb: float) -> str:
+    """'61.2/72 GB'; a small memory in MB or kB, with enough digits that a toy
+    instance does not read '0.0/0 GB' ('8.52/72 MB')."""
+    scale, unit = next((f, u) for f, u in ((1, "GB"), (1e3, "MB"), (1e6, "kB"), (1e9, "B"))
+                       if limit_gb * f >= 1 or u == "B")
+    used, limit = used_gb * scale, limit_gb * scale
+
+    def num(x, big):
+        return "0" if x == 0 else f"{x:{big}}" if x >= 10 else f"{x:.3g}"
+
+    return f"{num(used, '.1f')}/{num(limit, '.0f')} {unit}"
+
+
 def _unit_range(first: str, last: str) -> str:
     """'block0..block9' as 'block 0-9'; mixed ranges as 'embed .. block3' (spaces: a
     narrow column wraps between the names, not inside one)."""
@@ -85,7 +108,7 @@ def stage_table(instance, plan, ev) -> list[tuple[str, ...]]:
         doms = Counter(row[j] for row in plan.placement)
         shown = ", ".join(f"{d} x{n}" if n > 1 else d for d, n in doms.items())
         rows.append((str(j), f"{st.start}-{st.end - 1}", names, _fmt_s(ev.compute_s[j]),
-                     f"{ev.memory_gb_per_gpu[j]:.1f}/{ev.memory_limit_gb:.0f} GB",
+                     _fmt_mem(ev.memory_gb_per_gpu[j], ev.memory_limit_gb),
                      _fmt_s(ev.allreduce_s[j]), shown))
     return rows
 
