@@ -445,6 +445,7 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
             interrupted = stop.requested() == "interrupted"
             if interrupted:
                 break
+    _short_trace(tr, results, trace_path)
     if as_json:
         click.echo(strict_json([r.summary() for r in results]))
     if interrupted:
@@ -454,8 +455,8 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
             sys.exit(EXIT_INTERRUPTED)
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
-    for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
-                "s per decision", "ms per choice"):
+    for col in ("policy", "total h", "iter/h", "reconfig s", "stalled s", "switches", "solver s",
+                "s per decision", "ms per choice"):  # short words: 80 columns keep them whole
         t.add_column(col, justify="left" if col == "policy" else "right")
     for r in results:
         t.add_row(r.policy + ("" if r.completed else " (incomplete)"), f"{r.total_s / 3600:.3f}",
@@ -465,6 +466,26 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
     out.print(t)
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _short_trace(tr, results, trace_path) -> None:
+    """One warning on stderr when the job outlasts the trace (its last state then holds)."""
+    if not results:
+        return
+    step = float(tr.times[-1] - tr.times[-2]) if tr.epochs > 1 else traces_epoch_s()
+    end = float(tr.times[-1]) + step
+    longest = max(results, key=lambda r: r.total_s)
+    if longest.total_s > end:
+        click.echo(f"warning: {trace_path} covers {end / 3600:.3g} h, {(longest.total_s - end) / 3600:.3g} h "
+                   f"shorter than the job ({longest.total_s / 3600:.3g} h under {longest.policy}): its last "
+                   f"state holds for the rest; generate a longer trace (planner trace generate --hours) or "
+                   f"fewer --iterations", err=True)
+
+
+def traces_epoch_s() -> float:
+    from .problem.traces import EPOCH_S
+
+    return EPOCH_S
 
 
 @main.group("rl")

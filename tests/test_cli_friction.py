@@ -153,3 +153,33 @@ def test_schedule_says_faster_or_slower_in_words(tmp_path):
     assert re.search(r"\d+\.\d% (faster|slower)$|as fast$", line), line
     assert not re.search(r"[+-]\d+\.\d+%", line), line
 
+
+
+def test_simulate_warns_once_when_the_trace_is_shorter_than_the_job(trace_1h):
+    long = _cli("simulate", "tiny-3dc", "--trace", str(trace_1h), "--iterations", "100000", "--policy", "static",
+                "--policy", "oracle", "-q")
+    assert long.returncode == 0, long.stderr
+    warnings = [x for x in long.stderr.splitlines() if x.startswith("warning:")]
+    assert len(warnings) == 1 and "shorter than the job" in warnings[0], long.stderr
+    assert "covers 1 h" in warnings[0] and "0.4" in warnings[0]  # ~1.42 h of job on a 1 h trace
+    short = _cli("simulate", "tiny-3dc", "--trace", str(trace_1h), "--iterations", "100", "--policy", "static", "-q")
+    assert short.returncode == 0 and "warning" not in short.stderr, short.stderr
+
+
+def test_oracle_shows_progress_while_it_times_the_epochs(trace_1h, monkeypatch, caplog):
+    """The oracle ran 75 s on a large instance without a line: it now logs progress
+    (stderr in the CLI) as the other long work does."""
+    import logging
+
+    from planner import load_instance
+    from planner.dynamics import rollout as ro
+    from planner.problem import traces
+
+    inst = load_instance("tiny-3dc")
+    tr = traces.load(trace_1h, inst)
+    monkeypatch.setattr(ro, "PROGRESS_EVERY_S", -1.0)  # every step: the test need not take minutes
+    with caplog.at_level(logging.INFO, logger="planner"):
+        r = ro.rollout(inst, tr, "oracle", 50)
+    assert r.completed
+    lines = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("oracle:")]
+    assert any(f"epoch {tr.epochs} of {tr.epochs}" in x for x in lines), lines

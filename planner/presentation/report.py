@@ -144,22 +144,26 @@ def plan_summary(instance, plan, ev) -> Group:
     return Group(head, stages, use)
 
 
+def _text(cell) -> Text | None:
+    if isinstance(cell, str):
+        try:
+            return Text.from_markup(cell)
+        except Exception:  # not markup: printed as it is
+            return Text(cell)
+    return cell if isinstance(cell, Text) else None
+
+
 def _longest_word(cell) -> int:
-    try:
-        text = Text.from_markup(cell) if isinstance(cell, str) else cell
-    except Exception:  # not markup: printed as it is
-        text = Text(cell)
-    if not isinstance(text, Text):
-        return 0
-    return max((cell_len(w) for w in text.plain.split()), default=0)
+    text = _text(cell)
+    return max((cell_len(w) for w in text.plain.split()), default=0) if text is not None else 0
 
 
 def whole(renderable, console: Console):
     """``renderable`` with every table in it (a Table, or Tables in a Group)
     set so that no word, and so no number, is ever cut: each column is at
-    least as wide as its longest word, and a longer text folds onto further
-    lines.  Headers are kept whole too unless that alone would make the
-    table wider than ``console``; then they wrap.  A table whose words do not
+    least as wide as its longest word, and a longer text wraps between words
+    (folds if it must).  Headers are kept whole too, as many as fit in
+    ``console``'s width (the others fold).  A table whose words alone do not
     fit is printed wider than the console (a terminal wraps its lines, a
     pipe gets them whole) rather than with "…".  Returns ``renderable``."""
     if isinstance(renderable, Group):
@@ -172,11 +176,29 @@ def whole(renderable, console: Console):
     own = [col.min_width or 0 for col in cols]
     cells = [max([o] + [_longest_word(c) for c in col._cells]) for o, col in zip(own, cols)]
     heads = [max(w, _longest_word(col.header)) for w, col in zip(cells, cols)]
-    for col in cols:
+    def frame():  # the borders and padding (rich's own minimum would count the headers' words)
+        return renderable._extra_width + sum(renderable._get_padding_width(i) for i in range(len(cols)))
+
+    if sum(heads) + frame() > console.width:  # one space between columns, not two
+        renderable.collapse_padding, renderable.pad_edge = True, False
+    frame = frame()
+    spare = console.width - frame - sum(cells)
+    for col, h, c in zip(cols, heads, cells):
         col.overflow = "fold"
-    for widths in (heads, cells):
-        for col, w in zip(cols, widths):
-            col.min_width = w
-        if console.measure(renderable, options=console.options.update_width(10**6)).minimum <= console.width:
-            break
+        col.min_width = h if spare >= 0 else c
+    if sum(heads) + frame <= console.width or spare < 0:
+        return renderable  # every word fits (rich lays it out); or only wider than the console
+    # the cells' words fit, not every header's: laid out here (rich's collapse would cut
+    # words), as many headers whole as fit, the rest of the width to those that are not
+    widths = list(cells)
+    for i in sorted(range(len(cols)), key=lambda i: heads[i] - cells[i]):
+        if heads[i] - widths[i] <= spare:
+            spare -= heads[i] - widths[i]
+            widths[i] = heads[i]
+    while spare > 0:
+        i = min((i for i in range(len(cols)) if heads[i] > widths[i]), key=lambda i: heads[i] - widths[i])
+        widths[i] += 1
+        spare -= 1
+    for col, w in zip(cols, widths):
+        col.width, col.min_width = w, None
     return renderable
