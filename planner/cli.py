@@ -72,8 +72,8 @@ class _Finite(click.FloatRange):
 
 
 SECONDS = _Finite(min=0, min_open=True)  # a time limit: > 0 and finite
-SEED = click.IntRange(0, 2**31 - 1)  # what NumPy and OR-Tools both take
-WORKERS = click.IntRange(1, 1024)
+SEED = click.IntRange(0, limits.MAX_SEED)  # what NumPy and OR-Tools both take (as planner.plan checks)
+WORKERS = click.IntRange(1, limits.MAX_WORKERS)
 
 
 def _writable(ctx, param, value):
@@ -187,7 +187,9 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
             raise click.BadParameter(f"--deterministic applies to --solver cpsat, auto or hier, not {solver}",
                                      param_hint="--deterministic")
         options["deterministic"] = True
-    options = check_options(inst, solver, options, cli=True)  # pins in range and consistent (exit 2)
+    options = check_options(inst, solver, {**options, "time_limit": time_limit, "seed": seed},
+                            cli=True)  # the API's one check: pins in range and consistent, the run's (exit 2)
+    del options["time_limit"], options["seed"]
     if policy_path:
         if solver != "rl":
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")

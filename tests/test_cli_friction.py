@@ -183,3 +183,31 @@ def test_oracle_shows_progress_while_it_times_the_epochs(trace_1h, monkeypatch, 
     assert r.completed
     lines = [rec.getMessage() for rec in caplog.records if rec.getMessage().startswith("oracle:")]
     assert any(f"epoch {tr.epochs} of {tr.epochs}" in x for x in lines), lines
+
+
+@pytest.mark.parametrize("kwargs, cli", [
+    ({"time_limit": -5}, ["--time-limit", "-5"]),
+    ({"time_limit": float("nan")}, ["--time-limit", "nan"]),
+    ({"time_limit": float("inf")}, ["--time-limit", "inf"]),
+    ({"seed": -1}, ["--seed", "-1"]),
+    ({"seed": 2**40}, ["--seed", str(2**40)]),
+    ({"seed": 1.5}, ["--seed", "1.5"]),
+    ({"seed": True}, None),
+    ({"solver": "milp", "threads": 0}, ["--solver", "milp", "--threads", "0"]),
+    ({"solver": "milp", "robust": 100_000}, ["--solver", "milp", "--robust", "100000"]),
+    ({"robust": 2, "robust_stat": "median"}, ["--robust", "2", "--robust-stat", "median"]),
+])
+def test_the_api_refuses_what_the_command_line_refuses(kwargs, cli):
+    """planner.plan(time_limit=-5) returned a 'time_limit' plan (milp) or claimed the instance
+    infeasible (greedy, nan); seeds -1, 2**40, 1.5 and True were taken: the API now makes
+    the command line's checks (one check, registry.check_options), naming the argument."""
+    from planner import InputError, load_instance, plan
+
+    inst = load_instance("tiny-3dc")
+    with pytest.raises(InputError) as e:
+        plan(inst, **kwargs)
+    field = [k for k in kwargs if k != "solver" and not (k == "robust" and "robust_stat" in kwargs)][0]
+    assert e.value.field == field, e.value
+    if cli is not None:
+        r = CliRunner().invoke(main, ["plan", "tiny-3dc", "-q", *cli])
+        assert r.exit_code == 2 and "--" + field.replace("_", "-") in r.output, r.output
