@@ -135,6 +135,7 @@ def main():
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
 @click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the schedule (PNG/SVG/PDF)")
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the network and the plan's flows")
+@click.option("--full", is_flag=True, help="the summary's every stage and domain (a large plan's is summarised)")
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=click.IntRange(0, limits.MAX_ROBUST), default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
@@ -151,7 +152,7 @@ def main():
               help="cpsat, auto, hier: deterministic budgets (CP-SAT deterministic time), the same plan at any load")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
-             schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
+             schedule, forbid, require, out_path, as_json, gantt_path, map_path, full, refine_schedule, robust,
              robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
@@ -212,7 +213,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     if as_json:
         click.echo(strict_json({**p.to_dict(), "evaluation": ev.to_dict()}))
     else:
-        out.print(plan_summary(inst, p, ev))
+        out.print(plan_summary(inst, p, ev, full=full))
         if solver == "auto":
             extra = p.solver.model_extra
             out.print(f"auto: plan from {extra.get('incumbent')} ({p.solver.status}); "
@@ -274,8 +275,9 @@ def _progress(quiet: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
 @click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the schedule (PNG/SVG/PDF)")
 @click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the network and the plan's flows")
+@click.option("--full", is_flag=True, help="the summary's every stage and domain (a large plan's is summarised)")
 @_guard
-def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
+def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
     inst = pio.load_instance(instance)
     _outputs([pio.resolve_instance_path(instance), plan_file], gantt=gantt_path, map=map_path)
@@ -286,7 +288,7 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     if as_json:
         click.echo(strict_json(ev.to_dict()))
     else:
-        out.print(plan_summary(inst, p, ev))
+        out.print(plan_summary(inst, p, ev, full=full))
     if not ev.feasible:
         sys.exit(EXIT_INFEASIBLE)
 

@@ -211,3 +211,31 @@ def test_the_api_refuses_what_the_command_line_refuses(kwargs, cli):
     if cli is not None:
         r = CliRunner().invoke(main, ["plan", "tiny-3dc", "-q", *cli])
         assert r.exit_code == 2 and "--" + field.replace("_", "-") in r.output, r.output
+
+
+def test_a_plan_over_hundreds_of_domains_is_summarised_unless_full(tmp_path):
+    """hier on edwc-300dc printed a 614-line summary: now the stages name their main
+    domains and count the others, "GPUs per domain" shows the busiest and one row for
+    the rest, and --full prints every row."""
+    from planner import load_instance
+    from planner.problem.plan import Plan
+
+    inst = load_instance("edwc-300dc")
+    n, S, R = inst.num_units, 5, 128
+    names = inst.domain_names
+    p = Plan.build([(n * j // S, n * (j + 1) // S) for j in range(S)],
+                   [[names[(r * S + j) % len(names)] for j in range(S)] for r in range(R)],
+                   tp=8, micro_batch_size=1, instance=inst)  # 640 (replica, stage) slots over all 300 domains
+    path = tmp_path / "wide.json"
+    path.write_text(p.to_json())
+    short = CliRunner().invoke(main, ["evaluate", "edwc-300dc", str(path)])
+    assert short.exit_code == 0, short.output
+    assert len(short.output.splitlines()) < 120
+    assert "summarised" in short.output and "--full" in short.output
+    assert "more domains" in short.output and "289 more domains" in short.output
+    full = CliRunner().invoke(main, ["evaluate", "edwc-300dc", str(path), "--full"])
+    assert full.exit_code == 0 and "summarised" not in full.output
+    words = set(full.output.replace(",", " ").split())
+    assert set(names) <= words  # every domain named
+    small = CliRunner().invoke(main, ["plan", "tiny-3dc", "--solver", "greedy", "-q"])
+    assert "summarised" not in small.output  # a small plan is shown whole

@@ -97,16 +97,32 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
 
 
 STAGE_COLUMNS = ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains")
+# The terminal summary of a large plan (hier on hundreds of domains printed 600+ lines)
+# shows this much unless asked for everything (plan_summary(full=True), planner plan --full).
+DOMAINS_SHOWN = 4  # domains named per stage (those with the most replicas)
+GPU_ROWS = 12  # rows of "GPUs per domain" (the domains with the most GPUs used)
+STAGE_ROWS = 32  # rows of "stages"
 
 
-def stage_table(instance, plan, ev) -> list[tuple[str, ...]]:
-    """One row per stage, the columns of :data:`STAGE_COLUMNS` as text."""
+def _domains_cell(doms: Counter, shown: int | None) -> str:
+    items = list(doms.items())
+    if shown is None or len(items) <= shown:
+        return ", ".join(f"{d} x{n}" if n > 1 else d for d, n in items)
+    top = sorted(items, key=lambda kv: -kv[1])[:shown]  # stable: ties in the placement's order
+    rest = len(items) - shown
+    return (", ".join(f"{d} x{n}" if n > 1 else d for d, n in top)
+            + f", and {rest} more domains ({sum(doms.values()) - sum(n for _, n in top)} replicas)")
+
+
+def stage_table(instance, plan, ev, domains_shown: int | None = None) -> list[tuple[str, ...]]:
+    """One row per stage, the columns of :data:`STAGE_COLUMNS` as text;
+    ``domains_shown``: name at most this many domains a stage (the others
+    counted), None: all."""
     units = instance.units
     rows = []
     for j, st in enumerate(plan.stages):
         names = _unit_range(units[st.start].name, units[st.end - 1].name)
-        doms = Counter(row[j] for row in plan.placement)
-        shown = ", ".join(f"{d} x{n}" if n > 1 else d for d, n in doms.items())
+        shown = _domains_cell(Counter(row[j] for row in plan.placement), domains_shown)
         rows.append((str(j), f"{st.start}-{st.end - 1}", names, _fmt_s(ev.compute_s[j]),
                      _fmt_mem(ev.memory_gb_per_gpu[j], ev.memory_limit_gb),
                      _fmt_s(ev.allreduce_s[j]), shown))
@@ -118,9 +134,12 @@ def gpu_table(instance, ev) -> list[tuple[str, int, int]]:
     return [(d.name, ev.gpus_used[d.name], d.gpus) for d in instance.domains if d.name in ev.gpus_used]
 
 
-def plan_summary(instance, plan, ev) -> Group:
+def plan_summary(instance, plan, ev, full: bool = False) -> Group:
     """Stages with their layers and domains, replicas, tp, micro-batch,
-    iteration time, throughput, cost, distance to the bound."""
+    iteration time, throughput, cost, distance to the bound.  A large plan
+    is summarised unless ``full``: at most :data:`DOMAINS_SHOWN` domains named
+    per stage, :data:`STAGE_ROWS` stages and :data:`GPU_ROWS` domains in
+    "GPUs per domain" (the rest counted in one row), and a line saying so."""
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
@@ -133,15 +152,30 @@ def plan_summary(instance, plan, ev) -> Group:
     for col in STAGE_COLUMNS:
         stages.add_column(col, justify="right" if col in ("stage", "compute/mb", "mem/GPU", "grad sync") else "left",
                           overflow="fold", min_width=longest if col == "domains" else None)
-    for row in stage_table(instance, plan, ev):
+    rows = stage_table(instance, plan, ev, domains_shown=None if full else DOMAINS_SHOWN)
+    cut = [] if full or len(rows) <= STAGE_ROWS else rows[STAGE_ROWS - 1:]
+    for row in rows[:len(rows) - len(cut)]:
         stages.add_row(*row)
+    if cut:
+        stages.add_row("", f"{cut[0][1].split('-')[0]}-{cut[-1][1].split('-')[-1]}", f"{len(cut)} more stages",
+                       "", "", "", "")
     use = Table(title="GPUs per domain", title_justify="left")
     use.add_column("domain", overflow="fold")
     use.add_column("used", justify="right")
     use.add_column("available", justify="right")
-    for name, used, avail in gpu_table(instance, ev):
+    gpus = gpu_table(instance, ev)
+    shown = gpus if full or len(gpus) <= GPU_ROWS else sorted(gpus, key=lambda g: -g[1])[:GPU_ROWS - 1]
+    for name, used, avail in shown:
         use.add_row(name, str(used), str(avail))
-    return Group(head, stages, use)
+    if len(shown) < len(gpus):
+        left = [g for g in gpus if g not in shown]
+        use.add_row(f"{len(left)} more domains", str(sum(g[1] for g in left)), str(sum(g[2] for g in left)))
+    parts = [head, stages, use]
+    summarised = bool(cut) or len(shown) < len(gpus) or any(", and " in r[-1] for r in rows)
+    if summarised:
+        parts.append(Text(f"summarised: {len(plan.stages)} stages over {len(gpus)} domains; --full (API: "
+                          f"plan_summary(..., full=True)) shows every row"))
+    return Group(*parts)
 
 
 def _text(cell) -> Text | None:
