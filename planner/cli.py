@@ -24,7 +24,6 @@ from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
 
-
 class _Out(Console):
     """stdout: every table printed with its numbers and words whole, at any width (issue 28)."""
 
@@ -474,9 +473,11 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
 
 def _short_trace(tr, results, trace_path) -> None:
     """One warning on stderr when the job outlasts the trace (its last state then holds)."""
+    from .problem.traces import EPOCH_S
+
     if not results:
         return
-    step = float(tr.times[-1] - tr.times[-2]) if tr.epochs > 1 else traces_epoch_s()
+    step = float(tr.times[-1] - tr.times[-2]) if tr.epochs > 1 else EPOCH_S
     end = float(tr.times[-1]) + step
     longest = max(results, key=lambda r: r.total_s)
     if longest.total_s > end:
@@ -484,12 +485,6 @@ def _short_trace(tr, results, trace_path) -> None:
                    f"shorter than the job ({longest.total_s / 3600:.3g} h under {longest.policy}): its last "
                    f"state holds for the rest; generate a longer trace (planner trace generate --hours) or "
                    f"fewer --iterations", err=True)
-
-
-def traces_epoch_s() -> float:
-    from .problem.traces import EPOCH_S
-
-    return EPOCH_S
 
 
 @main.group("rl")
