@@ -21,11 +21,19 @@ from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, 
 from .scoring.evaluator import Evaluator, check_plan
 from .presentation.export import FORMATS, MARKER, NAMES, SCHEDULES, export, target_instance
 from .presentation.frameworks import DEFAULT_VERSION
-from .presentation.report import claims_json, plan_summary
+from .presentation.report import claims_json, plan_summary, speed_change, whole
 from .problem.schemas import KINDS, schema_text
 from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
 
-out = Console(highlight=False, soft_wrap=True)
+
+class _Out(Console):
+    """stdout: every table printed with its numbers and words whole, at any width (issue 28)."""
+
+    def print(self, *objects, **kwargs):
+        super().print(*(whole(o, self) for o in objects), **kwargs)
+
+
+out = _Out(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -65,8 +73,8 @@ class _Finite(click.FloatRange):
 
 
 SECONDS = _Finite(min=0, min_open=True)  # a time limit: > 0 and finite
-SEED = click.IntRange(0, 2**31 - 1)  # what NumPy and OR-Tools both take
-WORKERS = click.IntRange(1, 1024)
+SEED = click.IntRange(0, limits.MAX_SEED)  # what NumPy and OR-Tools both take (as planner.plan checks)
+WORKERS = click.IntRange(1, limits.MAX_WORKERS)
 
 
 def _writable(ctx, param, value):
@@ -88,6 +96,18 @@ def _writable(ctx, param, value):
             raise click.BadParameter(f"directory {parent} does not exist", ctx, param)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise click.BadParameter(f"directory {parent} is not writable", ctx, param)
+    return value
+
+
+def _picture(ctx, param, value):
+    """Callback: a writable picture path whose extension matplotlib can write (before any work)."""
+    value = _writable(ctx, param, value)
+    if value is not None:
+        from .presentation.plot import picture_problem
+
+        problem = picture_problem(value)
+        if problem:
+            raise click.BadParameter(problem, ctx, param)
     return value
 
 
@@ -114,8 +134,9 @@ def main():
 @click.option("--require", multiple=True, metavar="DOMAIN", help="domain that must host a stage (milp, cpsat; repeatable)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable, help="write the plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the summary")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the network and the plan's flows")
+@click.option("--full", is_flag=True, help="the summary's every stage and domain (a large plan's is summarised)")
 @click.option("--refine-schedule/--no-refine-schedule", default=None,
               help="then optimise the micro-batch schedule with CP-SAT (default: on for cpsat)")
 @click.option("--robust", type=click.IntRange(0, limits.MAX_ROBUST), default=0, help="plan against K sampled network states (greedy, milp, cpsat)")
@@ -135,7 +156,7 @@ def main():
                    "torchtitan: 1f1b, gpipe and explicit op lists)")
 @_guard
 def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas, tp, micro_batch_size,
-             schedule, forbid, require, out_path, as_json, gantt_path, map_path, refine_schedule, robust,
+             schedule, forbid, require, out_path, as_json, gantt_path, map_path, full, refine_schedule, robust,
              robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic, target):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
@@ -180,7 +201,9 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
             raise click.BadParameter(f"--deterministic applies to --solver cpsat, auto or hier, not {solver}",
                                      param_hint="--deterministic")
         options["deterministic"] = True
-    options = check_options(inst, solver, options, cli=True)  # pins in range and consistent (exit 2)
+    options = check_options(inst, solver, {**options, "time_limit": time_limit, "seed": seed},
+                            cli=True)  # the API's one check: pins in range and consistent, the run's (exit 2)
+    del options["time_limit"], options["seed"]
     if policy_path:
         if solver != "rl":
             raise click.BadParameter("--policy applies to --solver rl", param_hint="--policy")
@@ -203,7 +226,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     if as_json:
         click.echo(strict_json({**p.to_dict(), "evaluation": ev.to_dict()}))
     else:
-        out.print(plan_summary(inst, p, ev))
+        out.print(plan_summary(inst, p, ev, full=full))
         if solver == "auto":
             extra = p.solver.model_extra
             out.print(f"auto: plan from {extra.get('incumbent')} ({p.solver.status}); "
@@ -263,10 +286,11 @@ def _progress(quiet: bool) -> None:
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document")
-@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the schedule (PNG/SVG/PDF)")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_writable, help="draw the network and the plan's flows")
+@click.option("--gantt", "gantt_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the schedule (PNG/SVG/PDF)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture, help="draw the network and the plan's flows")
+@click.option("--full", is_flag=True, help="the summary's every stage and domain (a large plan's is summarised)")
 @_guard
-def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
+def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
     """Score PLAN (JSON) on INSTANCE with the exact simulator; exit 3 if infeasible."""
     inst = pio.load_instance(instance)
     _outputs([pio.resolve_instance_path(instance), plan_file], gantt=gantt_path, map=map_path)
@@ -277,7 +301,7 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path):
     if as_json:  # the figures, and whether the plan's solver claims still hold (SPEC 9)
         click.echo(strict_json({**ev.to_dict(), **claims_json(inst, p)}))
     else:
-        out.print(plan_summary(inst, p, ev))
+        out.print(plan_summary(inst, p, ev, full=full))
     if not ev.feasible:
         sys.exit(EXIT_INFEASIBLE)
 
@@ -319,11 +343,13 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     s = new.solver.model_extra
     if s["schedule_status"] == "too large" and not s.get("inflight"):
         raise InputError(f"the schedule model for {p.num_stages} stages x {p.num_micro_batches} micro-batches "
-                         f"is too large to build within the time limit; try --memory stage (fewer "
-                         f"micro-batches in flight) or a plan with fewer micro-batches", "schedule", plan_file)
+                         f"is too large to build within the time limit; try a longer --time-limit, --memory "
+                         f"stage (fewer micro-batches in flight) or a plan with fewer micro-batches", "schedule",
+                         plan_file)
     pio.save_plan(new, out_path)
     if s["schedule_status"] == "too large":
-        out.print("schedule: the CP-SAT schedule model is too large to build within the time limit")
+        out.print("schedule: the CP-SAT schedule model is too large to build within the time limit "
+                  "(a longer --time-limit, or --memory stage, goes further)")
     if s.get("schedule_makespan_s") is not None:
         out.print(f"schedule: {s['schedule_status']}, CP-SAT makespan {s['schedule_makespan_s']:.6g} s "
                   f"(bound {s['schedule_bound_s']:.6g}, gap {s['schedule_gap']:.2%})"
@@ -333,7 +359,7 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
         out.print(f"schedule: 1f1b with in-flight limits {s['inflight']} per stage")
     out.print(f"simulated iteration: {before.iteration_time_s:.6g} s ({p.schedule_kind}) -> "
               f"{new.predicted.iteration_time_s:.6g} s ({new.schedule_kind}), "
-              f"{1 - new.predicted.iteration_time_s / before.iteration_time_s:+.1%}")
+              f"{speed_change(before.iteration_time_s, new.predicted.iteration_time_s)}")
     out.print(f"plan written to {out_path}")
     if s["schedule_status"] == "interrupted":
         click.echo("interrupted: the best schedule found so far", err=True)
@@ -442,6 +468,7 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
             interrupted = stop.requested() == "interrupted"
             if interrupted:
                 break
+    _short_trace(tr, results, trace_path)
     if as_json:
         click.echo(strict_json([r.summary() for r in results]))
     if interrupted:
@@ -451,8 +478,8 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
             sys.exit(EXIT_INTERRUPTED)
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
-    for col in ("policy", "total h", "iterations/h", "reconfiguration s", "stalled s", "switches", "solver s",
-                "s per decision", "ms per choice"):
+    for col in ("policy", "total h", "iter/h", "reconfig s", "stalled s", "switches", "solver s",
+                "s per decision", "ms per choice"):  # short words: 80 columns keep them whole
         t.add_column(col, justify="left" if col == "policy" else "right")
     for r in results:
         t.add_row(r.policy + ("" if r.completed else " (incomplete)"), f"{r.total_s / 3600:.3f}",
@@ -462,6 +489,22 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
     out.print(t)
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _short_trace(tr, results, trace_path) -> None:
+    """One warning on stderr when the job outlasts the trace (its last state then holds)."""
+    from .problem.traces import EPOCH_S
+
+    if not results:
+        return
+    step = float(tr.times[-1] - tr.times[-2]) if tr.epochs > 1 else EPOCH_S
+    end = float(tr.times[-1]) + step
+    longest = max(results, key=lambda r: r.total_s)
+    if longest.total_s > end:
+        click.echo(f"warning: {trace_path} covers {end / 3600:.3g} h, {(longest.total_s - end) / 3600:.3g} h "
+                   f"shorter than the job ({longest.total_s / 3600:.3g} h under {longest.policy}): its last "
+                   f"state holds for the rest; generate a longer trace (planner trace generate --hours) or "
+                   f"fewer --iterations", err=True)
 
 
 @main.group("rl")
@@ -475,7 +518,7 @@ def rl_group():
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="policy file (zip)")
-@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_writable, help="learning curve PNG "
+@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_picture, help="learning curve PNG "
               "(default: OUT with .png; its CSV beside it with .csv)")
 @click.option("--init", "init_path", type=click.Path(dir_okay=False, exists=True),
               help="continue training this policy")
@@ -788,9 +831,12 @@ def list_cmd():
 # -- measured networks in, a shareable report out (issue 16) ---------------------------
 @main.command("import-network")
 @click.option("--latency", "latency_path", type=click.Path(dir_okay=False), required=True,
-              help="ping RTT matrix CSV, ms (square with site names, or src,dst,value rows)")
+              help="ping RTT matrix CSV, ms (square with site names, or src,dst,value rows; see --latency-unit)")
 @click.option("--throughput", "throughput_path", type=click.Path(dir_okay=False), required=True,
               help="throughput matrix CSV, e.g. iperf3 (Gbit/s; see --throughput-unit)")
+@click.option("--latency-unit", type=click.Choice(["ms", "s", "us"]), default=None,
+              help="the latency matrix's unit (default: its header's, else ms; all values below 1 are refused "
+                   "unless a unit is said)")
 @click.option("--sites", "sites_path", type=click.Path(dir_okay=False), default=None,
               help="sites TOML: GPUs per site and the other instance fields ([gpu], [workload], [options])")
 @click.option("--gpus", type=click.IntRange(1, limits.MAX_TOTAL_GPUS), default=None,
@@ -798,7 +844,9 @@ def list_cmd():
 @click.option("--links", type=click.Choice(["measured", "mesh"]), default="measured", show_default=True,
               help="measured: a link per measured pair; mesh: every pair, unmeasured ones filled from "
                    "the least-latency route")
-@click.option("--throughput-unit", type=click.Choice(["gbps", "mbps"]), default="gbps", show_default=True)
+@click.option("--throughput-unit", type=click.Choice(["gbps", "mbps"]), default=None,
+              help="the throughput matrix's unit (default: its header's, else gbps; all values above 1000 are "
+                   "refused unless a unit is said)")
 @click.option("--bandwidth-scale", type=_Finite(min=0, min_open=True), default=1.0, show_default=True,
               help="multiply the measured throughput (e.g. by the number of parallel gateway pairs)")
 @click.option("--name", default=None, help="instance name (default: the sites table's, else 'measured')")
@@ -806,8 +854,8 @@ def list_cmd():
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="the instance TOML to write")
 @_guard
-def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, throughput_unit, bandwidth_scale,
-                       name, model, out_path):
+def import_network_cmd(latency_path, throughput_path, latency_unit, sites_path, gpus, links, throughput_unit,
+                       bandwidth_scale, name, model, out_path):
     """Build an instance TOML from measured latency and throughput matrices.
 
     One-way latency = RTT / 2 (the mean of both directions when both were
@@ -821,7 +869,7 @@ def import_network_cmd(latency_path, throughput_path, sites_path, gpus, links, t
     tput = pio.read_matrix(throughput_path)
     sites = pio.read_sites(sites_path)
     built = build(lat, tput, sites, links=links, bandwidth_scale=bandwidth_scale, unit=throughput_unit,
-                  gpus=gpus, name=name, model=model)
+                  gpus=gpus, name=name, model=model, latency_unit=latency_unit)
     inst = pio.write_instance(built.instance, built.header, out_path,
                               blame=lambda f: blame(f, sites, model is not None))
     out.print(f"{out_path}: {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} GPUs, "

@@ -211,3 +211,23 @@ def test_notes_with_control_characters_stay_comments(tmp_path):
     text = out.read_text()
     assert "#   | ping \\x01 \\x7f \\x1b[31m red\n" in text
     assert tomllib.loads(text)["name"] == "measured"
+
+
+def test_mbits_and_seconds_are_not_taken_for_gbits_and_ms(tmp_path):
+    """Issue 28 item 15: Mbit/s values read as Gbit/s, or RTTs in seconds read as ms,
+    were accepted silently; refused now naming the file, the field and the likely unit,
+    and accepted once the unit is said by a flag."""
+    rtt = write(tmp_path, "r.csv", ",x,y\nx,,20\ny,20,\n")
+    rtt_s = write(tmp_path, "rs.csv", ",x,y\nx,,0.02\ny,0.021,\n")
+    tput = write(tmp_path, "t.csv", ",x,y\nx,,5\ny,5,\n")
+    tput_mbps = write(tmp_path, "tm.csv", "src,dst,value\nx,y,4350\ny,x,4200\n")
+    r, out = importing(tmp_path, rtt, tput_mbps, None, "--gpus", "8")
+    assert r.exit_code == 2 and "tm.csv: throughput:" in r.output and "--throughput-unit mbps" in r.output
+    r, out = importing(tmp_path, rtt_s, tput, None, "--gpus", "8")
+    assert r.exit_code == 2 and "rs.csv: latency:" in r.output and "--latency-unit s" in r.output
+    assert not out.exists()
+    r, out = importing(tmp_path, rtt_s, tput_mbps, None, "--gpus", "8", "--latency-unit", "s",
+                       "--throughput-unit", "mbps")
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "bandwidth_gbps = 4.2" in text and "latency_ms = 10.25" in text

@@ -63,6 +63,7 @@ from .job import Epoch, PlanTimes, RolloutResult, starts_before, switch_time  # 
 from .policies import EpochPlans, Hysteresis, Lookahead, epoch_rollout
 
 POLICIES = ("static", "greedy", "resolve", "rl", "hysteresis", "mpc", "controller", "oracle")
+PROGRESS_EVERY_S = 5.0  # long work logs a progress line (logger "planner.rollout"; stderr in the CLI) this often
 
 
 _Times = PlanTimes  # the name this module used before job.py
@@ -122,7 +123,7 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
     log = logging.getLogger("planner.rollout")
     tick = time.perf_counter()
     while done < iterations:
-        if time.perf_counter() - tick > 5.0:  # progress for long rollouts (stderr in the CLI)
+        if time.perf_counter() - tick > PROGRESS_EVERY_S:  # progress for long rollouts (stderr in the CLI)
             tick = time.perf_counter()
             log.info("rollout %s: %d of %d iterations", policy, done, iterations)
         if stop.requested():  # Ctrl-C: the iterations so far, marked incomplete
@@ -237,11 +238,21 @@ def oracle_rollout(instance, trace, iterations: int, candidates, times: PlanTime
     bound on every policy that uses these plans.  Waiting shows as stalled time.
     """
     times = times or PlanTimes(instance, trace, plans.memo if plans is not None else None)
-    for p in candidates:
+    log = logging.getLogger("planner.rollout")
+    tick = time.perf_counter()
+    candidates = list(candidates)
+    for i, p in enumerate(candidates):
+        if time.perf_counter() - tick > PROGRESS_EVERY_S:  # progress: minutes on large instances
+            tick = time.perf_counter()
+            log.info("oracle: timing candidate plan %d of %d over %d epochs", i + 1, len(candidates), trace.epochs)
         times.add(p)
     plans = plans or EpochPlans(instance, trace)
-    for p in plans.all_greedy():  # None: an epoch where nothing fits; other candidates cover it
-        if p is not None:
+    for e in range(trace.epochs):
+        if time.perf_counter() - tick > PROGRESS_EVERY_S:
+            tick = time.perf_counter()
+            log.info("oracle: greedy's plan for epoch %d of %d", e + 1, trace.epochs)
+        p = plans.greedy(e)[0]
+        if p is not None:  # None: an epoch where nothing fits; other candidates cover it
             times.add(p)
     T = np.vstack(times.T)  # (plans, epochs)
     best = T.min(axis=0)

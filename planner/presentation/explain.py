@@ -32,7 +32,7 @@ from ..problem.network import GBPS, NetworkStates
 from ..scoring.simulator import simulate_times
 from ..scoring.evaluator import program_for
 from ..scoring.trace import trace
-from .report import claims_json, solver_rows
+from .report import claims_json, solver_rows, speed_change
 
 RELAX = 0.10  # relax each resource by 10%
 SINGLE = ("compute", "link_bandwidth", "link_latency", "intra_bandwidth")  # one concrete resource
@@ -343,5 +343,5 @@ def _bigger_step(instance, plan, ev, base, b: Sensitivity, T0) -> tuple[str, flo
         text = f"{step:.0%} faster compute on stage {j}"
         moved = _move_unit(instance, plan, j, T0)
         if moved is not None:  # a change a person can make, re-simulated
-            text += f" (moving {moved[0]}, re-simulated: {moved[1]:.4g} s, {(T0 - moved[1]) / T0:+.1%} shorter)"
+            text += f" (moving {moved[0]}, re-simulated: {moved[1]:.4g} s, {speed_change(T0, moved[1])})"
     return text, (T0 - T) / T0

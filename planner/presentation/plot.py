@@ -36,6 +36,25 @@ import numpy as np
 
 from ..problem.views import register
 
+# picture files matplotlib writes without anything beyond its own dependencies
+# (by the file name's extension; "pgf" needs LaTeX, "raw"/"rgba" are not pictures)
+PICTURE_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "tif", "tiff", "webp", "eps", "ps", "svgz")
+
+
+def picture_problem(path) -> str | None:
+    """Why a picture cannot be saved at ``path`` judging by its name (no or an
+    unsupported extension), or None when its format is one of
+    :data:`PICTURE_FORMATS`.  Checked before any work, so that a typo is not
+    found only after a long solve."""
+    name = os.path.basename(str(path))
+    ext = name.rsplit(".", 1)[1].lower() if "." in name.lstrip(".") else ""
+    if not ext:
+        return f"{name!r} has no extension; name the picture's format, one of: .{', .'.join(PICTURE_FORMATS)}"
+    if ext not in PICTURE_FORMATS:
+        return f"cannot draw a .{ext} picture; use one of: .{', .'.join(PICTURE_FORMATS)}"
+    return None
+
+
 # colours (colour-blind safe, from the "tab10"/"colorblind" families)
 FORWARD = "#4C72B0"
 BACKWARD = "#DD8452"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +18,29 @@ def _fmt_s(v: float) -> str:
     if v < 1e-3:
         return f"{v * 1e6:.3g} us"
     return f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.4g} s"
+
+
+def speed_change(before_s: float, after_s: float) -> str:
+    """How much faster an iteration of ``after_s`` seconds is than one of
+    ``before_s``, in words: '26.8% faster', '3.1% slower', 'as fast' (not a
+    signed '+26.8%' that reads as more time)."""
+    change = 1 - after_s / before_s
+    if f"{abs(change):.1%}" == "0.0%":
+        return "as fast"
+    return f"{abs(change):.1%} {'faster' if change > 0 else 'slower'}"
+
+
+def _fmt_mem(used_gb: float, limit_gb: float) -> str:
+    """'61.2/72 GB'; a small memory in MB or kB, with enough digits that a toy
+    instance does not read '0.0/0 GB' ('8.52/72 MB')."""
+    scale, unit = next((f, u) for f, u in ((1, "GB"), (1e3, "MB"), (1e6, "kB"), (1e9, "B"))
+                       if limit_gb * f >= 1 or u == "B")
+    used, limit = used_gb * scale, limit_gb * scale
+
+    def num(x, big):
+        return "0" if x == 0 else f"{x:{big}}" if x >= 10 else f"{x:.3g}"
+
+    return f"{num(used, '.1f')}/{num(limit, '.0f')} {unit}"
 
 
 def _unit_range(first: str, last: str) -> str:
@@ -148,18 +172,34 @@ def claims_json(instance, plan) -> dict:
 
 
 STAGE_COLUMNS = ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains")
+# The terminal summary of a large plan (hier on hundreds of domains printed 600+ lines)
+# shows this much unless asked for everything (plan_summary(full=True), planner plan --full).
+DOMAINS_SHOWN = 4  # domains named per stage (those with the most replicas)
+GPU_ROWS = 12  # rows of "GPUs per domain" (the domains with the most GPUs used)
+STAGE_ROWS = 32  # rows of "stages"
 
 
-def stage_table(instance, plan, ev) -> list[tuple[str, ...]]:
-    """One row per stage, the columns of :data:`STAGE_COLUMNS` as text."""
+def _domains_cell(doms: Counter, shown: int | None) -> str:
+    items = list(doms.items())
+    if shown is None or len(items) <= shown:
+        return ", ".join(f"{d} x{n}" if n > 1 else d for d, n in items)
+    top = sorted(items, key=lambda kv: -kv[1])[:shown]  # stable: ties in the placement's order
+    rest = len(items) - shown
+    return (", ".join(f"{d} x{n}" if n > 1 else d for d, n in top)
+            + f", and {rest} more domains ({sum(doms.values()) - sum(n for _, n in top)} replicas)")
+
+
+def stage_table(instance, plan, ev, domains_shown: int | None = None) -> list[tuple[str, ...]]:
+    """One row per stage, the columns of :data:`STAGE_COLUMNS` as text;
+    ``domains_shown``: name at most this many domains a stage (the others
+    counted), None: all."""
     units = instance.units
     rows = []
     for j, st in enumerate(plan.stages):
         names = _unit_range(units[st.start].name, units[st.end - 1].name)
-        doms = Counter(row[j] for row in plan.placement)
-        shown = ", ".join(f"{d} x{n}" if n > 1 else d for d, n in doms.items())
+        shown = _domains_cell(Counter(row[j] for row in plan.placement), domains_shown)
         rows.append((str(j), f"{st.start}-{st.end - 1}", names, _fmt_s(ev.compute_s[j]),
-                     f"{ev.memory_gb_per_gpu[j]:.1f}/{ev.memory_limit_gb:.0f} GB",
+                     _fmt_mem(ev.memory_gb_per_gpu[j], ev.memory_limit_gb),
                      _fmt_s(ev.allreduce_s[j]), shown))
     return rows
 
@@ -169,9 +209,12 @@ def gpu_table(instance, ev) -> list[tuple[str, int, int]]:
     return [(d.name, ev.gpus_used[d.name], d.gpus) for d in instance.domains if d.name in ev.gpus_used]
 
 
-def plan_summary(instance, plan, ev) -> Group:
+def plan_summary(instance, plan, ev, full: bool = False) -> Group:
     """Stages with their layers and domains, replicas, tp, micro-batch,
-    iteration time, throughput, cost, distance to the bound."""
+    iteration time, throughput, cost, distance to the bound.  A large plan
+    is summarised unless ``full``: at most :data:`DOMAINS_SHOWN` domains named
+    per stage, :data:`STAGE_ROWS` stages and :data:`GPU_ROWS` domains in
+    "GPUs per domain" (the rest counted in one row), and a line saying so."""
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
@@ -184,12 +227,87 @@ def plan_summary(instance, plan, ev) -> Group:
     for col in STAGE_COLUMNS:
         stages.add_column(col, justify="right" if col in ("stage", "compute/mb", "mem/GPU", "grad sync") else "left",
                           overflow="fold", min_width=longest if col == "domains" else None)
-    for row in stage_table(instance, plan, ev):
+    rows = stage_table(instance, plan, ev, domains_shown=None if full else DOMAINS_SHOWN)
+    cut = [] if full or len(rows) <= STAGE_ROWS else rows[STAGE_ROWS - 1:]
+    for row in rows[:len(rows) - len(cut)]:
         stages.add_row(*row)
+    if cut:
+        stages.add_row("", f"{cut[0][1].split('-')[0]}-{cut[-1][1].split('-')[-1]}", f"{len(cut)} more stages",
+                       "", "", "", "")
     use = Table(title="GPUs per domain", title_justify="left")
     use.add_column("domain", overflow="fold")
     use.add_column("used", justify="right")
     use.add_column("available", justify="right")
-    for name, used, avail in gpu_table(instance, ev):
+    gpus = gpu_table(instance, ev)
+    shown = gpus if full or len(gpus) <= GPU_ROWS else sorted(gpus, key=lambda g: -g[1])[:GPU_ROWS - 1]
+    for name, used, avail in shown:
         use.add_row(name, str(used), str(avail))
-    return Group(head, stages, use)
+    if len(shown) < len(gpus):
+        left = [g for g in gpus if g not in shown]
+        use.add_row(f"{len(left)} more domains", str(sum(g[1] for g in left)), str(sum(g[2] for g in left)))
+    parts = [head, stages, use]
+    summarised = bool(cut) or len(shown) < len(gpus) or any(", and " in r[-1] for r in rows)
+    if summarised:
+        parts.append(Text(f"summarised: {len(plan.stages)} stages over {len(gpus)} domains; --full (API: "
+                          f"plan_summary(..., full=True)) shows every row"))
+    return Group(*parts)
+
+
+def _text(cell) -> Text | None:
+    if isinstance(cell, str):
+        try:
+            return Text.from_markup(cell)
+        except Exception:  # not markup: printed as it is
+            return Text(cell)
+    return cell if isinstance(cell, Text) else None
+
+
+def _longest_word(cell) -> int:
+    text = _text(cell)
+    return max((cell_len(w) for w in text.plain.split()), default=0) if text is not None else 0
+
+
+def whole(renderable, console: Console):
+    """``renderable`` with every table in it (a Table, or Tables in a Group)
+    set so that no word, and so no number, is ever cut: each column is at
+    least as wide as its longest word, and a longer text wraps between words
+    (folds if it must).  Headers are kept whole too, as many as fit in
+    ``console``'s width (the others fold).  A table whose words alone do not
+    fit is printed wider than the console (a terminal wraps its lines, a
+    pipe gets them whole) rather than with "…".  Returns ``renderable``."""
+    if isinstance(renderable, Group):
+        for r in renderable.renderables:
+            whole(r, console)
+        return renderable
+    if not isinstance(renderable, Table):
+        return renderable
+    cols = renderable.columns
+    own = [col.min_width or 0 for col in cols]
+    cells = [max([o] + [_longest_word(c) for c in col._cells]) for o, col in zip(own, cols)]
+    heads = [max(w, _longest_word(col.header)) for w, col in zip(cells, cols)]
+    def frame():  # the borders and padding (rich's own minimum would count the headers' words)
+        return renderable._extra_width + sum(renderable._get_padding_width(i) for i in range(len(cols)))
+
+    if sum(heads) + frame() > console.width:  # one space between columns, not two
+        renderable.collapse_padding, renderable.pad_edge = True, False
+    frame = frame()
+    spare = console.width - frame - sum(cells)
+    for col, h, c in zip(cols, heads, cells):
+        col.overflow = "fold"
+        col.min_width = h if spare >= 0 else c
+    if sum(heads) + frame <= console.width or spare < 0:
+        return renderable  # every word fits (rich lays it out); or only wider than the console
+    # the cells' words fit, not every header's: laid out here (rich's collapse would cut
+    # words), as many headers whole as fit, the rest of the width to those that are not
+    widths = list(cells)
+    for i in sorted(range(len(cols)), key=lambda i: heads[i] - cells[i]):
+        if heads[i] - widths[i] <= spare:
+            spare -= heads[i] - widths[i]
+            widths[i] = heads[i]
+    while spare > 0:
+        i = min((i for i in range(len(cols)) if heads[i] > widths[i]), key=lambda i: heads[i] - widths[i])
+        widths[i] += 1
+        spare -= 1
+    for col, w in zip(cols, widths):
+        col.width, col.min_width = w, None
+    return renderable

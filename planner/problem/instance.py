@@ -38,6 +38,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from . import limits as L
 from .errors import InputError, input_error_from_pydantic
+from .exact import exact_types
 from .model import ModelSpec, Unit
 from .names import Name
 from .views import view
@@ -45,6 +46,7 @@ from .views import view
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # floats are finite
+    _exact = field_validator("*", mode="before")(exact_types)  # no true for 1, no "16" for 16 (issue 28)
 
 
 class GPU(_Strict):

@@ -42,6 +42,8 @@ MAX_ITERATIONS = 10**8          # simulate/bench: training iterations of a rollo
 MAX_TRACE_HOURS = 24 * 366      # trace generate / bench: one year of 5-minute epochs
 MAX_ROBUST = 1000               # plan --robust K: sampled network states
 MAX_RL_STEPS = 10**8            # rl train --steps, bench --rl-steps
+MAX_SEED = 2**31 - 1            # seeds: what NumPy and OR-Tools both take (from 0)
+MAX_WORKERS = 1024              # threads, CP-SAT workers, shapes per wave
 
 REASONS = {
     "gpus": "more GPUs than exist on Earth",

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,6 +64,26 @@ from .synthetic import GPU as SYNTHETIC_GPU, INTRA_GBPS
 
 MISSING = {"", "na", "n/a", "nan"}  # cells that mean "not measured" (case-insensitive)
 LONG_HEADERS = {("src", "dst"), ("source", "destination"), ("from", "to")}
+
+# Units, as --latency-unit / --throughput-unit take them, in ms and in Gbit/s; and the
+# words of a header (the square form's corner cell, the long form's value column)
+# that name one (``rtt_ms``, ``Mbit/s``, ``src,dst,gbps``).
+LATENCY_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3}
+THROUGHPUT_UNITS = {"gbps": 1.0, "mbps": 1e-3}
+UNIT_NAMES = {"ms": "ms", "s": "s", "us": "us", "gbps": "Gbit/s", "mbps": "Mbit/s"}
+UNIT_WORDS = {
+    "latency": {"ms": {"ms", "msec", "millisecond", "milliseconds"}, "s": {"s", "sec", "secs", "second", "seconds"},
+                "us": {"us", "\u00b5s", "usec", "microsecond", "microseconds"}},
+    "throughput": {"gbps": {"gbps", "gbit/s", "gbits/s", "gbit", "gb/s"},
+                   "mbps": {"mbps", "mbit/s", "mbits/s", "mbit", "mb/s"}},
+}
+# Plausible magnitudes (SPEC: WAN links of about 1-400 Gbit/s; RTTs of a fraction of a
+# millisecond between zones to a few hundred ms around the world): a matrix whose every
+# value lies beyond one of these is most likely in another unit.
+IMPLAUSIBLE = {
+    "throughput": ((lambda v: v > 1000, "above 1000 Gbit/s", "mbps"),),
+    "latency": ((lambda v: v < 1, "below 1 ms", "s"), (lambda v: v > 1000, "above 1000 ms", "us")),
+}
 
 # Defaults for what a sites table leaves out; each is written into the instance's
 # header as an assumption (docs/guide.md, "Measured networks in").
@@ -92,6 +113,7 @@ class Matrix:
     notes: tuple[str, ...] = ()
     source: str = ""
     form: Literal["square", "long"] = "square"
+    label: str = ""  # the corner cell (square) or the value column's header (long): may name the unit
 
     def get(self, a: str, b: str) -> list[float]:
         """The measured values of a->b and b->a (0, 1 or 2 of them)."""
@@ -164,13 +186,13 @@ def parse_matrix(text: str, source: str = "") -> Matrix:
         seen[site] = n
         for dst, cell in zip(cols, cells[1:]):
             v = _cell(cell, f"line {n}, row {site!r}, column {dst!r}", source)
-            if v is not None and dst != site:
+            if v is not None and dst != site:  # the diagonal (a site with itself) is ignored
                 values[(site, dst)] = v
     missing = [c for c in cols if c not in seen]
     if missing:
         raise InputError(f"not square: {len(seen)} rows for {len(cols)} columns; no row for "
                          f"{', '.join(repr(c) for c in missing)}", f"line {hline}", src)
-    return Matrix(tuple(cols), values, tuple(notes), source, "square")
+    return Matrix(tuple(cols), values, tuple(notes), source, "square", header[0])
 
 
 def _parse_long(rows, notes, source) -> Matrix:
@@ -186,19 +208,61 @@ def _parse_long(rows, notes, source) -> Matrix:
             raise InputError("a site name is empty", f"line {n}", src)
         _check_site(a, f"line {n}, column src", src)
         _check_site(b, f"line {n}, column dst", src)
-        if a == b:
-            raise InputError(f"a pair from {a!r} to itself", f"line {n}", src)
         if (a, b) in where_of:
             raise InputError(f"pair {a!r} -> {b!r} given twice (also line {where_of[(a, b)]})", f"line {n}", src)
         where_of[(a, b)] = n
         sites.setdefault(a)
         sites.setdefault(b)
         v = _cell(cell, f"line {n}, row {a!r} -> {b!r}, column value", source)
-        if v is not None:
+        if v is not None and a != b:  # a site with itself: ignored, as the square form's diagonal
             values[(a, b)] = v
     if not where_of:
         raise InputError("no pairs below the header src,dst,value", None, src)
-    return Matrix(tuple(sites), values, notes, source, "long")
+    return Matrix(tuple(sites), values, notes, source, "long", rows[0][1][2])
+
+
+def header_unit(m: Matrix, kind: Literal["latency", "throughput"]) -> str | None:
+    """The unit ``m``'s header names (``"ms"``, ``"gbps"`` ...; keys of
+    :data:`LATENCY_UNITS` / :data:`THROUGHPUT_UNITS`), or None when it names
+    none.  Read from the square form's corner cell or the long form's value
+    column (``rtt_ms``, ``Mbit/s``); ``InputError`` when it names two.
+
+    >>> header_unit(parse_matrix("src,dst,rtt_s\\na,b,0.02\\n"), "latency")
+    's'
+    """
+    words = set(re.split(r"[^a-z\u00b5/]+", m.label.lower()))
+    found = [u for u, names in UNIT_WORDS[kind].items() if words & names]
+    if len(found) > 1:
+        raise InputError(f"the header {m.label!r} names two units ({', '.join(UNIT_NAMES[u] for u in found)})",
+                         "header", m.source or None)
+    return found[0] if found else None
+
+
+def resolve_unit(m: Matrix, kind: Literal["latency", "throughput"], given: str | None) -> str:
+    """The unit of ``m``'s values: ``given`` (a flag) or the header's (they
+    must agree), else the default (ms, Gbit/s) when the values are plausible
+    in it.  A matrix whose every value is implausible in the default (all
+    throughputs above 1000 Gbit/s, all RTTs below 1 ms or above 1000 ms) is
+    refused naming the unit it most likely is in: ``InputError`` naming the
+    file and the quantity."""
+    flag = f"--{kind}-unit"
+    said = header_unit(m, kind)
+    if given is not None and said is not None and given != said:
+        raise InputError(f"the header {m.label!r} says {UNIT_NAMES[said]}, {flag} says {UNIT_NAMES[given]}",
+                         "header", m.source or None)
+    if given is not None or said is not None:
+        return given or said
+    default = "ms" if kind == "latency" else "gbps"
+    values = [v for v in m.values.values() if v > 0]
+    for implausible, what, likely in IMPLAUSIBLE[kind]:
+        if values and all(implausible(v) for v in values):
+            raise InputError(
+                f"every value is {what} (from {min(values):g} to {max(values):g}): these look like "
+                f"{UNIT_NAMES[likely]}, not {UNIT_NAMES[default]}; say the unit with {flag} {likely} (or "
+                f"{flag} {default} to keep them), or name it in the header (e.g. "
+                f"{'src,dst,' if m.form == 'long' else ''}{'rtt_' if kind == 'latency' else ''}{likely})",
+                kind, m.source or None)
+    return default
 
 
 def _check_site(name: str, where: str, src: str | None) -> None:
@@ -348,12 +412,15 @@ def _fmt(values: list[float]) -> str:
 
 
 def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["measured", "mesh"] = "measured",
-          bandwidth_scale: float = 1.0, unit: Literal["gbps", "mbps"] = "gbps", gpus: int | None = None,
-          name: str | None = None, model: str | None = None) -> Built:
+          bandwidth_scale: float = 1.0, unit: Literal["gbps", "mbps"] | None = None, gpus: int | None = None,
+          name: str | None = None, model: str | None = None,
+          latency_unit: Literal["ms", "s", "us"] | None = None) -> Built:
     """The instance (a dict shaped like the instance file, model by name) and the
     lines that say where each figure came from (for the file's header), as :class:`Built`.
 
-    ``latency``: RTT in ms; ``throughput``: Gbit/s (``unit="mbps"``: Mbit/s);
+    ``latency``: RTT in ``latency_unit``; ``throughput`` in ``unit`` (Gbit/s,
+    ``"mbps"``: Mbit/s); None: the unit the matrix's header names, else ms and
+    Gbit/s when the values are plausible in them (:func:`resolve_unit`);
     ``gpus`` a GPU count for every site without its own; ``name`` and ``model``
     override the sites table's.  Raises ``InputError`` naming the matrix file
     and the pair, or the sites file and the field.  The result still has to
@@ -365,7 +432,9 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
         raise InputError(f"a finite factor > 0, not {bandwidth_scale!r}", "--bandwidth-scale")
     if name is not None and name_problem(name):
         raise InputError(f"{name_problem(name)} ({WHY})", "--name")
-    per_gbps = {"gbps": 1.0, "mbps": 1e-3}[unit]
+    unit = resolve_unit(throughput, "throughput", unit)
+    latency_unit = resolve_unit(latency, "latency", latency_unit)
+    per_gbps, per_ms = THROUGHPUT_UNITS[unit], LATENCY_UNITS[latency_unit]
     domains = _domains(latency, throughput, sites, gpus)
     names = [d["name"] for d in domains]
     measured, checked, notes, half = [], [], [], []
@@ -381,7 +450,7 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
                                  "(blank the cell if the pair was not measured)",
                                  f"row {a!r}, column {b!r}", throughput.source or None)
             link = {"a": a, "b": b, "bandwidth_gbps": _clean(min(tput) * per_gbps * bandwidth_scale),
-                    "latency_ms": _clean(sum(rtt) / len(rtt) / 2)}
+                    "latency_ms": _clean(sum(rtt) / len(rtt) / 2 * per_ms)}
             try:
                 checked.append(Link.model_validate(link))
             except ValidationError as err:
@@ -392,8 +461,8 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
                 raise InputError(f"{a}-{b}: {bad.field} {bad.message}", f"row {a!r}, column {b!r}",
                                  m.source or None) from None
             measured.append(link)
-            notes.append(f"  {a} - {b}: RTT {_fmt(rtt)} ms -> {link['latency_ms']:.6g} ms one way; "
-                         f"throughput {_fmt(tput)} {'Gbit/s' if unit == 'gbps' else 'Mbit/s'} -> "
+            notes.append(f"  {a} - {b}: RTT {_fmt(rtt)} {latency_unit} -> {link['latency_ms']:.6g} ms one way; "
+                         f"throughput {_fmt(tput)} {UNIT_NAMES[unit]} -> "
                          f"{link['bandwidth_gbps']:.6g} Gbit/s")
     net = _Net(names, checked)
     if len(names) > 1 and not nx.is_connected(net.graph):
@@ -431,15 +500,17 @@ def build(latency: Matrix, throughput: Matrix, sites: Sites, *, links: Literal["
     if not inst["description"]:
         del inst["description"]
     head = _header(latency, throughput, sites, links, bandwidth_scale, unit, len(measured), half, notes,
-                   gpus)
+                   gpus, latency_unit)
     return Built(inst, head, len(measured), len(out_links) - len(measured), tuple(half))
 
 
-def _header(latency, throughput, sites, links, scale, unit, n_measured, half, notes, gpus) -> list[str]:
+def _header(latency, throughput, sites, links, scale, unit, n_measured, half, notes, gpus,
+            latency_unit="ms") -> list[str]:
     u = "Gbit/s" if unit == "gbps" else "Mbit/s (/ 1000 for Gbit/s)"
+    lu = {"ms": "ms", "s": "s (x 1000 for ms)", "us": "us (/ 1000 for ms)"}[latency_unit]
     lines = [
         "Built by `planner import-network` from measured matrices (docs/guide.md, \"Measured networks in\").",
-        f"latency: {latency.source or '(text)'} ({latency.form} form), ping RTT in ms",
+        f"latency: {latency.source or '(text)'} ({latency.form} form), ping RTT in {lu}",
     ] + [f"  | {n}" for n in latency.notes] + [
         f"throughput: {throughput.source or '(text)'} ({throughput.form} form), {u}",
     ] + [f"  | {n}" for n in throughput.notes] + [

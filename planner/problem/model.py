@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import limits as L
+from .exact import exact_types
 
 BYTES_PER_PARAM_STATE = 16  # weights, gradients and Adam state (SPEC 3)
 BYTES_PER_PARAM_GRAD = 2  # gradient bytes synchronised across replicas
@@ -48,6 +49,7 @@ class Unit:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
+    _exact = field_validator("*", mode="before")(exact_types)  # no true for 1, no "16" for 16 (issue 28)
 
 
 class UnitSpec(_Strict):

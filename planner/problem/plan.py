@@ -30,9 +30,10 @@ import math
 from collections import Counter
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InputError, input_error_from_pydantic
+from .exact import exact_types
 from .files import strict_json
 from .instance import Instance
 from .limits import MAX_GLOBAL_BATCH, MAX_GPUS_PER_NODE, MAX_STAGE_MICRO_BATCHES, MAX_TOTAL_GPUS
@@ -46,6 +47,7 @@ READER_ONLY_KEYS = ("evaluation", "null_reasons", "$schema")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _exact = field_validator("*", mode="before")(exact_types)  # no true for 1, no "16" for 16 (issue 28)
 
 
 class Stage(_Strict):

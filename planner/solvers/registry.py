@@ -29,8 +29,12 @@ refinement within one wall-clock budget: the way to plan with a budget.
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import time
 from typing import Callable
+
+import numpy as np
 
 from ..scoring.bounds import lower_bound, objective_lower_bound, widen_claims
 from ..problem.errors import InputError
@@ -234,9 +238,39 @@ def solver_options(solver: str) -> set[str]:
     return names | _PLAN_OPTIONS
 
 
+def _check_run(options: dict, name) -> None:
+    """The run's own options, the same ranges as the command line's option types
+    (planner/cli.py): ``time_limit`` a finite number > 0 (or None), ``seed`` an
+    integer in 0..MAX_SEED, ``threads``/``workers``/``jobs`` integers in
+    1..MAX_WORKERS, ``robust`` in 0..MAX_ROBUST, ``robust_stat`` mean or p95,
+    ``executor`` serial, process or ray.  Booleans are not numbers."""
+    from ..problem import limits
+
+    def number(v, integer=False):
+        return not isinstance(v, (bool, np.bool_)) and isinstance(v, numbers.Integral if integer else numbers.Real)
+
+    t = options.get("time_limit")
+    if t is not None and not (number(t) and math.isfinite(t) and t > 0):
+        raise InputError(f"a time limit is a finite number of seconds > 0, not {t!r}", name("time_limit"))
+    ranges = {"seed": (0, limits.MAX_SEED), "threads": (1, limits.MAX_WORKERS), "workers": (1, limits.MAX_WORKERS),
+              "jobs": (1, limits.MAX_WORKERS), "robust": (0, limits.MAX_ROBUST)}
+    for key, (lo, hi) in ranges.items():
+        v = options.get(key)
+        if v is not None and not (number(v, integer=True) and lo <= v <= hi):
+            raise InputError(f"an integer from {lo} to {hi}, not {v!r}", name(key))
+    choices = {"robust_stat": ("mean", "p95"), "executor": ("serial", "process", "ray")}
+    for key, allowed in choices.items():
+        v = options.get(key)
+        if v is not None and v not in allowed:
+            raise InputError(f"one of {', '.join(allowed)}, not {v!r}", name(key))
+
+
 def check_options(instance, solver: str, options: dict, cli: bool = False) -> dict:
     """``options`` checked against ``solver`` and ``instance``; returns them with
-    ``forbid``/``require`` as tuples (a single string is one domain).
+    ``forbid``/``require`` as tuples (a single string is one domain).  The one
+    check of :func:`plan`'s keywords, the command line's (``plan``) included:
+    the run's own (``time_limit``, ``seed``, threads ...: :func:`_check_run`)
+    and the pins.
 
     Unknown keywords raise ``TypeError`` naming them; pins out of range or
     contradicting each other raise ``InputError`` (exit 2) naming the options
@@ -251,6 +285,7 @@ def check_options(instance, solver: str, options: dict, cli: bool = False) -> di
         raise TypeError(f"plan() got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "
                         f"{', '.join(map(repr, unknown))} for solver {solver!r}")
     options = dict(options)
+    _check_run(options, name)
     wl = instance.workload
     for key in ("forbid", "require"):
         value = options.get(key)
@@ -326,7 +361,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     """
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
-    options = check_options(instance, solver, options)
+    options = check_options(instance, solver, {**options, "time_limit": time_limit, "seed": seed})
+    del options["time_limit"], options["seed"]
     t0 = time.perf_counter()
     refine_schedule = options.pop("refine_schedule", None)
     if solver == "auto":  # the portfolio refines within its own budget

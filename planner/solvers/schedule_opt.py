@@ -174,8 +174,9 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
         max_literals = int(max(MIN_LITERALS, LITERALS_PER_SECOND * time_limit))
     if size > max_literals:
         raise ScheduleTooLarge(f"{S} stages x {m} micro-batches with up to {max(caps)} in flight need {size:,} "
-                               f"interleaving literals (limit {max_literals:,}); pass inflight_cap= or "
-                               "max_literals= to go further")
+                               f"interleaving literals, more than the {max_literals:,} the time limit allows "
+                               f"({LITERALS_PER_SECOND:,} a second, at least {MIN_LITERALS:,}); a longer time "
+                               "limit or fewer micro-batches in flight go further")
     ev = Evaluator(instance, plan)
     fig = ev.fig
     comm = fig.comm(ev._states(None))

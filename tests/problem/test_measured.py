@@ -156,7 +156,6 @@ def test_defaults_are_written_and_said():
     (",a,b\na,,1\na,,1\nb,1,\n", "line 3", "site 'a' names two rows"),
     ("# only a comment\n", None, "no header row"),
     ("src,dst,v\na,b,1\na,b,2\n", "line 3", "pair 'a' -> 'b' given twice"),
-    ("src,dst,v\na,a,1\n", "line 2", "to itself"),
     ("src,dst,v\na,b\n", "line 2", "expected 3 cells"),
     ("src,dst,v\na,b,x\n", "line 2, row 'a' -> 'b', column value", "not a number"),
 ])
@@ -226,3 +225,45 @@ def test_toml_text_reads_back_the_same(data):
         return type(a) is type(b) and a == b
 
     assert same(tomllib.loads(toml_text(data, ["a header", "two\nlines"])), data)
+
+
+# -- issue 28 item 15: units said, or plausible; a self pair alike in both forms ---------------
+def test_a_site_with_itself_is_ignored_in_both_forms():
+    square = parse_matrix(",a,b\na,0,10\nb,10,0\n", "r.csv")
+    long = parse_matrix("src,dst,ms\na,a,0\na,b,10\nb,a,10\nb,b,0.01\n", "r.csv")
+    assert square.values == long.values == {("a", "b"): 10.0, ("b", "a"): 10.0}
+    tput_sq = parse_matrix(",a,b\na,40,5\nb,5,40\n", "t.csv")
+    tput_long = parse_matrix("src,dst,gbps\na,a,40\na,b,5\nb,a,5\n", "t.csv")
+    assert tput_sq.values == tput_long.values
+    sites = Sites(defaults={"gpus": 8})
+    assert build(square, tput_sq, sites).instance == build(long, tput_long, sites).instance
+
+
+@pytest.mark.parametrize("rtt, tput, file, field, likely", [
+    (",a,b\na,,0.02\nb,0.021,\n", ",a,b\na,,5\nb,5,\n", "r.csv", "latency", "--latency-unit s"),
+    (",a,b\na,,20000\nb,21000,\n", ",a,b\na,,5\nb,5,\n", "r.csv", "latency", "--latency-unit us"),
+    (",a,b\na,,20\nb,21,\n", "src,dst,value\na,b,4350\nb,a,4200\n", "t.csv", "throughput", "--throughput-unit mbps"),
+])
+def test_implausible_units_are_refused_naming_file_field_and_likely_unit(rtt, tput, file, field, likely):
+    with pytest.raises(InputError) as e:
+        build(parse_matrix(rtt, "r.csv"), parse_matrix(tput, "t.csv"), Sites(defaults={"gpus": 8}))
+    assert (e.value.file, e.value.field) == (file, field)
+    assert likely in e.value.message
+
+
+def test_units_from_headers_and_flags():
+    sites = Sites(defaults={"gpus": 8})
+    rtt_s = parse_matrix("src,dst,rtt_s\na,b,0.02\nb,a,0.022\n", "r.csv")
+    tput_mbps = parse_matrix("src\\dst (Mbit/s),a,b\na,,4350\nb,4200,\n", "t.csv")
+    link = build(rtt_s, tput_mbps, sites).instance["links"][0]
+    assert link["latency_ms"] == pytest.approx(10.5) and link["bandwidth_gbps"] == pytest.approx(4.2)
+    # no unit in the headers: the flags say it, and then any magnitude is taken as said
+    rtt = parse_matrix(",a,b\na,,0.02\nb,0.022,\n", "r.csv")
+    tput = parse_matrix(",a,b\na,,4350\nb,4200,\n", "t.csv")
+    link = build(rtt, tput, sites, latency_unit="s", unit="mbps").instance["links"][0]
+    assert link["latency_ms"] == pytest.approx(10.5) and link["bandwidth_gbps"] == pytest.approx(4.2)
+    assert build(rtt, parse_matrix(",a,b\na,,5\nb,5,\n"), sites, latency_unit="ms").instance["links"][0][
+        "latency_ms"] == pytest.approx(0.0105)  # sub-millisecond, said so: kept
+    with pytest.raises(InputError) as e:  # a header and a flag that disagree
+        build(rtt_s, tput_mbps, sites, unit="gbps")
+    assert e.value.file == "t.csv" and "Mbit/s" in e.value.message and "--throughput-unit" in e.value.message

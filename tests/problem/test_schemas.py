@@ -123,6 +123,17 @@ INSTANCE_BAD = [
     (("workload", "model", "num_layers"), None, True),
     (("options", "objective"), "speed", False),
     (("options", "schedules"), ["zb"], False),
+    # issue 28: booleans are not numbers, strings are not numbers, numbers are not booleans
+    (("domains", 0, "gpus"), "16", False),
+    (("domains", 0, "gpus"), True, False),
+    (("links", 0, "bandwidth_gbps"), "100", False),
+    (("gpu", "mfu"), True, False),
+    (("workload", "micro_batch_sizes"), [1, True], False),
+    (("workload", "global_batch_size"), "16", False),
+    (("workload", "recompute"), "yes", False),
+    (("workload", "recompute"), 1, False),
+    (("workload", "model", "hidden_size"), "64", False),
+    (("workload", "model", "gated_mlp"), "true", False),
 ]
 
 
@@ -145,6 +156,9 @@ PLAN_BAD = [
     (("placement",), "alpha", False),
     (("solver", "name"), None, True),
     (("shape",), "wide", False),
+    (("tp",), True, False),  # issue 28
+    (("micro_batch_size",), "1", False),
+    (("stages", 0, "end"), "3", False),
 ]
 
 
@@ -173,3 +187,25 @@ def test_a_model_needs_units_or_an_architecture():
 def test_schema_of_unknown_kind():
     with pytest.raises(ValueError):
         schema("trace")
+
+
+@pytest.mark.parametrize("kind, path, value, field", [
+    ("instance", ("domains", 0, "gpus"), "16", "domains[0].gpus"),
+    ("instance", ("workload", "micro_batch_sizes"), [1, True], "workload.micro_batch_sizes"),
+    ("plan", ("tp",), True, "tp"),
+])
+def test_loaders_refuse_booleans_and_strings_for_numbers_naming_the_field(kind, path, value, field, tmp_path):
+    """Issue 28: `"tp": true` and `gpus = "16"` loaded (as 1 and 16) although the schemas refuse them;
+    the command line exits 2 naming the file and the field."""
+    if kind == "instance":
+        doc = mutate(instance_doc(), path, value)
+        f = tmp_path / "i.json"
+        f.write_text(json.dumps(doc))
+        r = CliRunner().invoke(main, ["validate", str(f)])
+    else:
+        doc = mutate(plans()[1], path, value)
+        f = tmp_path / "p.json"
+        f.write_text(json.dumps(doc))
+        r = CliRunner().invoke(main, ["evaluate", "tiny-3dc", str(f)])
+    assert r.exit_code == 2, r.output
+    assert f"{f}: {field}:" in r.output and "expected" in r.output, r.output
