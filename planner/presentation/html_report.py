@@ -36,6 +36,7 @@ from ..problem.errors import InfeasibleError
 from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator
 from .report import STAGE_COLUMNS, gpu_table, stage_table, summary_rows
+from .display import status_text
 
 # the only rule a page needs: nothing from outside, inline styles (matplotlib's SVG uses style attributes)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -193,11 +194,15 @@ def _solver_rows(plan) -> list[tuple[str, str]]:
     info = plan.solver
     if info is None:
         return []
-    rows = [("name", info.name), ("status", info.status)]
+    rows = [("name", info.name), ("status", status_text(info.status, info.requested_gap))]
     for key in ("objective", "bound", "gap"):
         v = getattr(info, key)
         rows.append((key, "-" if v is None else (f"{v:.2%}" if key == "gap" else f"{v:.6g}")))
     rows.append(("time_s", f"{info.time_s:.3g}"))
+    for key in ("requested_gap", "estimate_status", "estimate_objective", "estimate_bound", "estimate_gap",
+                "estimate_family"):  # a search's claims on T_est, over estimate_family only
+        if getattr(info, key) is not None:
+            rows.append((key, _short(getattr(info, key))))
     for key, v in (info.model_extra or {}).items():
         rows.append((key, _short(v)))
     return rows

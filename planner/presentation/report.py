@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from .display import estimate_text, status_text
+
 
 def _fmt_s(v: float) -> str:
     if v == float("inf"):
@@ -39,15 +41,14 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
     if info is not None:
         gap = "" if info.gap is None else f", gap {info.gap:.1%}"
         bound = "" if info.bound is None else f", bound {info.bound:.4g}"
-        rows.append(("solver", f"{info.name}: {info.status}{bound}{gap}, {info.time_s:.2f} s"))
+        rows.append(("solver", f"{info.name}: {status_text(info.status, info.requested_gap)}{bound}{gap}, "
+                               f"{info.time_s:.2f} s"))
         extra = info.model_extra or {}
         if extra.get("robust_measure"):
             rows.append(("robust", f"{extra['robust_measure']}; the other figures are for the base network"))
-        if "named_status" in extra:
-            named = "" if extra.get("named_bound") is None else f", bound {extra['named_bound']:.4g}"
-            rows.append(("search", f"{extra['named_status']}{named} over plans with a named schedule "
-                         f"({', '.join(instance.options.schedules)}); the refined schedule is outside that "
-                         f"space, so the bound above is the instance's"))
+        if estimate_text(info):
+            rows.append(("search", f"{estimate_text(info)}; the bound above holds for every plan, "
+                                   f"explicit schedules included"))
         if extra.get("inflight"):
             rows.append(("schedule", f"1f1b with in-flight limits {extra['inflight']} per stage, "
                          f"{extra['schedule_time_s']:.2f} s"))
