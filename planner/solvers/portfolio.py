@@ -333,7 +333,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                 log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
                 continue
             info = res.solver
-            lines[name] = (f"{info.status}, objective {info.objective:.6g}, bound "
+            among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
+            lines[name] = (f"{info.status}{among}, objective {info.objective:.6g}, bound "
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
