@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..problem.network import GBPS, MS
-from ..problem.plan import Plan, SolverInfo
+from ..problem.plan import SolverInfo
 from ..problem.space import LEAN, PlanSpace
 
 

@@ -522,6 +522,11 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     if status in ("optimal", "within_gap") and unsearched and any(
             i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap) for i in range(len(nodes))):
         status = "feasible"  # a shape that might hold a better plan was not searched
+    if not isinstance(best_plan.schedule, str):  # greedy's lean plan: outside the family the shapes cover
+        fam = [bound_of.get(i, nodes[i].bound) for i in range(len(nodes))]
+        bound = min(fam) if fam and math.isfinite(min(fam)) else None
+        gap_now = None if bound is None or best <= 0 else max(0.0, (best - bound) / best)
+        status = stopped or ("time_limit" if timed_out else "feasible")
     if deterministic:
         info_extra.setdefault("deterministic_time", spent)
     family = estimate_family(instance, pins.get("schedule"),
@@ -529,8 +534,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     info = SolverInfo(name=name, status=status, objective=best, bound=bound, gap=gap_now,
                       time_s=time.perf_counter() - t0, shapes=len(nodes), build_s=build_total,
                       requested_gap=gap, estimate_family=family, **info_extra)
-    log.info("%s: %s, objective %.6g, bound %.6g, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
-             name, status, best, bound, 100 * gap_now, len(nodes), info.time_s, build_total)
+    log.info("%s: %s, objective %.6g, bound %s, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
+             name, status, best, "-" if bound is None else f"{bound:.6g}", 100 * (gap_now or 0.0), len(nodes),
+             info.time_s, build_total)
     return best_plan.model_copy(update={"solver": info})
 
 
