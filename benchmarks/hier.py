@@ -36,7 +36,7 @@ def run(instance: str, solver: str, limit: float) -> dict:
     info, ev = doc["solver"], doc["evaluation"]
     return {"solver": solver, "simulated_s": ev["iteration_time_s"], "estimate_s": ev["estimate_s"],
             "bound": info.get("bound"), "gap": info.get("gap"), "status": info.get("status"),
-            "named_bound": info.get("named_bound"),
+            "named_bound": info.get("estimate_bound"),  # the search's, on T_est over 1f1b/gpipe plans
             "shape": f"R={doc['replicas']} S={len(doc['stages'])} tp={doc['tp']} b={doc['micro_batch_size']}",
             "incumbent": info.get("incumbent", ""), "wall_s": wall}
 

@@ -118,3 +118,40 @@ def unit_instances(max_domains: int = 40) -> list[str]:
     from planner.problem.io import available
 
     return [n for n in available("instances") if len(load_instance(n).domains) <= max_domains]
+
+
+def inflight_variants(instance, plan):
+    """``plan`` with every per-stage in-flight limit w_j in 1..min(m, S - j) (1f1b's
+    and fewer: down to one micro-batch in flight per stage) and m (gpipe's), as
+    explicit schedules (:func:`planner.solvers.inflight.inflight_schedule`)."""
+    from planner.solvers.inflight import inflight_schedule
+
+    S, m = plan.num_stages, plan.num_micro_batches
+    choices = [sorted(set(range(1, min(m, S - j) + 1)) | {m}) for j in range(S)]
+    for w in itertools.product(*choices):
+        yield plan.model_copy(update={"schedule": inflight_schedule(w, m)})
+
+
+def brute_force_any_schedule(instance, max_gpus=None):
+    """(best evaluator objective, its plan, plans that fit only with fewer micro-batches
+    in flight than 1f1b) over every plan of a tiny instance with a named schedule or
+    an explicit one from :func:`inflight_variants` (simulated time, or cost per
+    iteration for a cost instance); (None, None, 0) when none is feasible."""
+    best, best_plan, lean_only = None, None, 0
+    for p in all_plans(instance, max_gpus):
+        if p.schedule == "gpipe" or not isinstance(p.schedule, str):
+            variants = [p]
+        else:  # each placement once: 1f1b, then its explicit variants
+            variants = [p, *inflight_variants(instance, p)] if p.num_stages > 1 else [p]
+        named_ok = False
+        for k, q in enumerate(variants):
+            if check_plan(instance, q):
+                continue
+            named_ok = named_ok or k == 0
+            if k and not named_ok and isinstance(p.schedule, str) and p.schedule == "1f1b":
+                lean_only += 1
+            ev = Evaluator(instance, q)
+            value = float(ev.objective(ev.iteration_times())[0])
+            if best is None or value < best:
+                best, best_plan = value, q
+    return best, best_plan, lean_only

@@ -67,6 +67,28 @@ def instance_html(inst) -> str:
 
 
 # -- plans -----------------------------------------------------------------------
+def status_text(status: str | None, requested_gap: float | None = None) -> str:
+    """A status as shown: ``within_gap`` names the tolerance asked for.
+
+    >>> status_text("within_gap", 0.9), status_text("optimal")
+    ('within gap 0.9', 'optimal')
+    """
+    if status == "within_gap":
+        return "within gap" + ("" if requested_gap is None else f" {requested_gap:g}")
+    return str(status)
+
+
+def estimate_text(info) -> str | None:
+    """The search's own claim, naming the plans it covers: "optimal among
+    1f1b/gpipe plans, by T_est, bound 0.0513" (None without one)."""
+    if info is None or info.estimate_status is None:
+        return None
+    bound = "" if info.estimate_bound is None else f", bound {info.estimate_bound:.4g}"
+    gap = "" if info.estimate_gap is None else f", gap {info.estimate_gap:.1%}"
+    return (f"{status_text(info.estimate_status, info.requested_gap)} among "
+            f"{info.estimate_family or 'plans with a named schedule'}{bound}{gap}")
+
+
 def plan_text(plan) -> str:
     lines = [f"Plan for {plan.instance or '?'}: {plan.replicas} replica(s) x {plan.num_stages} stage(s) "
              f"x tp {plan.tp} = {plan.gpus_used} GPUs, micro-batch {plan.micro_batch_size} x "
@@ -85,8 +107,10 @@ def plan_text(plan) -> str:
             bound = "" if s.bound is None else f", bound {s.bound:.4g}"
             g = (s.objective - s.bound) / s.objective if s.objective and s.bound is not None else s.gap
             gap = "" if g is None else f", gap {g:.2%}"  # the gap of the objective and bound shown
-            lines.append(f"  solver {s.name}: {s.status}{obj}{bound}{gap}, {s.time_s:.2f} s "
-                         f"(for instance sha256 {s.instance_sha256[:12]})")
+            lines.append(f"  solver {s.name}: {status_text(s.status, s.requested_gap)}{obj}{bound}{gap}, "
+                         f"{s.time_s:.2f} s (for instance sha256 {s.instance_sha256[:12]})")
+            if estimate_text(s):
+                lines.append(f"  search: {estimate_text(s)}")
     for j, st in enumerate(plan.stages):
         doms = sorted({row[j] for row in plan.placement})
         lines.append(f"  stage {j}: units {st.start}-{st.end - 1} on {', '.join(doms)}")

@@ -37,6 +37,7 @@ from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator
 from ..problem.plan import claims_check
 from .report import STAGE_COLUMNS, gpu_table, schedule_used, shown_gap, stage_table, summary_rows
+from .display import status_text
 
 # the only rule a page needs: nothing from outside, inline styles (matplotlib's SVG uses style attributes)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -205,13 +206,17 @@ def _solver_rows(instance, plan) -> list[tuple[str, str]]:
     if why is not None:
         return [("name", info.name), ("time_s", f"{info.time_s:.3g}"),
                 ("claims", f"solver claims not shown: {why[1]}")]
-    rows = [("name", info.name), ("status", info.status)]
+    rows = [("name", info.name), ("status", status_text(info.status, info.requested_gap))]
     shown = {"objective": info.objective, "bound": info.bound,
              "gap": shown_gap(info.objective, info.bound, info.gap)}  # the gap of the two beside it
     for key in ("objective", "bound", "gap"):
         v = shown[key]
         rows.append((key, "-" if v is None else (f"{v:.2%}" if key == "gap" else f"{v:.6g}")))
     rows.append(("time_s", f"{info.time_s:.3g}"))
+    for key in ("requested_gap", "estimate_status", "estimate_objective", "estimate_bound", "estimate_gap",
+                "estimate_family"):  # a search's claims on T_est, over estimate_family only
+        if getattr(info, key) is not None:
+            rows.append((key, _short(getattr(info, key))))
     extra = dict(info.model_extra or {})
     if extra.get("schedule_makespan_s") is not None and schedule_used(plan) != "cpsat":
         extra = {k: v for k, v in extra.items() if k not in _CPSAT_SCHEDULE}

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..problem.plan import claims_check
+from .display import estimate_text, status_text
 
 
 def _fmt_s(v: float) -> str:
@@ -119,7 +120,8 @@ def solver_rows(instance, plan) -> list[tuple[str, str]]:
     why = claims_check(instance, plan)
     if why is not None:
         return [("solver", f"{info.name}, {info.time_s:.2f} s; solver claims not shown: {why[1]}")]
-    rows = [("solver", f"{info.name}: {_claim(info.status, info.objective, info.bound, info.gap)}, "
+    rows = [("solver", f"{info.name}: "
+             f"{_claim(status_text(info.status, info.requested_gap), info.objective, info.bound, info.gap)}, "
              f"{info.time_s:.2f} s")]
     extra = info.model_extra or {}
     if extra.get("robust_objective") is not None:
@@ -128,11 +130,9 @@ def solver_rows(instance, plan) -> list[tuple[str, str]]:
                               extra.get("robust_bound"), extra.get("robust_gap"))))
     if extra.get("robust_measure"):
         rows.append(("robust", f"{extra['robust_measure']}; the other figures are for the base network"))
-    if "named_status" in extra:
-        named = "" if extra.get("named_bound") is None else f", bound {extra['named_bound']:.4g}"
-        rows.append(("search", f"{extra['named_status']}{named} over plans with a named schedule "
-                     f"({', '.join(instance.options.schedules)}); the refined schedule is outside that "
-                     f"space, so the bound above is the instance's"))
+    if estimate_text(info):
+        rows.append(("search", f"{estimate_text(info)}; the bound above holds for every plan, "
+                               f"explicit schedules included"))
     used = schedule_used(plan)
     cpsat = extra.get("schedule_makespan_s") is not None
     not_kept = (f"CP-SAT's schedule ({extra.get('schedule_status')}) not kept: "

@@ -75,7 +75,11 @@ class Predicted(BaseModel):
 
 
 class SolverInfo(BaseModel):
-    """How the plan was found: status is optimal, feasible, time_limit, heuristic ..."""
+    """How the plan was found, and what is claimed (SPEC 7, "Bounds and claims";
+    docs/guide.md, "Statuses"): ``status`` is optimal, within_gap, feasible,
+    time_limit, heuristic ...; ``objective``, ``bound`` and ``gap`` are the
+    evaluator's, the bound valid for every plan, explicit schedules included;
+    ``estimate_*`` are a search's figures on T_est over ``estimate_family``."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     name: str
@@ -84,6 +88,12 @@ class SolverInfo(BaseModel):
     bound: float | None = None
     gap: float | None = None
     time_s: float = 0.0
+    requested_gap: float | None = Field(None, description="the optimality tolerance asked for")
+    estimate_status: str | None = Field(None, description="the search's status over estimate_family")
+    estimate_objective: float | None = Field(None, description="the search's objective: T_est or its cost")
+    estimate_bound: float | None = Field(None, description="lower bound on T_est over estimate_family only")
+    estimate_gap: float | None = Field(None, description="the search's gap against estimate_bound")
+    estimate_family: str | None = Field(None, description="the plans the estimate_* figures cover")
     instance_sha256: str | None = Field(
         default=None, description="SHA-256 of the instance the plan was made for, as canonical JSON (keys "
                                   "sorted, defaults filled, no whitespace): its claims hold for that instance only")

@@ -22,6 +22,11 @@ from .model import BYTES_PER_PARAM_STATE
 from .partition import UnitTable, balanced_partition, light_boundaries, pack
 
 
+#: the memory rule of the leanest explicit schedule (one micro-batch in flight per
+#: stage): a shape infeasible with it holds no plan whatever its schedule
+LEAN = "lean"
+
+
 class ShapeInfeasible(ValueError):
     """A shape proven to hold no feasible plan (under the pins); the message
     says why without naming the shape, so a search reports each reason once.
@@ -92,8 +97,13 @@ class PlanSpace:
 
     # -- memory-feasible balanced partitions -------------------------------
     def _inflight(self, schedule: str, stages: int, m: int):
+        """Micro-batches stage j holds in flight: gpipe m, 1f1b min(m, S - j), and
+        ``LEAN`` one (an explicit schedule running each micro-batch's forward and
+        backward before the next: the least activation memory of any schedule)."""
         if schedule == "gpipe":
             return lambda j: m
+        if schedule == LEAN:
+            return lambda j: 1
         return lambda j: min(m, stages - j)
 
     def partition(self, tp: int, micro_batch: int, schedule: str, stages: int,

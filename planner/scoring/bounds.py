@@ -10,8 +10,9 @@ maximum and names the part that binds.  Parts (seconds):
   min(GPUs, global_batch/min_micro_batch * max_tp) GPUs share that work.
 * ``round_trip``: one micro-batch of the smallest size must go forward
   and backward through every unit at the largest tp (pipeline fill); when
-  no single domain can host the whole plan, it also crosses the WAN and
-  back, at least twice the smallest link latency (the Little's-law term of
+  no single domain can host the whole plan (whatever its schedule: one
+  micro-batch in flight per stage fits where 1f1b does not), it also crosses
+  the WAN and back, at least twice the smallest link latency (the Little's-law term of
   SPEC 7 is >= this round trip divided by the in-flight count, and T >= one
   round trip).
 * ``wan_volume``: when every plan must cross the WAN, each replica sends
@@ -31,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..problem.network import GBPS, MS
-from ..problem.plan import Plan
-from ..problem.space import PlanSpace
+from ..problem.plan import SolverInfo
+from ..problem.space import LEAN, PlanSpace
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,11 @@ class Bound:
 
 
 def single_domain_possible(space: PlanSpace) -> bool:
-    """True when some plan uses one domain only (no WAN traffic at all)."""
+    """True when some plan uses one domain only (no WAN traffic at all).
+
+    Any schedule counts, explicit ones included: the memory test is the
+    leanest schedule's (:data:`planner.problem.space.LEAN`, one micro-batch in
+    flight per stage), which every schedule needs at least."""
     inst = space.instance
     gbs = inst.workload.global_batch_size
     for d in inst.domains:
@@ -53,12 +58,11 @@ def single_domain_possible(space: PlanSpace) -> bool:
                 continue
             slots = d.gpus // tp
             for b in inst.workload.micro_batch_sizes:
-                for sched in inst.options.schedules:
-                    for S in range(1, min(slots, inst.max_stages, inst.num_units) + 1):
-                        R = max(r for r in space.replica_options[b] if r * S <= slots) \
-                            if any(r * S <= slots for r in space.replica_options[b]) else None
-                        if R and space.feasible(tp, b, sched, S, gbs // (R * b)):
-                            return True
+                for S in range(1, min(slots, inst.max_stages, inst.num_units) + 1):
+                    R = max(r for r in space.replica_options[b] if r * S <= slots) \
+                        if any(r * S <= slots for r in space.replica_options[b]) else None
+                    if R and space.feasible(tp, b, LEAN, S, gbs // (R * b)):
+                        return True
     return False
 
 
@@ -108,25 +112,70 @@ def objective_lower_bound(instance) -> float:
     return lower_bound(instance).value if instance.options.objective == "time" else cost_lower_bound(instance)
 
 
-def widen_claims(instance, p: Plan) -> Plan:
-    """The figures of a plan whose schedule is explicit (a refined schedule).
+#: a relative gap at most this is called ``optimal`` (the solvers' default tolerance)
+OPTIMAL_GAP = 1e-3
 
-    A search's status and bound are about plans with the instance's named
-    schedules (``options.schedules``: 1f1b, gpipe); a refined schedule lies
-    outside that space and may beat its optimum.  They move to
-    ``named_status`` and ``named_bound``; ``bound`` becomes the instance's lower
-    bound (:func:`lower_bound`, or its cost counterpart),
-    valid for every plan whatever its schedule; ``optimal`` becomes
-    ``feasible``; the gap is recomputed against that bound.  Plans with a
-    named schedule, or already widened, are returned unchanged.
+
+def gap_claim(gap: float | None, requested: float | None = None) -> str | None:
+    """The claim a relative ``gap`` allows under the ``requested`` tolerance
+    (None: :data:`OPTIMAL_GAP`): ``"optimal"`` when it is within both,
+    ``"within_gap"`` when within the requested one only (a loose ``--gap``),
+    else None.
+
+    >>> gap_claim(0.0), gap_claim(0.71, 0.9), gap_claim(0.71)
+    ('optimal', 'within_gap', None)
     """
-    info = p.solver
-    if info is None or isinstance(p.schedule, str) or "named_bound" in (info.model_extra or {}):
-        return p
-    universal = objective_lower_bound(instance)
-    objective = info.objective
-    bound = universal if objective is None else min(universal, objective)
-    gap = None if objective is None or objective <= 0 else max(0.0, (objective - bound) / objective)
-    status = "feasible" if info.status == "optimal" else info.status
-    return p.model_copy(update={"solver": info.model_copy(update={
-        "named_status": info.status, "named_bound": info.bound, "status": status, "bound": bound, "gap": gap})})
+    tol = OPTIMAL_GAP if requested is None else requested
+    if gap is None or gap > tol + 1e-12:
+        return None
+    return "optimal" if gap <= OPTIMAL_GAP + 1e-12 else "within_gap"
+
+
+def estimate_family(instance, schedule: str | None = None, pinned: bool = False) -> str:
+    """The plans a search over named schedules covers, in words: ``"1f1b/gpipe
+    plans, by T_est"`` (``schedule`` pinned: that one; ``pinned``: "within
+    the pins")."""
+    names = [schedule] if schedule else list(instance.options.schedules)
+    measure = "T_est" if instance.options.objective == "time" else "the cost at T_est"
+    return f"{'/'.join(names)} plans{' within the pins' if pinned else ''}, by {measure}"
+
+
+def settle_claims(instance, info: SolverInfo, objective: float) -> SolverInfo:
+    """``info`` with the claims SPEC 7 allows ("Bounds and claims").
+
+    ``objective`` is the evaluator's objective of the plan (exact simulation:
+    seconds, or cost per iteration).  A search's own figures (``status``,
+    ``objective``, ``bound``, ``gap``: on T_est, over plans with a named
+    schedule) move to ``estimate_status``, ``estimate_objective``,
+    ``estimate_bound`` and ``estimate_gap``, with ``estimate_family`` naming
+    the plans they cover (the search may set it; default
+    :func:`estimate_family`).  ``bound`` becomes
+    :func:`objective_lower_bound`, valid for the evaluator's objective of
+    every plan the tool accepts, explicit schedules included; ``gap`` is
+    measured from it; ``status`` is :func:`gap_claim`'s (``optimal``, or
+    ``within_gap`` of ``requested_gap``) when that gap allows it, else
+    ``feasible`` for a search that finished, else the search's own
+    (``time_limit``, ``interrupted`` ...); a heuristic stays ``heuristic``.
+    Applying it again (a refined plan) recomputes the universal part only.
+    """
+    update: dict = {}
+    if info.estimate_status is None and info.status != "heuristic":
+        update = dict(estimate_status=info.status, estimate_objective=info.objective,
+                      estimate_bound=info.bound, estimate_gap=info.gap,
+                      estimate_family=info.estimate_family or estimate_family(instance))
+        searched = info.status
+    else:
+        searched = info.estimate_status or info.status
+    bound = objective_lower_bound(instance)
+    gap = None if objective is None or not objective > 0 else max(0.0, (objective - bound) / objective)
+    claim = gap_claim(gap, info.requested_gap)
+    if searched == "heuristic":
+        status = "heuristic"
+    elif claim is not None:
+        status = claim
+    elif searched in ("optimal", "within_gap"):
+        status = "feasible"
+    else:
+        status = searched
+    update.update(status=status, objective=objective, bound=bound, gap=gap)
+    return info.model_copy(update=update)

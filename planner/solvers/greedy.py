@@ -20,8 +20,10 @@
    With ``robust=K`` the statistic of T_est over K states decides alone.
 
 It is always feasible when the instance is (any memory-feasible shape whose
-GPUs fit is placed), and otherwise raises ``InfeasibleError`` with the
-reason.  Typical run time: milliseconds to a fraction of a second.
+GPUs fit is placed; when no shape fits with 1f1b or gpipe, the best plan
+that fits with fewer micro-batches in flight,
+:func:`lean_plans`), and otherwise raises
+``InfeasibleError`` with the reason.  Typical run time: milliseconds to a fraction of a second.
 
 Example
 -------
@@ -39,9 +41,10 @@ import time
 import numpy as np
 
 from ..problem.errors import InfeasibleError, TimeLimitError, human_bytes
-from ..scoring.evaluator import Evaluator
+from ..scoring.evaluator import Evaluator, check_plan
 from ..problem.plan import Plan
-from ..problem.space import PlanSpace, Shape
+from ..problem.space import LEAN, PlanSpace, Shape
+from .inflight import inflight_schedule
 
 KEEP = 24  # shapes kept from the best-first enumeration
 KEEP_LOCAL = 6  # single-domain shapes kept
@@ -247,7 +250,14 @@ def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int
     states = sample_states(instance, robust, seed) if robust else None
     t0 = time.perf_counter()
     deadline = t0 + (time_limit if time_limit else 3600.0)
-    scored = _candidates(instance, deadline, states, robust_stat, time_limit)
+    try:
+        scored = _candidates(instance, deadline, states, robust_stat, time_limit)
+    except InfeasibleError:
+        # no shape fits with 1f1b or gpipe: one may with fewer micro-batches in flight
+        lean = lean_plans(instance, k=1, time_limit=time_limit)
+        if not lean:
+            raise
+        return lean[0]
     if states is not None or not rerank:
         return scored[0][3]
     # T_est misjudges some pipelines over the WAN: simulate the best few exactly
@@ -374,4 +384,77 @@ def shape_starts(instance, k: int = 4, time_limit: float | None = None) -> list[
             out.append(plan)
             if len(out) == k:
                 break
+    return out
+
+
+def _fitting_limits(instance, space: PlanSpace, plan: Plan) -> list[int]:
+    """Per stage, the most micro-batches in flight (at most 1f1b's ``min(m, S - j)``,
+    at least 1) whose activations fit the GPU memory of ``space``'s rule."""
+    S, m = plan.num_stages, plan.num_micro_batches
+    cap = instance.memory_limit_bytes * plan.tp
+    tokens = plan.micro_batch_size * instance.workload.seq_len
+    out = []
+    for j, (a, b) in enumerate(plan.bounds()):
+        _, weights, stored = space.table.interval(a, b)
+        most = min(m, S - j)
+        fit = most if stored <= 0 else int((cap - weights) // (tokens * stored))
+        out.append(max(1, min(most, fit)))
+    return out
+
+
+def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int = 8) -> list[Plan]:
+    """Up to ``k`` plans (best T_est, or its cost, first) of shapes that fit GPU
+    memory only with fewer micro-batches in flight than 1f1b and gpipe hold:
+    their partition is balanced under the leanest schedule's memory rule
+    (:data:`planner.problem.space.LEAN`, one micro-batch in flight per stage),
+    placed as greedy places its shapes, with each stage's in-flight limit the
+    largest that fits (at most 1f1b's).  The ``keep`` most promising such
+    shapes by compute alone are placed; ``time_limit`` seconds cap the search.
+    [] when every shape that fits at all also fits a named schedule."""
+    deadline = time.perf_counter() + (time_limit if time_limit else 3600.0)
+    space = PlanSpace(instance)
+    gbs = instance.workload.global_batch_size
+    named = instance.options.schedules
+    shapes, seen_shape = [], set()
+    for sh in space.shapes():
+        key = (sh.tp, sh.micro_batch, sh.stages, sh.replicas)
+        if sh.stages < 2 or key in seen_shape:  # one stage: 1f1b holds one micro-batch already
+            continue
+        seen_shape.add(key)
+        if time.perf_counter() > deadline:
+            break
+        m = sh.micro_batches(gbs)
+        if any(space.feasible(sh.tp, sh.micro_batch, s, sh.stages, m) for s in named):
+            continue  # a named schedule fits: the searches cover the shape (tune_inflight lowers limits)
+        cuts = space.partition(sh.tp, sh.micro_batch, LEAN, sh.stages, m)
+        if cuts is None:
+            continue
+        cmax = max(space.stage_time(a, b, sh.tp, sh.micro_batch) for a, b in cuts)
+        ctot = space.stage_time(0, instance.num_units, sh.tp, sh.micro_batch)
+        shapes.append(((m - 1) * cmax + ctot, sh.tp * sh.stages * sh.replicas, key, cuts))
+    shapes.sort(key=lambda x: x[:3])
+    scored, seen = [], set()
+    for _, _, (tp, b, S, R), cuts in shapes[:keep]:
+        if scored and time.perf_counter() > deadline:
+            break
+        m = gbs // (R * b)
+        for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen):
+            for w in (_fitting_limits(instance, space, p), [1] * S):
+                q = p.model_copy(update={"schedule": inflight_schedule(w, m)})
+                ev = Evaluator(instance, q)
+                if not check_plan(instance, q, ev.fig):  # else: the memory of another GPU type, say
+                    scored.append((float(ev.objective(ev.estimate_times())[0]), len(scored), q))
+                    break
+    scored.sort(key=lambda x: x[:2])
+    out, shapes_out = [], set()
+    for _, _, q in scored:
+        key = (q.tp, q.micro_batch_size, q.num_stages, q.replicas)
+        if key not in shapes_out:
+            shapes_out.add(key)
+            out.append(q)
+        if len(out) == k:
+            break
+    if out:
+        logging.getLogger("planner.greedy").info("greedy: %d lean plan(s), best T_est %.6g", len(out),
+                                                 scored[0][0])
     return out

@@ -39,10 +39,11 @@ dozen domains.  :func:`hier` plans in three levels:
 The result's ``bound`` is the larger of the aggregated level's (the smallest
 over its tensor-parallel classes) and the instance's analytic bound; ``gap``
 is on the returned plan's ``T_est``; ``status`` is ``optimal`` only when
-that gap is within ``gap``.  When the annealing leaves the plan with an
-explicit schedule (per-stage in-flight limits), outside the named schedules
-the top level searched, the figures are widened
-(:func:`planner.scoring.bounds.widen_claims`).
+that gap is within ``gap`` (``within_gap`` for a looser ``gap``,
+:func:`planner.scoring.bounds.gap_claim`).  These are claims on T_est over
+plans with a named schedule (``estimate_family``): ``plan(solver="hier")``
+reports them as ``estimate_*`` and claims the instance's bound
+(:func:`planner.scoring.bounds.settle_claims`).
 
 Example
 -------
@@ -63,7 +64,7 @@ from ..problem.errors import InfeasibleError, InputError, Stopped, TimeLimitErro
 from ..problem.instance import Instance
 from ..problem.limits import MAX_BANDWIDTH_GBPS
 from ..problem.plan import Plan, SolverInfo
-from ..scoring.bounds import objective_lower_bound, widen_claims
+from ..scoring.bounds import estimate_family, gap_claim, objective_lower_bound
 from . import stop
 from ..scoring.evaluator import simulated_score
 from .anneal import anneal
@@ -453,7 +454,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
             lines.append(f"{what} ({role}): {info.status}, T_est {info.objective:.6g}, bound {info.bound:.6g}")
             log.info("hier: top level %s", lines[-1])
             if role == "bound":
-                timed_out = timed_out or info.status != "optimal"
+                timed_out = timed_out or info.status not in ("optimal", "within_gap")
                 if a.bounds and info.bound is not None:
                     proven = info.bound
             for k, p in enumerate(disaggregate(instance, a, res)):
@@ -502,18 +503,22 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
 
     # figures: gap on the returned plan's T_est
     objective = score(instance, best)
-    bound = min(bound, objective)
+    if isinstance(best.schedule, str):  # an explicit schedule is outside the space the bound covers
+        bound = min(bound, objective)
     gap_now = 0.0 if objective <= 0 else max(0.0, (objective - bound) / objective)
-    status = ("optimal" if gap_now <= gap + 1e-12 else
-              stop.requested() or ("time_limit" if timed_out else "feasible"))
+    if objective < bound:  # an explicit schedule, faster than the named optimum: no gap to report
+        gap_now = None
+    status = gap_claim(gap_now, gap) or stop.requested() or ("time_limit" if timed_out else "feasible")
+    pinned = any(v is not None for v in (stages, replicas, tp, micro_batch_size, schedule)) or bool(forbid)
     info = SolverInfo(name="hier", status=status, objective=objective, bound=bound, gap=gap_now,
-                      time_s=time.perf_counter() - t0, incumbent=who,
+                      time_s=time.perf_counter() - t0, incumbent=who, requested_gap=gap,
+                      estimate_family=estimate_family(instance, schedule, pinned),
                       groups=[_group_name(instance, g) for g in gs], top_level=lines)
     log.info("hier: %s from %s, simulated %.6g, T_est %.6g, bound %.6g, gap %.2f%%", status, who, best_val,
-             objective, bound, 100 * gap_now)
-    # an explicit schedule (the annealing's in-flight limits) lies outside the named
-    # schedules the top level searched: the instance's own bound then (widen_claims)
-    return widen_claims(instance, best.model_copy(update={"solver": info, "predicted": None}))
+             objective, bound, 100 * (gap_now or 0.0))
+    # these are claims on T_est over plans with a named schedule: planner.solvers.registry.finish
+    # moves them to estimate_* and claims the instance's bound, valid for any schedule
+    return best.model_copy(update={"solver": info, "predicted": None})
 
 
 def _plan_starts(instance, agg: Aggregate, pins: dict, offer, who: str, time_limit: float | None) -> dict:

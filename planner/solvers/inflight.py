@@ -18,6 +18,11 @@ in-flight count describes it as well as it describes 1f1b (on aws-multiregion
 the CP-SAT plan's 1f1b simulates at 42.58 s; with ``w = (4, 1)`` it
 simulates at 34.32 s and T_est is 34.32 s).
 
+:func:`planner.solvers.greedy.lean_plans` goes the other way: plans of shapes that fit GPU memory
+only with fewer micro-batches in flight than 1f1b holds (down to one per
+stage), which no search over named schedules can return; on a slow WAN the
+best of them may keep the whole pipeline inside one domain.
+
 Example
 -------
 >>> better = tune_inflight(instance, plan, time_limit=5)             # doctest: +SKIP
@@ -180,3 +185,4 @@ def tune_inflight(instance, plan: Plan, time_limit: float | None = 10.0, max_eva
     log.info("inflight: %.6g -> %.6g with limits %s (%d simulations)", start, best, w, len(memo))
     info = plan.solver.model_copy(update={"inflight": w, "start_s": start, "end_s": best}) if plan.solver else None
     return plan.model_copy(update={"schedule": inflight_schedule(w, m), "predicted": None, "solver": info})
+

@@ -30,7 +30,10 @@
 5. the schedule refinement (``refine``, :func:`planner.solvers.registry.refine`:
    in-flight limits, then CP-SAT) with what is left (skipped below one second).
 
-Figures of the result (``plan.solver``): ``bound`` is the largest valid
+Figures of the search (``auto`` itself; ``plan(solver="auto")`` keeps them
+as ``estimate_status``, ``estimate_bound`` ... and claims the instance's
+bound on the simulated objective, :func:`planner.scoring.bounds.settle_claims`):
+``bound`` is the largest valid
 lower bound on T_est (or its cost counterpart) among the engines (and the
 instance's analytic bound for a time instance): every engine's bound is at
 most the optimum of the same problem (same objective, same pins), so their
@@ -38,17 +41,17 @@ maximum is at most the optimum too, hence valid, and the tightest we have.
 ``gap`` = (objective - bound) / objective with the returned plan's T_est
 (before any schedule refinement).  ``status`` is ``optimal`` only if an
 engine proved optimality (within its gap) *and* the returned plan's T_est
-equals that engine's optimum; otherwise ``time_limit`` when an engine ran
+equals that engine's optimum, or that gap is within the default tolerance
+(``within_gap`` within a looser ``gap``); otherwise ``time_limit`` when an engine ran
 out of time, failed or was cut off, else ``feasible`` (the simulation
 preferred a plan whose T_est is above the proven optimum).  ``incumbent``
 names who found the plan (``"cpsat+anneal"`` ...), ``engines`` holds one
 line per engine, ``simulated_s`` the incumbent's simulated figure at each
-stage.  A returned plan whose schedule is explicit (tuned in-flight limits
-or a CP-SAT order) lies outside the space the engines searched (named
-schedules) and may beat their optimum: its figures are widened
-(:func:`planner.scoring.bounds.widen_claims`: the engines' status and bound
-move to ``named_status``/``named_bound``, the bound is the instance's, valid
-for any schedule).
+stage.  A returned plan whose schedule is explicit (tuned in-flight limits,
+a CP-SAT order, or a lean plan: :func:`planner.solvers.greedy.lean_plans`,
+offered after greedy's, fits memory only with fewer micro-batches in flight
+than 1f1b) lies outside the space the engines searched (named schedules)
+and may beat their optimum.
 
 ``deterministic=True``: CP-SAT with its deterministic time budget, greedy
 without a time cap, the annealing by a count of candidates (``300`` per
@@ -81,11 +84,11 @@ from typing import Callable
 from . import stop
 from ..problem.errors import InfeasibleError
 from ..problem.plan import Plan, SolverInfo
-from ..scoring.bounds import lower_bound, widen_claims
+from ..scoring.bounds import estimate_family, gap_claim, lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
-from .greedy import greedy, shape_starts
+from .greedy import greedy, lean_plans, shape_starts
 from .hierarchy import hier
 from .inflight import tune_inflight
 from .milp import milp
@@ -265,6 +268,12 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         errors.append(err)
         lines["greedy"] = f"failed: {err}"
 
+    # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
+    if schedule is None:
+        for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=max(0.2, 0.03 * budget))
+                              if plan_matches(q, pins, forbid, require)):
+            offer(f"lean{i}", tune(p, 0.01 * budget))
+
     # 1. the engines, each in its own process
     engine_deadline = wall0 + ENGINE_SHARE * budget
     det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
@@ -324,7 +333,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                 log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
                 continue
             info = res.solver
-            lines[name] = (f"{info.status}, objective {info.objective:.6g}, bound "
+            among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
+            lines[name] = (f"{info.status}{among}, objective {info.objective:.6g}, bound "
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
@@ -375,19 +385,27 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if bound is not None and isinstance(best.schedule, str):  # an explicit schedule is outside the engines' space
         bound = min(bound, objective)
     gap_now = None if bound is None or objective <= 0 else max(0.0, (objective - bound) / objective)
+    if not isinstance(best.schedule, str) and bound is not None and objective < bound:
+        gap_now = None  # a plan outside the engines' space, faster than its optimum: no gap to report
+    claim = gap_claim(gap_now, gap) if isinstance(best.schedule, str) else None
     if proven and objective <= min(proven) * (1 + 1e-9):
         status = "optimal"
+    elif claim is not None:
+        status = claim
     elif stop.requested():
         status = stop.requested()
-    elif any(not line.startswith(("optimal", "infeasible")) for n, line in lines.items() if n in engines):
+    elif any(not line.startswith(("optimal", "within_gap", "infeasible"))
+             for n, line in lines.items() if n in engines):
         status = "time_limit"
     else:
         status = "feasible"
     info = SolverInfo(name="auto", status=status, objective=objective, bound=bound, gap=gap_now,
                       time_s=time.perf_counter() - t0, incumbent=who, engines=lines,
-                      simulated_s=[[w, v] for w, v in history])
-    best = widen_claims(instance, best.model_copy(update={"solver": info, "predicted": None}))
-    status, bound, gap_now = best.solver.status, best.solver.bound, best.solver.gap
+                      simulated_s=[[w, v] for w, v in history], requested_gap=gap,
+                      estimate_family=estimate_family(instance, schedule, pinned=bool(pin_opts)))
+    # claims on T_est over plans with a named schedule: finish() keeps them as estimate_* and
+    # claims the instance's bound on the simulated objective, valid for any schedule
+    best = best.model_copy(update={"solver": info, "predicted": None})
     log.info("auto: %s from %s, simulated %.6g, T_est %.6g, bound %s, gap %s", status, who, best_val,
              objective, "-" if bound is None else f"{bound:.6g}",
              "-" if gap_now is None else f"{100 * gap_now:.2f}%")

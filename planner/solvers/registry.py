@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..scoring.bounds import lower_bound, objective_lower_bound, widen_claims
+from ..scoring.bounds import lower_bound, objective_lower_bound, settle_claims
 from ..problem.errors import InputError
 from ..scoring.evaluator import Evaluator
 from . import stop
@@ -91,23 +91,24 @@ class PlanCheckError(RuntimeError):
 
 
 def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
-    """Score ``result`` with the evaluator and attach predicted/solver figures."""
+    """Score ``result`` with the evaluator and attach predicted/solver figures.
+
+    The claims are SPEC 7's (:func:`planner.scoring.bounds.settle_claims`):
+    ``objective`` is the evaluator's (simulated seconds, or cost per
+    iteration), ``bound`` the instance's lower bound on it over every plan,
+    explicit schedules included, ``status`` ``optimal`` only when the gap
+    between them allows it; a search's own figures on T_est over plans with a
+    named schedule are kept as ``estimate_*``."""
     ev = Evaluator(instance, result)
     e = ev.evaluate(lower_bound_s=lower_bound(instance).value)
     if not e.feasible:
         raise PlanCheckError(f"solver {name} returned an infeasible plan: "
                              + "; ".join(v.message for v in e.violations))
-    objective = e.objective(instance.options.objective)
+    objective = e.iteration_time_s if instance.options.objective == "time" else e.cost_per_iteration
     info = result.solver
     if info is None:
-        info = SolverInfo(name=name, status="heuristic", objective=objective)
-    if info.bound is None and info.status == "heuristic":  # a heuristic proves nothing: the instance's bound
-        info = info.model_copy(update={"bound": objective_lower_bound(instance)})
-    bound = info.bound
-    gap = info.gap
-    if gap is None and bound is not None and objective > 0:
-        gap = max(0.0, (objective - bound) / objective)
-    info = info.model_copy(update={"name": name, "objective": objective, "gap": gap, "time_s": elapsed})
+        info = SolverInfo(name=name, status="heuristic")
+    info = settle_claims(instance, info, objective).model_copy(update={"name": name, "time_s": elapsed})
     predicted = Predicted(iteration_time_s=e.iteration_time_s, estimate_s=e.estimate_s,
                           throughput_tokens_per_s=e.throughput_tokens_per_s,
                           cost_per_iteration=e.cost_per_iteration,
@@ -136,8 +137,9 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     micro-batches than under ``p``'s own schedule.  ``deterministic``: both
     steps by counts (simulations, CP-SAT's deterministic time), not the clock.
 
-    The result's ``solver`` figures are widened (:func:`widen_claims`: the
-    search's status and bound were over named schedules) and gain
+    The result's ``solver`` figures are the refined plan's
+    (:func:`planner.scoring.bounds.settle_claims`; the search's stay as
+    ``estimate_*``, about plans with a named schedule) and gain
     ``inflight`` (the limits, when that step won), ``schedule_kept``
     (``"inflight"``, ``"cpsat"`` or None: which step's schedule the plan has), ``schedule_status``,
     ``schedule_makespan_s``, ``schedule_bound_s``, ``schedule_gap`` (CP-SAT's
@@ -198,12 +200,9 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     if best is p:
         info = base.model_copy(update={"time_s": (base.time_s or 0.0) + extra["schedule_time_s"], **extra})
         return p.model_copy(update={"solver": info}).stamped(instance)
-    info = base.model_copy(update={"name": f"{base.name}+schedule", "objective": best.solver.objective,
-                                   "gap": None, "time_s": (base.time_s or 0.0) + extra["schedule_time_s"],
-                                   **extra})
-    if info.bound is not None and info.objective:
-        info = info.model_copy(update={"gap": max(0.0, (info.objective - info.bound) / info.objective)})
-    return widen_claims(instance, best.model_copy(update={"solver": info})).stamped(instance)
+    info = base.model_copy(update={"name": f"{base.name}+schedule",
+                                   "time_s": (base.time_s or 0.0) + extra["schedule_time_s"], **extra})
+    return best.model_copy(update={"solver": settle_claims(instance, info, best.solver.objective)}).stamped(instance)
 
 
 PIN_OPTIONS = ("stages", "replicas", "tp", "micro_batch_size", "schedule", "forbid", "require", "gap")

@@ -47,7 +47,7 @@ from typing import Callable
 
 from . import stop
 from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
-from ..scoring.bounds import lower_bound
+from ..scoring.bounds import estimate_family, gap_claim, lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
@@ -517,16 +517,26 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
-    status = "optimal" if gap_now <= gap + 1e-12 else (stopped or ("time_limit" if timed_out else "feasible"))
-    if status == "optimal" and unsearched and any(i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap)
-                                                  for i in range(len(nodes))):
+    # "optimal" within the default tolerance, "within_gap" within a looser requested one
+    status = gap_claim(gap_now, gap) or (stopped or ("time_limit" if timed_out else "feasible"))
+    if status in ("optimal", "within_gap") and unsearched and any(
+            i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap) for i in range(len(nodes))):
         status = "feasible"  # a shape that might hold a better plan was not searched
+    if not isinstance(best_plan.schedule, str):  # greedy's lean plan: outside the family the shapes cover
+        fam = [bound_of.get(i, nodes[i].bound) for i in range(len(nodes))]
+        bound = min(fam) if fam and math.isfinite(min(fam)) else None
+        gap_now = None if bound is None or best <= 0 else max(0.0, (best - bound) / best)
+        status = stopped or ("time_limit" if timed_out else "feasible")
     if deterministic:
         info_extra.setdefault("deterministic_time", spent)
+    family = estimate_family(instance, pins.get("schedule"),
+                             pinned=any(v is not None for v in pins.values()) or bool(forbid or require))
     info = SolverInfo(name=name, status=status, objective=best, bound=bound, gap=gap_now,
-                      time_s=time.perf_counter() - t0, shapes=len(nodes), build_s=build_total, **info_extra)
-    log.info("%s: %s, objective %.6g, bound %.6g, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
-             name, status, best, bound, 100 * gap_now, len(nodes), info.time_s, build_total)
+                      time_s=time.perf_counter() - t0, shapes=len(nodes), build_s=build_total,
+                      requested_gap=gap, estimate_family=family, **info_extra)
+    log.info("%s: %s, objective %.6g, bound %s, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
+             name, status, best, "-" if bound is None else f"{bound:.6g}", 100 * (gap_now or 0.0), len(nodes),
+             info.time_s, build_total)
     return best_plan.model_copy(update={"solver": info})
 
 

@@ -77,12 +77,12 @@ def test_cpsat_and_milp_agree_with_brute_force(inst):
         got = objective_of(inst, p)
         vals[name] = got
         assert not check_plan(inst, p)
-        assert info.objective == pytest.approx(got, rel=1e-12)
-        assert info.bound <= want * (1 + 1e-6) + 1e-15  # a valid bound
+        assert info.estimate_objective == pytest.approx(got, rel=1e-12)  # the search's, on T_est (SPEC 7)
+        assert info.estimate_bound <= want * (1 + 1e-6) + 1e-15  # a valid bound
         # within its gap: gap = (got - bound) / got, so got = bound / (1 - gap) <= want / (1 - gap)
-        assert want * (1 - 1e-9) <= got and got * (1 - info.gap) <= want * (1 + 1e-6) + 1e-15
+        assert want * (1 - 1e-9) <= got and got * (1 - info.estimate_gap) <= want * (1 + 1e-6) + 1e-15
     # the same optimum, within the two gaps (each includes its own rounding)
-    tol = max(res["cpsat"].solver.gap, res["milp"].solver.gap) + 1e-6
+    tol = max(res["cpsat"].solver.estimate_gap, res["milp"].solver.estimate_gap) + 1e-6
     assert vals["cpsat"] == pytest.approx(vals["milp"], rel=tol)
 
 
@@ -93,7 +93,7 @@ def test_cpsat_deterministic_and_time_limit():
     assert (a.placement, a.stages, a.tp, a.micro_batch_size) == (b.placement, b.stages, b.tp, b.micro_batch_size)
     g = make_plan(inst, solver="greedy")
     assert a.predicted.estimate_s <= g.predicted.estimate_s * (1 + 1e-12)
-    assert a.solver.bound <= a.predicted.estimate_s * (1 + 1e-9)
+    assert a.solver.estimate_bound <= a.predicted.estimate_s * (1 + 1e-9)
     big = load_instance("two-dc")
     t0 = time.perf_counter()
     q = make_plan(big, solver="cpsat", time_limit=3)
