@@ -33,17 +33,18 @@ def v3_only_fields(data) -> list[str]:
     or an :class:`~planner.problem.instance.Instance`) that only SPEC v3 models:
     a domain's ``uplink_gbps``, ``workload.gradient_sync = "reduce_broadcast"``,
     ``gpu.unit_overhead_ms > 0``.  Defaults (absent, ``"ring"``, 0) are v2's."""
-    if not isinstance(data, dict):
-        data = data.to_dict()
+    def get(obj, key, default=None):
+        return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
     out = []
-    gpu = data.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("unit_overhead_ms", 0) not in (0, None):
+    gpu = get(data, "gpu")
+    if gpu is not None and get(gpu, "unit_overhead_ms") not in (0, None):
         out.append("gpu.unit_overhead_ms")
-    for i, d in enumerate(data.get("domains") or ()):
-        if isinstance(d, dict) and d.get("uplink_gbps") is not None:
+    for i, d in enumerate(get(data, "domains") or ()):
+        if get(d, "uplink_gbps") is not None:
             out.append(f"domains[{i}].uplink_gbps")
-    wl = data.get("workload")
-    if isinstance(wl, dict) and wl.get("gradient_sync", "ring") != "ring":
+    wl = get(data, "workload")
+    if wl is not None and get(wl, "gradient_sync", "ring") != "ring":
         out.append("workload.gradient_sync")
     return out
 
