@@ -36,8 +36,8 @@ from planner.problem.model import ModelSpec
 from planner.scoring import DEFAULT_SPEC
 
 from reference_sim_v3 import (RefDeadlock, ref3_comm, ref3_cost, ref3_estimate_ends, ref3_flushes,
-                              ref3_op_lists, ref3_stage_ends, ref3_stage_figures, ref3_violations,
-                              ref3_wan_bytes)
+                              ref3_op_lists, ref3_routes, ref3_stage_ends, ref3_stage_figures,
+                              ref3_violations, ref3_wan_bytes)
 
 REL = 1e-9
 GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
@@ -297,6 +297,65 @@ def test_gpipe_and_gradient_accumulation_estimate_is_exact(case):
     E, E_est = ev.stage_ends(states), ev.estimate_ends(states)
     fin = np.isfinite(E)
     np.testing.assert_allclose(E[fin], E_est[fin], rtol=1e-9)
+
+
+# ---------------------------------------------------------------- routes and flushes alone
+@st.composite
+def wan_instances(draw):
+    """An instance of 2-7 domains whose latencies tie often (0, 1, 2 ms) or break the
+    triangle inequality (a 50 ms link beside relays): routing only."""
+    D = draw(st.sampled_from([2, 3, 4, 5, 6, 7, 7]))
+    names = draw(st.permutations(["a", "b", "c", "d", "e", "f", "g"]))[:D]
+    links = draw(wan(names))
+    for lk in links:
+        if lk["latency_ms"] != 50.0:
+            lk["latency_ms"] = draw(st.sampled_from([0.0, 1.0, 1.0, 2.0]))
+    return Instance.from_dict({
+        "name": "w", "gpu": GPU,
+        "domains": [{"name": n, "gpus": 8, "intra_bandwidth_gbps": 200.0} for n in names],
+        "links": links,
+        "workload": {"model": ModelSpec(name="m", units=[{
+            "name": "u", "params": 1.0, "fwd_flops_per_token": 1.0, "out_bytes_per_token": 1.0,
+            "stored_bytes_per_token": 1.0}]), "global_batch_size": 1, "seq_len": 1,
+            "micro_batch_sizes": [1]}})
+
+
+@settings(SETTINGS, max_examples=300)
+@given(wan_instances())
+def test_direct_routes_agree_with_reference(inst):
+    want = ref3_routes(inst)
+    routes = inst.direct_routes
+    assert set(want) == set(routes)
+    idx = inst.domain_index
+    src = np.array([idx[a] for a, _ in want])
+    dst = np.array([idx[b] for _, b in want])
+    links, hops = routes.link_paths(src, dst)
+    bottleneck = routes.bottleneck_gbps([l.bandwidth_gbps for l in inst.links])
+    latency = routes.latency_matrix()
+    for i, (key, (nodes, path)) in enumerate(want.items()):
+        assert routes[key].nodes == nodes and routes[key].links == path, key
+        assert tuple(links[i, :hops[i]]) == path and (links[i, hops[i]:] == -1).all(), key
+        assert bottleneck[idx[key[0]], idx[key[1]]] == min(inst.links[k].bandwidth_gbps for k in path)
+        assert latency[idx[key[0]], idx[key[1]]] == pytest.approx(routes[key].latency_ms, rel=1e-12)
+    event("a direct link beats a relay" if any(routes[k].links != inst.routes[k].links for k in want)
+          else "direct links are the least-latency routes")
+
+
+@settings(SETTINGS, max_examples=300)
+@given(st.integers(1, 4).flatmap(lambda S: st.integers(1, 6).flatmap(
+    lambda m: st.tuples(st.just(S), st.just(m), st.one_of(explicit_ops(S, m), st.lists(
+        st.integers(1, 3), min_size=1, max_size=4).map(lambda r: rounds_ops(S, r, "gpipe")))))))
+def test_flushes_agree_with_reference(case):
+    from planner.problem.oplists import flushes, op_lists
+
+    S, m, lists = case
+    m = sum(1 for op in lists[0] if op[0] == "F")
+    mine = flushes(op_lists(lists, S, m), m)
+    want = ref3_flushes(ref3_op_lists(type("P", (), {"stages": [None] * S, "num_micro_batches": m,
+                                                     "schedule": lists})()))
+    assert [(f.size, list(f.inflight), f.gpipe_shaped) for f in mine] == \
+        [(f["m"], f["w"], f["gpipe_shaped"]) for f in want]
+    event(f"{len(mine)} flush(es)")
 
 
 # ---------------------------------------------------------------- grouped replicas under v3
