@@ -391,7 +391,7 @@ class Resources:
         idx = {name: i for i, name in enumerate(instance.domain_names)}
         self.L, self.D = len(instance.links), len(idx)
         self.ends = np.array([[idx[l.a], idx[l.b]] for l in instance.links], dtype=np.int64).reshape(-1, 2)
-        up = [getattr(d, "uplink_gbps", None) for d in instance.domains] if directed else [None] * self.D
+        up = [d.uplink_gbps for d in instance.domains] if directed else [None] * self.D
         self.uplink_gbps = np.array([np.inf if u is None else float(u) for u in up])
         self.has_uplink = np.isfinite(self.uplink_gbps)
         self.count = 2 * self.L + 2 * self.D if directed else self.L

@@ -33,7 +33,7 @@ from ..problem.network import NetworkStates
 from .estimate import stage_end_estimates
 from ..problem.errors import InputError
 from ..problem.oplists import Deadlock
-from ..problem.specversion import check_spec
+from ..problem.specversion import check_spec, refuse_v3_fields
 from .simulator import Program, compile_program, simulate_times
 
 
@@ -276,6 +276,7 @@ def simulated_score(instance, plan: Plan, fidelity: bool = False, spec: int | No
     >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
     25.15
     """
+    refuse_v3_fields(instance, spec)  # an instance the version cannot score is an error, not "infeasible"
     try:
         ev = Evaluator(instance, plan, spec=spec)
     except InputError:  # a plan that does not fit the instance
