@@ -120,10 +120,11 @@ def spec_ratios(inst, plan, window, K=10_000):
     for name, p in plans.items():
         ev2, ev3 = Evaluator(inst, p, spec=2), Evaluator(inst, p, spec=3)
         for what in ("T", "T_est"):
-            rate = {}
-            for spec, ev in ((2, ev2), (3, ev3)):
-                fn = ev.iteration_times if what == "T" else ev.estimate_times
-                rate[spec] = K / timed(lambda: fn(states), window)
+            rate = {2: 0.0, 3: 0.0}
+            for _ in range(3):  # interleaved, best of three: a shared machine's load hits both alike
+                for spec, ev in ((2, ev2), (3, ev3)):
+                    fn = ev.iteration_times if what == "T" else ev.estimate_times
+                    rate[spec] = max(rate[spec], K / timed(lambda: fn(states), window / 3))
             print(f"{name:>13} {what:>9} {rate[2]:>12,.0f} {rate[3]:>12,.0f} {rate[3] / rate[2]:>6.2f}")
 
 
