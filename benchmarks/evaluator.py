@@ -9,6 +9,11 @@ by the deliberately simple pure-Python simulator of the tests
 Goal (issue 2): at K = 10,000, >= 200,000 plan-states/s on one core and
 >= 100x the simple simulator.
 
+Then the SPEC versions side by side (issue 24): the same plans (that 1f1b
+plan, its gpipe twin, and a gradient-accumulation twin of 4 GPipe rounds)
+under the same K = 10,000 states, scored with ``spec=2`` and ``spec=3``
+(iteration time and T_est), printed as plan-states/s and the ratio v3 / v2.
+
     .venv/bin/python benchmarks/evaluator.py [--quick]
 """
 
@@ -95,7 +100,32 @@ def main(argv=None):
         print(f"{K:>7} {rate:>15,.0f} {rate / ref_rate:>9,.0f}")
     ok = rows[10_000] >= 200_000 and rows[10_000] / ref_rate >= 100
     print(f"goal at K=10,000 (>= 200,000/s and >= 100x): {'met' if ok else 'NOT met'}")
+    spec_ratios(inst, plan, window)
     return 0
+
+
+def spec_ratios(inst, plan, window, K=10_000):
+    """plan-states/s of spec=2 and spec=3 on the same plans and the same K states."""
+    states = random_states(inst, K, seed=2)
+    rounds = 4
+    size = M // rounds
+    acc = [[f"{k}{r * size + i}" for r in range(rounds) for k in "FB" for i in range(size)]] * S
+    def twin(schedule):
+        return Plan.build([(s.start, s.end) for s in plan.stages], plan.placement, tp=plan.tp,
+                          micro_batch_size=plan.micro_batch_size, instance=inst, schedule=schedule)
+
+    plans = {"1f1b": plan, "gpipe": twin("gpipe"), "accumulation": twin(acc)}
+    print(f"SPEC v2 vs v3, K = {K:,} states, plan-states/s (v3/v2)")
+    print(f"{'plan':>13} {'what':>9} {'spec=2':>12} {'spec=3':>12} {'v3/v2':>6}")
+    for name, p in plans.items():
+        ev2, ev3 = Evaluator(inst, p, spec=2), Evaluator(inst, p, spec=3)
+        for what in ("T", "T_est"):
+            rate = {2: 0.0, 3: 0.0}
+            for _ in range(3):  # interleaved, best of three: a shared machine's load hits both alike
+                for spec, ev in ((2, ev2), (3, ev3)):
+                    fn = ev.iteration_times if what == "T" else ev.estimate_times
+                    rate[spec] = max(rate[spec], K / timed(lambda: fn(states), window / 3))
+            print(f"{name:>13} {what:>9} {rate[2]:>12,.0f} {rate[3]:>12,.0f} {rate[3] / rate[2]:>6.2f}")
 
 
 if __name__ == "__main__":

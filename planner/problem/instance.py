@@ -60,6 +60,10 @@ class GPU(_Strict):
         default=None, gt=0, le=L.MAX_BANDWIDTH_GBPS, allow_inf_nan=False, strict=True,
         description="per-GPU NVLink bandwidth inside a node, one direction, Gbit/s "
                     "(half the datasheet's bidirectional total); absent: TP communication is free")
+    unit_overhead_ms: float = Field(
+        default=0.0, ge=0, le=L.MAX_UNIT_OVERHEAD_MS, allow_inf_nan=False, strict=True,
+        description="SPEC v3: fixed forward time per unit with FLOPs and micro-batch, ms (backward: "
+                    "beta times it); does not shrink with tensor parallelism")
 
     @property
     def flops_per_s(self) -> float:
@@ -88,6 +92,10 @@ class Domain(_Strict):
     lat: float | None = Field(default=None, ge=-90, le=90)
     lon: float | None = Field(default=None, ge=-180, le=180)
     utc_offset_hours: float | None = Field(default=None, ge=-12, le=14)
+    uplink_gbps: float | None = Field(
+        default=None, gt=0, le=L.MAX_BANDWIDTH_GBPS, allow_inf_nan=False, strict=True,
+        description="SPEC v3: the most the domain sends to the WAN in total, and separately the most it "
+                    "receives from it, Gbit/s (a NIC, a datacenter's WAN port); absent: no cap")
 
 
 class Link(_Strict):
@@ -108,6 +116,9 @@ class Workload(_Strict):
     micro_batch_sizes: list[int] = Field(min_length=1, max_length=L.MAX_LIST)
     tensor_parallel: list[int] = Field(default=[1], min_length=1, max_length=L.MAX_LIST)
     recompute: bool = False
+    gradient_sync: Literal["ring", "reduce_broadcast"] = Field(
+        default="ring", description="SPEC v3: gradient synchronisation between replicas, a ring "
+                                    "(2(n-1)/n G per member) or a central reduce then broadcast (2 G)")
 
     @field_validator("model", mode="before", json_schema_input_type=Annotated[str, Field(
         description="a model name (models/NAME.toml, looked up as docs/guide.md says) or a path ending in "
@@ -243,6 +254,15 @@ class Instance(_Strict):
         """Route for every ordered pair of domains (``planner.problem.network.Route``)."""
         from .network import shortest_routes
         return shortest_routes(self)
+
+    @cached_property
+    def direct_routes(self):
+        """SPEC v3 routes: a linked pair uses its link, every other pair as ``routes``."""
+        return self.routes.with_direct_links()
+
+    def routes_for(self, spec: int):
+        """The routes of SPEC version ``spec``: ``routes`` (2) or ``direct_routes`` (3)."""
+        return self.direct_routes if spec >= 3 else self.routes
 
     @property
     def num_units(self) -> int:

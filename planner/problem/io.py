@@ -18,6 +18,7 @@ from .instance import Instance
 from .model import ModelSpec
 from .plan import Plan
 from .rankmap import parse_rank_map, parse_schedule_csv, plan_from_rank_map
+from .specversion import refuse_v3_fields
 
 def resolve_instance_path(ref: str | Path | None) -> Path:
     """A path, or the name of a packaged instance, or None for the default."""
@@ -33,11 +34,15 @@ def resolve_instance_path(ref: str | Path | None) -> Path:
     return p  # reported as missing by the loader
 
 
-def load_instance(ref: str | Path | None = None) -> Instance:
+def load_instance(ref: str | Path | None = None, spec: int | None = None) -> Instance:
     """Load and validate an instance file (TOML or JSON) or packaged name.
 
     Raises ``InputError`` naming the file and the field, e.g.
     ``instances/x.toml: links[2].bandwidth_gbps: Input should be greater than 0 (got -5)``.
+    ``spec`` is the performance model the instance is meant for (default
+    :data:`~planner.problem.specversion.DEFAULT_SPEC`); under 2 a field only SPEC v3
+    models (``uplink_gbps``, ``gradient_sync = "reduce_broadcast"``,
+    ``unit_overhead_ms > 0``) is refused, since the planners would ignore it.
     """
     path = resolve_instance_path(ref)
     data = read_mapping(path)
@@ -57,7 +62,9 @@ def load_instance(ref: str | Path | None = None) -> Instance:
     if isinstance(wl, dict) and isinstance(wl.get("model"), str):
         data = {**data, "workload": {**wl, "model": resolve(wl["model"])}}
     try:
-        return Instance.from_dict(data)
+        inst = Instance.from_dict(data)
+        refuse_v3_fields(inst, spec)
+        return inst
     except InputError as err:
         if err.file is None:
             err.file = str(path)

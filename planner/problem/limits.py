@@ -19,6 +19,7 @@ MAX_PEAK_TFLOPS = 1e6           # per GPU (an H100 gives ~10^3)
 MAX_MEMORY_GB = 1e6             # per GPU (today ~10^2)
 MAX_BANDWIDTH_GBPS = 1e9        # any link or NIC, Gbit/s (1 Ebit/s)
 MAX_LATENCY_MS = 1e6            # one way (about 17 minutes: further than Mars)
+MAX_UNIT_OVERHEAD_MS = 1e6      # fixed time per unit and micro-batch (SPEC v3)
 MAX_PRICE = 1e9                 # per GPU-hour or per GB, any currency
 
 # -- the workload ----------------------------------------------------------------
@@ -55,6 +56,8 @@ REASONS = {
     "nvlink_bandwidth_gbps": "faster than any interconnect",
     "intra_bandwidth_gbps": "faster than any interconnect",
     "bandwidth_gbps": "faster than any interconnect",
+    "uplink_gbps": "faster than any interconnect",
+    "unit_overhead_ms": "an absurd fixed time per unit (over 16 minutes)",
     "latency_ms": "a one-way latency longer than the light time to Mars",
     "price_per_gpu_hour": "an absurd price",
     "wan_price_per_gb": "an absurd price",

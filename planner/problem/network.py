@@ -2,11 +2,15 @@
 
 Routes are fixed on the instance's base network: the path of least total
 latency, ties to fewer hops, then to the lexicographically smallest list of
-domain names.  A *network state* gives every link a bandwidth (Gbit/s, 0 =
-down) and a one-way latency (ms); a batch of K states is two arrays of
-shape (K, links).  A set of *flows* (each a route) shares every link
-equally among the flows that use it; a flow gets the smallest share along
-its route.
+domain names (SPEC v2).  Under SPEC v3 a pair of domains joined by a link
+uses that link whatever the latencies elsewhere (:meth:`Routes.with_direct_links`).
+A *network state* gives every link a bandwidth (Gbit/s, 0 = down) and a
+one-way latency (ms); a batch of K states is two arrays of shape (K, links).
+
+Transfers share *resources* (:class:`Resources`): under v2 each undirected
+link; under v3 each link direction and each domain's uplink out and in.  A set
+of *flows* (each a route) shares every link equally among the flows that use
+it; a flow gets the smallest share along its route (:func:`flow_bandwidth`).
 
 Example
 -------
@@ -59,12 +63,20 @@ class Routes(Mapping):
     (('a', 'b', 'c'), True)
     """
 
-    def __init__(self, names, link_latency_ms, link, pred, hops):
+    def __init__(self, names, link_latency_ms, link, pred, hops, direct: bool = False):
         self.names = tuple(names)
         self.index = {n: i for i, n in enumerate(self.names)}
         self._lat = link_latency_ms  # per link, ms (the instance's figures)
         self.link, self.pred, self.hops = link, pred, hops
+        self.direct = direct  # SPEC v3: a linked pair uses its link
         self._cache: dict[tuple[str, str], Route] = {}
+
+    def with_direct_links(self) -> "Routes":
+        """The SPEC v3 routes (section 2): a pair joined by a link uses that link, every
+        other pair its least-latency route as here.  ``pred`` and ``hops`` stay those
+        of the least-latency routes (a longer route is walked along them), so the two
+        objects share their arrays."""
+        return Routes(self.names, self._lat, self.link, self.pred, self.hops, direct=True)
 
     def __getitem__(self, key) -> Route:
         route = self._cache.get(key)
@@ -74,6 +86,11 @@ class Routes(Mapping):
         s, v = self.index.get(a), self.index.get(b)
         if s is None or v is None or s == v or self.pred[s, v] < 0:
             raise KeyError(key)
+        if self.direct and self.link[s, v] >= 0:
+            i = int(self.link[s, v])
+            route = Route((a, b), (i,), self._lat[i])
+            self._cache[key] = route
+            return route
         nodes, links = [v], []
         while v != s:
             u = int(self.pred[s, v])
@@ -111,14 +128,27 @@ class Routes(Mapping):
         if len(src) and (hops < 1).any():
             i = int(np.argmax(hops < 1))
             raise KeyError((self.names[src[i]], self.names[dst[i]]))
+        direct = self.link[src, dst] >= 0 if self.direct else np.zeros(len(src), dtype=bool)
+        hops = np.where(direct, 1, hops)
         out = np.full((len(src), int(hops.max(initial=0))), -1, dtype=np.int64)
-        cur = dst.copy()
+        if direct.any():
+            out[direct, 0] = self.link[src[direct], dst[direct]]
+        walk = np.nonzero(~direct)[0]
+        cur = dst[walk].copy()
         for step in range(out.shape[1]):  # from the last link back
-            on = np.nonzero(hops > step)[0]
-            u = self.pred[src[on], cur[on]]
-            out[on, hops[on] - 1 - step] = self.link[u, cur[on]]
+            on = np.nonzero(hops[walk] > step)[0]
+            w = walk[on]
+            u = self.pred[src[w], cur[on]]
+            out[w, hops[w] - 1 - step] = self.link[u, cur[on]]
             cur[on] = u
         return out, hops
+
+    def _direct(self, out: np.ndarray, per_link) -> np.ndarray:
+        """``out`` with the figure of its link on every linked pair (v3 routes)."""
+        if self.direct:
+            s, v = np.nonzero(self.link >= 0)
+            out[s, v] = np.asarray(per_link, float)[self.link[s, v]]
+        return out
 
     def _by_hops(self, init, step) -> np.ndarray:
         """(n, n) figures built along every route, hop level by hop level:
@@ -138,7 +168,7 @@ class Routes(Mapping):
         n = len(self.names)
         init = np.zeros((n, n))
         np.fill_diagonal(init, np.inf)
-        return self._by_hops(init, lambda prev, li: np.minimum(prev, bw[li]))
+        return self._direct(self._by_hops(init, lambda prev, li: np.minimum(prev, bw[li])), bw)
 
     def latency_matrix(self) -> np.ndarray:
         """(n, n) base latency (ms) of each route, the same sum in the same order as
@@ -147,7 +177,7 @@ class Routes(Mapping):
         n = len(self.names)
         init = np.full((n, n), np.inf)
         np.fill_diagonal(init, 0.0)
-        return self._by_hops(init, lambda prev, li: prev + lat[li])
+        return self._direct(self._by_hops(init, lambda prev, li: prev + lat[li]), lat)
 
 
 def shortest_routes(instance) -> Routes:
@@ -339,6 +369,74 @@ class NetworkStates:
         if self.bandwidth_gbps.shape[1] != len(instance.links):
             raise InputError(f"network state has {self.bandwidth_gbps.shape[1]} links, the instance "
                              f"{len(instance.links)}", "network state")
+
+
+class Resources:
+    """The resources transfers share (SPEC 5), as integer ids with a capacity per state.
+
+    SPEC v2 (``directed=False``): resource i is the undirected link i; both
+    directions of a transfer use it.  SPEC v3 (``directed=True``): link i from its
+    ``a`` end to its ``b`` end is ``2 i``, from ``b`` to ``a`` ``2 i + 1`` (full
+    duplex: each carries ``bandwidth_gbps``); the uplink out of domain d is
+    ``2 L + d`` and into d ``2 L + D + d``, for domains with ``uplink_gbps`` only.
+    A transfer uses the links of its path in its direction and the uplinks out
+    of its first and into its last domain (domains passed through are not charged).
+
+    >>> res = Resources(instance, directed=True)                    # doctest: +SKIP
+    >>> res.paths(src, dst, *instance.routes.link_paths(src, dst))  # (n, width) ids, -1 padded
+    """
+
+    def __init__(self, instance, directed: bool):
+        self.directed = directed
+        idx = {name: i for i, name in enumerate(instance.domain_names)}
+        self.L, self.D = len(instance.links), len(idx)
+        self.ends = np.array([[idx[l.a], idx[l.b]] for l in instance.links], dtype=np.int64).reshape(-1, 2)
+        up = [d.uplink_gbps for d in instance.domains] if directed else [None] * self.D
+        self.uplink_gbps = np.array([np.inf if u is None else float(u) for u in up])
+        self.has_uplink = np.isfinite(self.uplink_gbps)
+        self.count = 2 * self.L + 2 * self.D if directed else self.L
+
+    def paths(self, src, dst, links, hops, reverse: bool = False) -> np.ndarray:
+        """Resource ids of transfers from ``src[i]`` to ``dst[i]`` (domain indices) along
+        ``links[i, :hops[i]]`` (:meth:`Routes.link_paths`): an (n, width) int array
+        padded with -1.  ``reverse``: the transfers go the other way along the same
+        links (a boundary's backward channel; under v2 the same resources)."""
+        links = np.asarray(links, dtype=np.int64)
+        if not self.directed:
+            return links
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        on = links >= 0
+        safe = np.where(on, links, 0)
+        out = np.full((len(src), links.shape[1] + 2), -1, dtype=np.int64)
+        cur = src.copy()
+        for step in range(links.shape[1]):  # walk from src: a link left from its a end is 2i
+            li, live = safe[:, step], on[:, step]
+            a, b = self.ends[li, 0], self.ends[li, 1]
+            backwards = (cur != a).astype(np.int64)
+            out[live, step] = (2 * li + (backwards ^ reverse))[live]
+            cur = np.where(live, a + b - cur, cur)
+        first, last = (dst, src) if reverse else (src, dst)
+        col = np.asarray(hops, dtype=np.int64)
+        for ids, base in ((first, 2 * self.L), (last, 2 * self.L + self.D)):
+            has = self.has_uplink[ids]
+            out[has, col[has]] = base + ids[has]
+            col = col + has
+        return out[:, :max(int(col.max(initial=0)), 1)]
+
+    def capacity_gbps(self, bandwidth_gbps: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """(K, len(ids)) capacity in Gbit/s of resources ``ids`` under K states: a
+        link's bandwidth in the state (each direction), an uplink's ``uplink_gbps``."""
+        bw = np.atleast_2d(bandwidth_gbps)
+        if not self.directed:
+            return bw[:, ids]
+        ids = np.asarray(ids, dtype=np.int64)
+        link = ids < 2 * self.L
+        if link.all():
+            return bw[:, ids // 2]
+        out = np.empty((bw.shape[0], len(ids)))
+        out[:, link] = bw[:, ids[link] // 2]
+        out[:, ~link] = self.uplink_gbps[(ids[~link] - 2 * self.L) % self.D]
+        return out
 
 
 def flow_bandwidth(bandwidth_gbps: np.ndarray, routes: Sequence[Sequence[int]]) -> np.ndarray:

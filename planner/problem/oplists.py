@@ -15,8 +15,11 @@ Example
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
+
+import numpy as np
 
 from .errors import InputError
 
@@ -124,6 +127,51 @@ def inflight_counts(schedule, stages: int, micro_batches: int) -> list[int]:
     if schedule == "1f1b":
         return [min(micro_batches, stages - j) for j in range(stages)]
     return [max_inflight(ops) for ops in op_lists(schedule, stages, micro_batches)]
+
+
+@dataclass(frozen=True)
+class Flush:
+    """One flush of a schedule (SPEC 7, v3): ``size`` micro-batches (m_s), the largest
+    in-flight count of each stage within it (``inflight``, w_{j,s}), and whether every
+    stage runs all its forwards before all its backwards (``gpipe_shaped``)."""
+
+    size: int
+    inflight: tuple[int, ...]
+    gpipe_shaped: bool
+
+
+def flushes(lists: Sequence[Sequence[Op]], micro_batches: int) -> list[Flush]:
+    """The flushes of valid op lists (SPEC 7, v3), in order.
+
+    A cut is a count c such that after its first p = 2c ops no micro-batch is in
+    flight on any stage (then c forwards and c backwards are done) and the c
+    micro-batches completed form the same set on every stage.  The set test is
+    exact and linear: stage j completes the same first c micro-batches as stage 0
+    when the largest position, in stage j's order of backwards, of stage 0's first
+    c backwards is c - 1.  The whole lists are the last cut.
+
+    >>> [(f.size, f.inflight, f.gpipe_shaped) for f in flushes(op_lists("1f1b", 2, 3), 3)]
+    [(3, (2, 1), False)]
+    >>> acc = [[(F, 0), (F, 1), (B, 0), (B, 1), (F, 2), (B, 2)]] * 2   # two GPipe rounds
+    >>> [(f.size, f.inflight, f.gpipe_shaped) for f in flushes(acc, 3)]
+    [(2, (2, 2), True), (1, (1, 1), True)]
+    """
+    m = micro_batches
+    fwd = np.array([[kind == F for kind, _ in ops] for ops in lists], dtype=bool)  # (S, 2m)
+    ids = np.array([[i for _, i in ops] for ops in lists], dtype=np.int64)
+    live = np.cumsum(np.where(fwd, 1, -1), axis=1)  # in flight after each op
+    empty = live[:, 1::2] == 0  # after 2c ops, c = 1..m
+    done = ids[~fwd].reshape(len(lists), m)  # each stage's micro-batches in order of their B
+    pos = np.empty_like(done)
+    pos[np.arange(len(lists))[:, None], done] = np.arange(m)
+    same = np.maximum.accumulate(pos[:, done[0]], axis=1) == np.arange(m)
+    cuts = [0] + (np.nonzero((empty & same).all(axis=0))[0] + 1).tolist()
+    out = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        part = fwd[:, 2 * lo:2 * hi]
+        out.append(Flush(hi - lo, tuple(int(v) for v in live[:, 2 * lo:2 * hi].max(axis=1)),
+                         bool((part[:, 1:] <= part[:, :-1]).all())))
+    return out
 
 
 class Deadlock(Exception):

@@ -1,8 +1,18 @@
-"""The analytic estimate T_est that solvers optimise (SPEC section 7, v2).
+"""The analytic estimate T_est that solvers optimise (SPEC section 7).
 
 Vectorised over K network states: all arguments are NumPy arrays and the
 result has shape (K,).  For S equal stages with no communication,
 T_est = (m + S - 1) * c for gpipe and 1f1b, the exact simulated time.
+
+The schedule is a sequence of flushes (:class:`planner.problem.oplists.Flush`):
+SPEC v3 cuts the op lists where no micro-batch is in flight (k GPipe rounds of
+gradient accumulation are k flushes), SPEC v2 takes the whole schedule as one.
+Flush s of m_s micro-batches takes ``P_s = (m_s - 1) tau_s + Q_0``; each starts
+when stage 0 ends the one before; stage j ends the last one ``D_j`` earlier
+than stage 0 (:func:`stage_end_estimates`).  A gpipe-shaped flush (every F
+before every B on each stage) has the period of its forward phase plus its
+backward phase; under v3 (``downstream``) stage j's backward phase is set by
+the stages and boundaries downstream of j only.
 
 The 1f1b (and explicit) period obeys Little's law on every window of stages
 [j, k]: the window holds ``w_j - w_k + 1`` micro-batches while one of them
@@ -34,9 +44,11 @@ more than any suffix window (v1 took (12 + 2) / 4 = 3.5 s):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+from ..problem.oplists import Flush
 
 
 def window_terms(c, comm, w, m: int | None) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
@@ -71,7 +83,7 @@ def window_terms(c, comm, w, m: int | None) -> Iterator[tuple[int, np.ndarray, n
 
 
 def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
-    """T_est for K states, seconds, shape (K,).
+    """T_est of SPEC v2 for K states, seconds, shape (K,): one flush.
 
     f, g : (S,) forward/backward seconds per micro-batch of each stage.
     x, l : (K, R, S-1) transfer time and latency (s) of each boundary, per replica.
@@ -80,34 +92,76 @@ def estimate_times(f, g, x, l, ar, m: int, w, gpipe: bool) -> np.ndarray:
     gpipe: use the gpipe period (forward and backward phases apart); otherwise the
            window period of 1f1b and explicit schedules.
     """
+    E = stage_end_estimates(f, g, x, l, [Flush(m, tuple(w), gpipe)], downstream=False)
+    return (E + ar).max(axis=1)
+
+
+def stage_end_estimates(f, g, x, l, flushes: Sequence[Flush], downstream: bool = True) -> np.ndarray:
+    """E^est_j (SPEC 7) for K states, seconds, shape (K, S): the largest over replicas
+    of ``sum_{s<last} P_{s,0} + P_{last,j} - D_j``; T_est = max_j (E^est_j + AR_j).
+
+    f, g      : (S,) forward/backward seconds per micro-batch of each stage.
+    x, l      : (K, R, S-1) transfer time and latency (s) of each boundary, per replica.
+    flushes   : the schedule's flushes, in order (SPEC v2: one, the whole schedule).
+    downstream: v3's gpipe-shaped period, stage j's backward phase set by stages
+                i >= j and boundaries k >= j only (False: by all, as v2).
+    Infinite (never NaN) for every stage when a replica's round trip Q_0 is.
+    """
     f, g = np.asarray(f, float), np.asarray(g, float)
     c = f + g
     K, R = x.shape[0], x.shape[1]
     S = len(f)
     comm = 2.0 * (x + l)  # (K, R, S-1)
-    # Q_j = sum_{i>=j} c_i + sum_{k>=j} 2(x_k + l_k): suffix sums, (K, R, S)
+    # Q_0 = sum_i c_i + sum_k 2(x_k + l_k), both summed from the last stage
     csuf = np.cumsum(c[::-1])[::-1]
-    commsuf = np.zeros((K, R, S))
-    if S > 1:
-        commsuf[:, :, :-1] = np.cumsum(comm[:, :, ::-1], axis=2)[:, :, ::-1]
-    Q = csuf[None, None, :] + commsuf
+    Q0 = csuf[0] + (np.cumsum(comm[:, :, ::-1], axis=2)[:, :, -1] if S > 1 else np.zeros((K, R)))
     xmax = x.max(axis=2) if S > 1 else np.zeros((K, R))
-    if gpipe:
-        tau = np.maximum(f.max(), xmax) + np.maximum(g.max(), xmax)
-    else:
+
+    def period(fl: Flush, per_stage: bool) -> np.ndarray:
+        """tau_s, (K, R); (K, R, S) for a gpipe-shaped flush under ``downstream`` when
+        ``per_stage`` (stage 0's, the whole pipeline's, otherwise)."""
+        if fl.gpipe_shaped:
+            fwd = np.maximum(f.max(), xmax)
+            if not (downstream and per_stage):
+                return fwd + np.maximum(g.max(), xmax)
+            xsuf = np.zeros((K, R, S))  # max_{j <= k <= S-2} x_k (0 past the last boundary)
+            if S > 1:
+                xsuf[:, :, :-1] = np.maximum.accumulate(x[:, :, ::-1], axis=2)[:, :, ::-1]
+            gsuf = np.maximum.accumulate(g[::-1])[::-1]  # max_{i >= j} g_i
+            return fwd[:, :, None] + np.maximum(gsuf, xsuf)
         tau = np.maximum(c.max(), xmax)  # (K, R)
-        for _, _, v in window_terms(c, comm, w, m):
+        for _, _, v in window_terms(c, comm, fl.inflight, fl.size):
             tau = np.maximum(tau, v.max(axis=2))
-    with np.errstate(invalid="ignore"):  # (m-1) * inf with m = 1 is 0 * inf
-        T = np.where(np.isinf(tau), np.inf, (m - 1) * tau) + Q[:, :, 0]  # (K, R)
+        return tau
+
+    memo: dict = {}
+
+    def flush_time(fl: Flush, per_stage: bool) -> np.ndarray:
+        """P_s = (m_s - 1) tau_s + Q_0, (K, R) or (K, R, S); equal flushes computed once."""
+        key = (fl, per_stage)
+        if key not in memo:
+            tau = period(fl, per_stage)
+            q0 = Q0 if tau.ndim == 2 else Q0[:, :, None]
+            with np.errstate(invalid="ignore"):  # (m-1) * inf with m = 1 is 0 * inf
+                memo[key] = np.where(np.isinf(tau), np.inf, (fl.size - 1) * tau) + q0
+        return memo[key]
+
     # drain D_j = sum_{i<j} (g_i + x_i + l_i): prefix sums with D_0 = 0
     D = np.zeros((K, R, S))
     if S > 1:
         D[:, :, 1:] = np.cumsum(g[None, None, :-1] + x + l, axis=2)
+    last = flush_time(flushes[-1], per_stage=True)
+    if last.ndim == 2:
+        last = last[:, :, None]
+    if len(flushes) > 1:  # each earlier flush ends when stage 0 ends it
+        before = flush_time(flushes[0], per_stage=False)
+        for fl in flushes[1:-1]:
+            before = before + flush_time(fl, per_stage=False)
+        last = before[:, :, None] + last
     with np.errstate(invalid="ignore"):
-        out = (T[:, :, None] - D + ar[:, None, :]).max(axis=(1, 2))
-    out[np.isnan(out)] = np.inf  # inf - inf: a link is down, the plan cannot run
-    return out
+        E = (last - D).max(axis=1)
+    E[np.isnan(E)] = np.inf  # inf - inf: a link is down, the plan cannot run
+    return E
 
 
 def window_period(c, x, l, w, m: int | None = None) -> tuple[float, int, int]:

@@ -9,6 +9,13 @@ under the base network or a batch of K states:
 >>> ev.estimate_times(states)         # (K,) seconds, T_est of SPEC 7
 >>> evaluate(instance, plan).iteration_time_s            # base network
 
+``spec`` chooses the version of the model: 2 or 3 (SPEC v3 changes (a)-(f):
+full duplex, direct routes, uplinks, ``reduce_broadcast``, unit overhead, the
+flush-based T_est); the default, :data:`planner.problem.specversion.DEFAULT_SPEC`,
+stays 2 while the planners model v2 (docs/model.md, section 10):
+
+>>> Evaluator(instance, plan, spec=3).iteration_times()  # doctest: +SKIP
+
 Every solver's plan passes through :func:`evaluate`; its ``violations``
 list every broken feasibility rule with the figures involved.
 """
@@ -23,9 +30,10 @@ import numpy as np
 
 from .figures import PlanFigures
 from ..problem.network import NetworkStates
-from .estimate import estimate_times
+from .estimate import stage_end_estimates
 from ..problem.errors import InputError
 from ..problem.oplists import Deadlock
+from ..problem.specversion import check_spec, refuse_v3_fields
 from .simulator import Program, compile_program, simulate_times
 
 
@@ -95,13 +103,15 @@ class Evaluator:
     iteration time is a maximum over replicas, and a replica's simulation depends
     on its own figures only, so the result is the same to the bit.
     ``group_replicas=False`` simulates every replica (the reference the tests and
-    ``benchmarks/scale.py`` compare with).
+    ``benchmarks/scale.py`` compare with).  ``spec``: the model version (see the
+    module docstring); under 2 an instance using a v3-only field raises ``InputError``.
     """
 
-    def __init__(self, instance, plan, group_replicas: bool = True):
+    def __init__(self, instance, plan, group_replicas: bool = True, spec: int | None = None):
         plan.check_against(instance)
         self.instance, self.plan = instance, plan
-        self.fig = PlanFigures(instance, plan)
+        self.spec = check_spec(spec)
+        self.fig = PlanFigures(instance, plan, self.spec)
         self.group_replicas = group_replicas
         self._base = None
 
@@ -123,24 +133,36 @@ class Evaluator:
             raise ValueError(f"{caller}() takes one network state; use iteration_times() for a batch")
         return st
 
-    def iteration_times(self, states: NetworkStates | None = None) -> np.ndarray:
-        """Exact simulated iteration time per state, shape (K,), seconds.
+    def stage_ends(self, states: NetworkStates | None = None) -> np.ndarray:
+        """E_j (SPEC 6): when stage j ends its last op, over replicas, shape (K, S), seconds.
 
         Raises :class:`planner.problem.oplists.Deadlock` for a deadlocking schedule.
         """
-        st = self._states(states)
+        return self._simulate(self._comm(self._states(states)))
+
+    def _simulate(self, comm) -> np.ndarray:
+        return simulate_times(program_for(self.plan), self.fig.f, self.fig.g, comm.x, comm.l)  # (K, S)
+
+    def iteration_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """Exact simulated iteration time per state, T = max_j (E_j + AR_j), shape (K,), seconds.
+
+        Raises :class:`planner.problem.oplists.Deadlock` for a deadlocking schedule.
+        """
+        comm = self._comm(self._states(states))
+        return (self._simulate(comm) + comm.ar).max(axis=1)
+
+    def estimate_ends(self, states: NetworkStates | None = None) -> np.ndarray:
+        """E^est_j (SPEC 7), shape (K, S), seconds."""
+        return self._estimate(self._comm(self._states(states)))
+
+    def _estimate(self, comm) -> np.ndarray:
         fig = self.fig
-        comm = self._comm(st)
-        E = simulate_times(program_for(self.plan), fig.f, fig.g, comm.x, comm.l)  # (K, S)
-        return (E + comm.ar).max(axis=1)
+        return stage_end_estimates(fig.f, fig.g, comm.x, comm.l, fig.flushes, downstream=self.spec >= 3)
 
     def estimate_times(self, states: NetworkStates | None = None) -> np.ndarray:
-        """T_est per state, shape (K,), seconds."""
-        st = self._states(states)
-        fig = self.fig
-        comm = self._comm(st)
-        return estimate_times(fig.f, fig.g, comm.x, comm.l, comm.ar, fig.m, fig.inflight,
-                              gpipe=self.plan.schedule == "gpipe")
+        """T_est = max_j (E^est_j + AR_j) per state, shape (K,), seconds."""
+        comm = self._comm(self._states(states))
+        return (self._estimate(comm) + comm.ar).max(axis=1)
 
     def cost(self, seconds) -> np.ndarray:
         """Cost per iteration for iteration times ``seconds`` (SPEC 6)."""
@@ -169,9 +191,9 @@ class Evaluator:
         fig, inst = self.fig, self.instance
         violations = self.violations()
         deadlock = any(v.rule == "deadlock" for v in violations)
-        T = float("inf") if deadlock else float(self.iteration_times(states)[0])
-        Te = float("inf") if deadlock else float(self.estimate_times(states)[0])
         comm = self._comm(self._states(states))
+        T = float("inf") if deadlock else float((self._simulate(comm) + comm.ar).max(axis=1)[0])
+        Te = float("inf") if deadlock else float((self._estimate(comm) + comm.ar).max(axis=1)[0])
         return Evaluation(
             iteration_time_s=T, estimate_s=Te,
             throughput_tokens_per_s=float(self.throughput(T)),
@@ -228,24 +250,26 @@ def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation
     return out
 
 
-def evaluate(instance, plan, states: NetworkStates | None = None) -> Evaluation:
+def evaluate(instance, plan, states: NetworkStates | None = None, spec: int | None = None) -> Evaluation:
     """Evaluate ``plan`` on ``instance`` (base network unless one state is given).
 
     The result carries the exact iteration time (s), T_est (s), throughput
     (tokens/s), cost per iteration, memory per GPU (GB), feasibility with
-    every violation, and the ratio to the instance's lower bound.
+    every violation, and the ratio to the instance's lower bound (a SPEC v2
+    bound: none is given under ``spec=3`` until the bounds are ported).
     """
     from .bounds import lower_bound
 
-    return Evaluator(instance, plan).evaluate(states, lower_bound_s=lower_bound(instance).value)
+    ev = Evaluator(instance, plan, spec=spec)
+    return ev.evaluate(states, lower_bound_s=lower_bound(instance).value if ev.spec < 3 else None)
 
 
-def iteration_times(instance, plan, states: NetworkStates) -> np.ndarray:
+def iteration_times(instance, plan, states: NetworkStates, spec: int | None = None) -> np.ndarray:
     """Exact iteration times (s) of ``plan`` under K states, shape (K,)."""
-    return Evaluator(instance, plan).iteration_times(states)
+    return Evaluator(instance, plan, spec=spec).iteration_times(states)
 
 
-def simulated_score(instance, plan: Plan, fidelity: bool = False):
+def simulated_score(instance, plan: Plan, fidelity: bool = False, spec: int | None = None):
     """The plan's exact simulated time (s) under the base network, or its cost
     per iteration for a cost instance; None when ``check_plan`` rejects it.
     With ``fidelity=True``: ``(score, T / T_est)``, the simulated time over the
@@ -254,8 +278,9 @@ def simulated_score(instance, plan: Plan, fidelity: bool = False):
     >>> simulated_score(instance, greedy(instance))                 # doctest: +SKIP
     25.15
     """
+    refuse_v3_fields(instance, spec)  # an instance the version cannot score is an error, not "infeasible"
     try:
-        ev = Evaluator(instance, plan)
+        ev = Evaluator(instance, plan, spec=spec)
     except InputError:  # a plan that does not fit the instance
         return None
     if check_plan(instance, plan, ev.fig):

@@ -1,17 +1,26 @@
 """Per-stage figures of a plan and its communication under network states
 (SPEC section 5).  Everything is in SI units: seconds, bytes, bytes/s.
 
-``PlanFigures(instance, plan)`` precomputes what does not depend on the
-network state (compute times, boundary bytes, memory, which links each flow
-crosses); :meth:`PlanFigures.comm` turns a batch of K network states into
-transfer times, latencies and gradient-synchronisation times for every
-replica, and :meth:`PlanFigures.comm_groups` the same for one replica per
-group of replicas with identical boundary figures (``fig.groups`` of them,
-``fig.group_of[r]`` the group of replica r): what the evaluator simulates.
+``PlanFigures(instance, plan, spec)`` precomputes what does not depend on the
+network state (compute times, boundary bytes, memory, the flushes of the
+schedule, which resources each transfer uses and how they are shared);
+:meth:`PlanFigures.comm` turns a batch of K network states into transfer
+times, latencies and gradient-synchronisation times for every replica, and
+:meth:`PlanFigures.comm_groups` the same for one replica per group of replicas
+with identical boundary figures (``fig.groups`` of them, ``fig.group_of[r]``
+the group of replica r): what the evaluator simulates.
+
+One implementation serves both versions of the model (``spec``, default
+:data:`~planner.problem.specversion.DEFAULT_SPEC`).  SPEC v2 is v3 with: routes
+by least latency always; one resource per undirected link, shared equally by
+the boundaries crossing it; no uplinks; a gradient-ring hop counted once per
+undirected link it crosses (so a 2-member ring halves its link) with equal
+shares whatever the volumes; stages without gradients still in the rings; no
+unit overhead; ``gradient_sync`` always a ring.
 
 Example
 -------
->>> fig = PlanFigures(instance, plan)                         # doctest: +SKIP
+>>> fig = PlanFigures(instance, plan, spec=3)                 # doctest: +SKIP
 >>> x, l, ar = fig.comm(NetworkStates.base(instance))         # doctest: +SKIP
 >>> x.shape, ar.shape               # (K, R, S-1), (K, S)     # doctest: +SKIP
 >>> g = fig.comm_groups(NetworkStates.base(instance))         # doctest: +SKIP
@@ -22,14 +31,15 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import chain
 
 import numpy as np
 
 from ..problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
-from ..problem.network import GBPS, MS, NetworkStates, flow_bandwidth, flow_latency
-from ..problem.oplists import inflight_counts
+from ..problem.network import GBPS, MS, NetworkStates, Resources
+from ..problem.oplists import Flush, flushes, inflight_counts, op_lists
+from ..problem.specversion import check_spec, refuse_v3_fields
 
 
 @dataclass
@@ -41,19 +51,52 @@ class Comm:
     ar: np.ndarray  # (K, S) gradient synchronisation time of stage j
 
 
+def phi(members, kind: str = "ring"):
+    """Bytes each member of a gradient sync sends per byte of gradient (SPEC 5):
+    ``2 (n - 1) / n`` for a ring of n members, 2 for ``reduce_broadcast``."""
+    members = np.asarray(members)
+    if kind == "reduce_broadcast":
+        return np.full(members.shape, 2.0)
+    return 2 * (members - 1) / members
+
+
+@lru_cache(maxsize=256)
+def _flushes(schedule, stages: int, micro_batches: int) -> tuple[Flush, ...]:
+    return tuple(flushes(op_lists(schedule, stages, micro_batches), micro_batches))
+
+
+def plan_flushes(plan, spec: int, inflight) -> tuple[Flush, ...]:
+    """The flushes T_est sums (SPEC 7): v3 cuts the op lists into flushes; v2 takes
+    the whole schedule as one, gpipe-shaped for ``gpipe`` only, with w_j = ``inflight``."""
+    if spec < 3:
+        return (Flush(plan.num_micro_batches, tuple(int(w) for w in inflight), plan.schedule == "gpipe"),)
+    sched = plan.schedule_spec
+    key = sched if isinstance(sched, str) else tuple(tuple(ops) for ops in sched)
+    return _flushes(key, plan.num_stages, plan.num_micro_batches)
+
+
 class PlanFigures:
-    """State-independent figures of ``plan`` on ``instance``.
+    """State-independent figures of ``plan`` on ``instance`` under SPEC version ``spec``.
 
     Attributes (numpy arrays over stages j): ``f``, ``g``, ``c`` forward,
     backward and total compute seconds per micro-batch, each including ``y``, the
-    tensor-parallel all-reduce seconds of one pass; ``A`` boundary bytes
-    per micro-batch (stage j -> j+1); ``P`` parameters; ``stored`` activation
-    bytes per token kept for backward; ``inflight`` micro-batches in flight;
-    ``memory`` bytes per GPU.
+    tensor-parallel all-reduce seconds of one pass, and (v3) the fixed overhead
+    ``n_j o`` forward, ``beta n_j o`` backward; ``A`` boundary bytes per
+    micro-batch (stage j -> j+1); ``P`` parameters; ``stored`` activation bytes
+    per token kept for backward; ``inflight`` micro-batches in flight;
+    ``memory`` bytes per GPU; ``flushes`` the schedule's flushes (SPEC 7).
+
+    Raises ``InputError`` when ``spec`` is 2 and the instance uses a field only
+    v3 models (:func:`planner.problem.specversion.refuse_v3_fields`).
     """
 
-    def __init__(self, instance, plan):
+    def __init__(self, instance, plan, spec: int | None = None):
+        self.spec = check_spec(spec)
+        refuse_v3_fields(instance, self.spec)
         self.instance, self.plan = instance, plan
+        self.routes = instance.routes_for(self.spec)
+        self.resources = Resources(instance, directed=self.spec >= 3)
+        self.sync = instance.workload.gradient_sync if self.spec >= 3 else "ring"
         wl = instance.workload
         units = instance.units
         S, R, t, b = plan.num_stages, plan.replicas, plan.tp, plan.micro_batch_size
@@ -67,6 +110,11 @@ class PlanFigures:
         self.y = np.asarray(instance.gpu.tp_allreduce_s(tpb * tokens, t), float)
         self.f = F * tokens / rate + self.y
         self.g = bwd * F * tokens / rate + self.y
+        overhead = instance.gpu.unit_overhead_ms * MS if self.spec >= 3 else 0.0
+        if overhead:  # v3 (f): n_j units with FLOPs, o seconds each forward, beta o backward
+            n = np.array([sum(u.fwd_flops_per_token > 0 for u in units[s.start:s.end]) for s in plan.stages])
+            self.f = self.f + n * overhead
+            self.g = self.g + bwd * n * overhead
         self.c = self.f + self.g
         self.A = np.array([units[s.end - 1].out_bytes_per_token * tokens for s in plan.stages])
         self.P = np.array([sum(u.params for u in units[s.start:s.end]) for s in plan.stages])
@@ -75,7 +123,16 @@ class PlanFigures:
         self.inflight = np.array(inflight_counts(plan.schedule_spec, S, self.m))
         self.memory = (BYTES_PER_PARAM_STATE * self.P + self.inflight * tokens * self.stored) / t
         self.G = BYTES_PER_PARAM_GRAD * self.P
+        self.flushes = plan_flushes(plan, self.spec, self.inflight)
+        # n(q) = max(n_F, n_B) when every flush is gpipe-shaped (the replicas run in phase, so
+        # forward and backward transfers are never in flight together), else n_F + n_B (v3)
+        self.add_directions = self.spec >= 3 and not all(fl.gpipe_shaped for fl in self.flushes)
         self._setup_groups()
+
+    def _synced(self, j: int) -> bool:
+        """Whether stage j's replicas in several domains sync over the WAN: always in v2,
+        only with gradients (G_j > 0) in v3 (SPEC 5: "0 when G_j = 0")."""
+        return self.spec < 3 or self.G[j] > 0
 
     # -- replicas grouped by what they send over (state independent) ------------
     def _setup_groups(self):
@@ -83,24 +140,25 @@ class PlanFigures:
         the same intra-domain bandwidth, or the same pair of domains (hence the same
         route, share and latency).  The simulator and T_est then run once per group,
         G <= R (greedy's 2,048-replica plans over 300 domains have a few dozen).
-        Also the gradient-ring tables, the flows' link users, the WAN bytes and the GPU
-        price, all fixed by the placement; no Python loop runs over replicas."""
+        Also the gradient-ring tables, the WAN bytes and the GPU price, all fixed by
+        the placement; no Python loop runs over replicas."""
         inst, plan = self.instance, self.plan
         S, R = self.S, self.R
         idx = inst.domain_index
         n = len(idx)
-        routes = inst.routes
         P = np.fromiter(map(idx.__getitem__, chain.from_iterable(plan.placement)), dtype=np.int64,
                         count=R * S).reshape(R, S)
         self.domain_of = P  # (R, S) domain index of every stage of every replica
         intra = np.array([d.intra_bandwidth_gbps * GBPS for d in inst.domains])
+        self._intra = intra
         # pipeline boundaries: a route id (a pair of domains) or -1 - (intra class) inside one domain
         if S > 1:
             a, b = P[:, :-1], P[:, 1:]
             same = a == b
             code = np.empty((R, S - 1), dtype=np.int64)
             pairs, inv, flows = np.unique((a * n + b)[~same], return_inverse=True, return_counts=True)
-            self.pipe = _RouteTable(routes, pairs // n, pairs % n, flows)
+            self.pipe = _ChannelTable(self.routes, self.resources, pairs // n, pairs % n, flows,
+                                      self.add_directions)
             code[~same] = inv.ravel()
             bw_classes, cls = np.unique(intra[a[same]], return_inverse=True)
             code[same] = -1 - cls.ravel()
@@ -117,40 +175,14 @@ class PlanFigures:
                             if len(bw_classes) else np.zeros(gcode.shape))
             self.g_route = np.where(self.g_same, -1, gcode)
         else:
-            self.pipe = _RouteTable(routes, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+            self.pipe = _ChannelTable(self.routes, self.resources, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                      np.zeros(0), self.add_directions)
             self.group_rep = np.zeros(1, dtype=np.int64)
             self.group_of = np.zeros(R, dtype=np.int64)
             self.g_same = np.zeros((1, 0), dtype=bool)
             self.g_intra = np.zeros((1, 0))
             self.g_route = np.zeros((1, 0), dtype=np.int64)
-        # gradient synchronisation: intra part and the ring of each stage (domains in instance order)
-        self.ar_intra = np.zeros(S)
-        self.ring_k = np.ones(S, dtype=int)
-        hop_stage, hop_pair = [], []
-        if R > 1:
-            for j in range(S):
-                doms, cnt = np.unique(P[:, j], return_counts=True)
-                many = cnt > 1
-                if many.any():
-                    c = cnt[many]
-                    self.ar_intra[j] = max(0.0, float(np.max(
-                        2 * (c - 1) / c * (self.G[j] / plan.tp) / intra[doms[many]])))
-                self.ring_k[j] = len(doms)
-                if len(doms) > 1:
-                    hop_stage.append(np.full(len(doms), j))
-                    hop_pair.append(doms * n + np.roll(doms, -1))
-        hop_stage = np.concatenate(hop_stage) if hop_stage else np.zeros(0, np.int64)
-        hop_pair = np.concatenate(hop_pair) if hop_pair else np.zeros(0, np.int64)
-        pairs, inv, flows = np.unique(hop_pair, return_inverse=True, return_counts=True)
-        self.ring = _RouteTable(routes, pairs // n, pairs % n, flows)
-        inv = inv.ravel()
-        self.ring_stages = np.unique(hop_stage)
-        width = int(np.max(self.ring_k[self.ring_stages], initial=0))
-        # (stages with a ring, width) route ids, padded with the sentinel column U
-        self.ring_pad = np.full((len(self.ring_stages), width), self.ring.size, dtype=np.int64)
-        for i, j in enumerate(self.ring_stages.tolist()):
-            ids = inv[hop_stage == j]
-            self.ring_pad[i, :len(ids)] = ids
+        self._setup_rings(P, intra)
         # cost figures (SPEC 6), summed in the order of the per-replica loops they replace
         cross = P[:, :-1] != P[:, 1:]
         parts = [(2 * self.A[:-1] * self.m)[None, :].repeat(R, axis=0)[cross]]
@@ -161,16 +193,47 @@ class PlanFigures:
         price = np.array([d.price_per_gpu_hour for d in inst.domains])
         self._gpu_price = float(np.add.accumulate(np.concatenate([[0.0], plan.tp * price[P.ravel()]]))[-1])
 
+    def _setup_rings(self, P, intra):
+        """Gradient synchronisation (SPEC 5): the intra part of every stage, and the
+        hops of each cross-domain sync, d_1 -> d_2 -> ... -> d_K -> d_1 over the
+        stage's domains in instance order, as one :class:`_RingTable`."""
+        S, n = self.S, len(intra)
+        self.ar_intra = np.zeros(S)
+        self.ring_k = np.ones(S, dtype=int)
+        hop_stage, hop_pair = [], []
+        if self.R > 1:
+            for j in range(S):
+                doms, cnt = np.unique(P[:, j], return_counts=True)
+                many = cnt > 1
+                if many.any():
+                    c = cnt[many]
+                    self.ar_intra[j] = max(0.0, float(np.max(
+                        phi(c, self.sync) * (self.G[j] / self.plan.tp) / intra[doms[many]])))
+                self.ring_k[j] = len(doms)
+                if len(doms) > 1 and self._synced(j):
+                    hop_stage.append(np.full(len(doms), j))
+                    hop_pair.append(doms * n + np.roll(doms, -1))
+        hop_stage = np.concatenate(hop_stage) if hop_stage else np.zeros(0, np.int64)
+        hop_pair = np.concatenate(hop_pair) if hop_pair else np.zeros(0, np.int64)
+        kr = self.ring_k[hop_stage]
+        self.ring = _RingTable(self.routes, self.resources, hop_pair // n, hop_pair % n,
+                               phi(kr, self.sync) * self.G[hop_stage], equal=self.spec < 3)
+        self.ring_stages, first, width = np.unique(hop_stage, return_index=True, return_counts=True)
+        # (stages with a ring, widest ring) hop indices, padded with the sentinel column H
+        wmax = int(width.max(initial=0))
+        self.ring_pad = np.where(np.arange(wmax) < width[:, None], first[:, None] + np.arange(wmax),
+                                 self.ring.size)
+
     @property
     def groups(self) -> int:
         """Distinct replicas (see :meth:`_setup_groups`)."""
         return len(self.group_rep)
 
-    # -- which links each flow crosses, per replica (the ungrouped path) ---------
+    # -- which links each flow crosses, per replica (for explain) ------------------
     @cached_property
     def _flows(self):
         inst, plan = self.instance, self.plan
-        routes = inst.routes
+        routes = self.routes
         S, R = self.S, self.R
         # pipeline flows: one per (replica, boundary) between different domains
         intra_bw = np.zeros((R, max(S - 1, 0)))  # bytes/s where same domain, else 0
@@ -191,7 +254,7 @@ class PlanFigures:
             order = inst.domain_index
             for j in range(S):
                 ring = sorted({row[j] for row in plan.placement}, key=order.__getitem__)
-                if len(ring) > 1:
+                if len(ring) > 1 and self._synced(j):
                     for a, b in zip(ring, ring[1:] + ring[:1]):
                         hops_of[j].append(len(hop_routes))
                         hop_routes.append(routes[(a, b)].links)
@@ -226,6 +289,16 @@ class PlanFigures:
     def crosses_wan(self) -> bool:
         return bool(self.pipe.size or self.ring.size)
 
+    @cached_property
+    def _per_flow(self):
+        """Every (replica, boundary) across domains as its own channel: the ungrouped
+        computation of :meth:`comm` (the same counts, summed flow by flow)."""
+        P = self.domain_of
+        rr, kk = np.nonzero(P[:, :-1] != P[:, 1:])
+        table = _ChannelTable(self.routes, self.resources, P[rr, kk], P[rr, kk + 1], np.ones(len(rr)),
+                              self.add_directions)
+        return rr, kk, table
+
     def comm(self, states: NetworkStates) -> Comm:
         """Transfer times, latencies and AR for every state in ``states``, for every
         replica: the per-flow computation, kept as the reference that
@@ -234,34 +307,16 @@ class PlanFigures:
         x = np.empty((K, R, max(S - 1, 0)))
         l = np.zeros((K, R, max(S - 1, 0)))
         if S > 1:
-            same = self.flow_of < 0
+            same = self.domain_of[:, :-1] == self.domain_of[:, 1:]
             rr, kk = np.nonzero(same)
-            x[:, rr, kk] = self.A[kk] / self.intra_bw[rr, kk]
-            if self.flow_routes:
-                bw = flow_bandwidth(states.bandwidth_gbps, self.flow_routes)
-                lat = flow_latency(states.latency_ms, self.flow_routes)
-                rr, kk = np.nonzero(~same)
-                fl = self.flow_of[rr, kk]
-                fbw = bw[:, fl]
+            x[:, rr, kk] = self.A[kk] / self._intra[self.domain_of[rr, kk]]
+            rr, kk, table = self._per_flow
+            if table.size:
+                fbw, lat = table.figures(states)
                 with np.errstate(divide="ignore"):
                     x[:, rr, kk] = np.divide(self.A[kk], fbw, out=np.full_like(fbw, np.inf), where=fbw > 0)
-                l[:, rr, kk] = lat[:, fl]
-        ar = np.broadcast_to(self.ar_intra, (K, S)).copy()
-        if self.hop_routes:
-            bw = flow_bandwidth(states.bandwidth_gbps, self.hop_routes)
-            lat = flow_latency(states.latency_ms, self.hop_routes)
-            for j in range(S):
-                hops = self.hops_of[j]
-                if not hops:
-                    continue
-                kr = self.ring_k[j]
-                ring_bw = bw[:, hops].min(axis=1)
-                ring_lat = lat[:, hops].max(axis=1)
-                with np.errstate(divide="ignore"):
-                    vol = np.where(ring_bw > 0, 2 * (kr - 1) / kr * self.G[j] / np.where(
-                        ring_bw > 0, ring_bw, 1.0), np.inf)
-                ar[:, j] += vol + 2 * (kr - 1) * ring_lat
-        return Comm(x, l, ar)
+                l[:, rr, kk] = lat
+        return Comm(x, l, self.sync_times(states))
 
     def comm_groups(self, states: NetworkStates) -> Comm:
         """:meth:`comm` for one replica per group: x and l of shape (K, G, S-1), with
@@ -282,6 +337,13 @@ class PlanFigures:
                 with np.errstate(divide="ignore"):
                     x[:, gc, kc] = np.divide(self.A[kc], fbw, out=np.full_like(fbw, np.inf), where=fbw > 0)
                 l[:, gc, kc] = lat[:, rid]
+        return Comm(x, l, self.sync_times(states))
+
+    def sync_times(self, states: NetworkStates) -> np.ndarray:
+        """AR_j (K, S), seconds: the intra part plus, for a stage whose replicas sit in
+        K_j > 1 domains, ``phi(K_j) G_j / ring_bandwidth + 2 (K_j - 1) ring_latency``
+        with the ring's smallest hop share and largest hop latency (SPEC 5)."""
+        K, S = states.count, self.S
         ar = np.broadcast_to(self.ar_intra, (K, S)).copy()
         if self.ring.size:
             bw, lat = self.ring.figures(states)
@@ -291,14 +353,15 @@ class PlanFigures:
             ring_lat = np.concatenate([lat, np.full((K, 1), -np.inf)], axis=1)[:, pad].max(axis=2)
             kr = self.ring_k[js]
             with np.errstate(divide="ignore"):
-                vol = np.where(ring_bw > 0, 2 * (kr - 1) / kr * self.G[js] / np.where(
+                vol = np.where(ring_bw > 0, phi(kr, self.sync) * self.G[js] / np.where(
                     ring_bw > 0, ring_bw, 1.0), np.inf)
             ar[:, js] += vol + 2 * (kr - 1) * ring_lat
-        return Comm(x, l, ar)
+        return ar
 
     def wan_bytes(self) -> float:
         """Bytes crossing domains per iteration (SPEC 6 cost): boundaries both
-        ways for every micro-batch, plus the cross part of the gradient rings."""
+        ways for every micro-batch, plus the cross part of the gradient rings
+        (``2 (K - 1) / K G_j`` per hop for both ``gradient_sync`` kinds)."""
         return self._wan_bytes
 
     def gpu_hour_price(self) -> float:
@@ -306,41 +369,116 @@ class PlanFigures:
         return self._gpu_price
 
 
-class _RouteTable:
-    """The routes of a set of flows, one per distinct (source, destination) pair, with
-    how many flows take each, compiled to arrays so that the shares and latencies of
-    all of them under K states cost a few NumPy calls: the same expressions as
-    :func:`planner.problem.network.flow_bandwidth` and ``flow_latency`` on the same
-    figures (link users count every flow), so the same bits.
+def _latency_table(links: np.ndarray, hops: np.ndarray):
+    """One gather per route length: ``[(rows, links[rows, :h])]`` (see :func:`_latencies`)."""
+    return [(np.nonzero(hops == h)[0], links[hops == h][:, :h]) for h in np.unique(hops).tolist()]
 
-    ``src``, ``dst``: domain indices of each distinct pair; ``flows``: flows per pair."""
 
-    def __init__(self, routes, src, dst, flows):
+def _latencies(states: NetworkStates, table, size: int) -> np.ndarray:
+    """(K, size) one-way latency in seconds of each route of ``table``: the sum of its
+    links' latencies in path order."""
+    lat = np.empty((states.count, size))
+    for rs, links in table:
+        if links.shape[1] == 1:
+            lat[:, rs] = states.latency_ms[:, links[:, 0]]
+        else:
+            lat[:, rs] = states.latency_ms[:, links].sum(axis=2)
+    return lat * MS
+
+
+def _count(res: np.ndarray, weight, size: int) -> np.ndarray:
+    """Per resource id, the sum of ``weight[i]`` over the rows i of ``res`` that use it."""
+    on = res >= 0
+    return np.bincount(res[on], weights=np.repeat(np.asarray(weight, float), on.sum(axis=1)),
+                       minlength=size)
+
+
+class _ChannelTable:
+    """Boundary transfers between distinct pairs of domains, compiled to arrays so that
+    their bandwidths and latencies under K states cost a few NumPy calls (SPEC 5).
+
+    ``src``, ``dst``: domain indices of each pair; ``flows``: boundaries (over replicas
+    and stages) between them.  A pair's forward channel runs along route(src, dst),
+    its backward channel along that path reversed; n_F(q), n_B(q) count the channels
+    using resource q, n(q) is their sum (``add``) or their larger (under v2, with
+    undirected resources, the count of flows per link), and a pair gets the smallest
+    ``cap(q) / n(q)`` over the resources of either channel.  Its latency is that of
+    the forward route."""
+
+    def __init__(self, routes, resources: Resources, src, dst, flows, add: bool):
         self.size = len(src)
+        self.resources = resources
         links, hops = routes.link_paths(src, dst)  # (pairs, width) in path order, -1 padded
-        on = links >= 0
-        used, col = np.unique(links[on], return_inverse=True)
-        self.used = used
-        users = np.zeros(len(used))
-        np.add.at(users, col, np.repeat(np.asarray(flows, float), on.sum(axis=1)))
-        self.scale = GBPS / users if len(used) else np.zeros(0)  # bytes/s per Gbit/s, shared
-        self.cols = np.full(links.shape, len(used), dtype=np.int64)  # padding: an inf column
+        fwd = resources.paths(src, dst, links, hops)
+        if resources.directed:
+            bwd = resources.paths(src, dst, links, hops, reverse=True)
+            n_f, n_b = _count(fwd, flows, resources.count), _count(bwd, flows, resources.count)
+            users = n_f + n_b if add else np.maximum(n_f, n_b)
+            res = np.concatenate([fwd, bwd], axis=1)
+        else:
+            users, res = _count(fwd, flows, resources.count), fwd
+        on = res >= 0
+        self.used, col = np.unique(res[on], return_inverse=True)
+        self.scale = GBPS / users[self.used]  # bytes/s per Gbit/s of capacity, shared
+        self.cols = np.full(res.shape, len(self.used), dtype=np.int64)  # padding: an inf column
         self.cols[on] = col
-        # latency: one gather per route length (a sum over the same links in the same order)
-        self.by_len = [(np.nonzero(hops == h)[0], links[hops == h][:, :h]) for h in np.unique(hops).tolist()]
+        self.by_len = _latency_table(links, hops)
 
     def figures(self, states: NetworkStates) -> tuple[np.ndarray, np.ndarray]:
-        """(K, routes) bytes/s (the smallest share along the route) and seconds."""
-        bw = states.bandwidth_gbps
-        K = bw.shape[0]
+        """(K, pairs) bytes/s (the smallest share over both channels) and seconds."""
+        K = states.count
         share = np.empty((K, len(self.used) + 1))
-        share[:, :-1] = bw[:, self.used] * self.scale
+        share[:, :-1] = self.resources.capacity_gbps(states.bandwidth_gbps, self.used) * self.scale
         share[:, -1] = np.inf
-        out_bw = share[:, self.cols].min(axis=2)
-        lat = np.empty((K, self.size))
-        for rs, links in self.by_len:
-            if links.shape[1] == 1:
-                lat[:, rs] = states.latency_ms[:, links[:, 0]]
-            else:
-                lat[:, rs] = states.latency_ms[:, links].sum(axis=2)
-        return out_bw, lat * MS
+        return share[:, self.cols].min(axis=2), _latencies(states, self.by_len, self.size)
+
+
+class _RingTable:
+    """The hops of every cross-domain gradient sync, one row per (stage, hop), with
+    their shares of the resources they use (SPEC 5).
+
+    Hop h goes from ``src[h]`` to ``dst[h]`` along their route carrying ``volume[h]``
+    bytes (``phi(K_j) G_j``).  ``equal`` (v2): each hop is one user of each resource
+    and gets ``cap / n``; otherwise processor sharing: a hop of volume V gets
+    ``cap * V / sum_u min(V_u, V)`` over the users u of the resource."""
+
+    def __init__(self, routes, resources: Resources, src, dst, volume, equal: bool):
+        self.size = len(src)
+        self.resources = resources
+        links, hops = routes.link_paths(src, dst)
+        res = resources.paths(src, dst, links, hops)
+        on = res >= 0
+        self.used, col = np.unique(res[on], return_inverse=True)
+        if equal:
+            share = (GBPS / np.bincount(col, minlength=len(self.used)).astype(float))[col]
+        else:
+            vol = np.repeat(np.asarray(volume, float), on.sum(axis=1))
+            share = GBPS * vol / _processor_sharing(col, vol, len(self.used))
+        self.scale = np.ones(res.shape)
+        self.scale[on] = share
+        self.cols = np.full(res.shape, len(self.used), dtype=np.int64)
+        self.cols[on] = col
+        self.by_len = _latency_table(links, hops)
+
+    def figures(self, states: NetworkStates) -> tuple[np.ndarray, np.ndarray]:
+        """(K, hops) bytes/s (each hop's smallest share) and seconds."""
+        K = states.count
+        cap = np.empty((K, len(self.used) + 1))
+        cap[:, :-1] = self.resources.capacity_gbps(states.bandwidth_gbps, self.used)
+        cap[:, -1] = np.inf
+        return (cap[:, self.cols] * self.scale).min(axis=2), _latencies(states, self.by_len, self.size)
+
+
+def _processor_sharing(col: np.ndarray, vol: np.ndarray, size: int) -> np.ndarray:
+    """For every (user, resource) entry, ``sum_u min(V_u, V)`` over the users u of its
+    resource ``col`` (V its own volume, bytes): after that many bytes have passed the
+    resource at full capacity, the user's last byte has (SPEC 5).  One small matrix
+    per resource; entries are the hops of the plan's rings, a few hundred at most."""
+    den = np.empty(len(col))
+    order = np.argsort(col, kind="stable")
+    bounds = np.searchsorted(col[order], np.arange(size + 1))
+    for q in range(size):
+        rows = order[bounds[q]:bounds[q + 1]]
+        v = vol[rows]
+        den[rows] = np.minimum(v[:, None], v[None, :]).sum(axis=0)
+    return den

@@ -75,6 +75,22 @@ CASES = [
     ("nvlink negative", lambda d: d["gpu"].update(nvlink_bandwidth_gbps=-2400.0), "gpu.nvlink_bandwidth_gbps"),
     ("nvlink zero", lambda d: d["gpu"].update(nvlink_bandwidth_gbps=0.0), "gpu.nvlink_bandwidth_gbps"),
     ("nvlink string", lambda d: d["gpu"].update(nvlink_bandwidth_gbps="2400"), "gpu.nvlink_bandwidth_gbps"),
+    # SPEC v3 fields (section 9): finite numbers in range, booleans and strings refused
+    ("uplink zero", lambda d: d["domains"][0].update(uplink_gbps=0.0), "domains[0].uplink_gbps"),
+    ("uplink negative", lambda d: d["domains"][1].update(uplink_gbps=-10.0), "domains[1].uplink_gbps"),
+    ("uplink infinite", lambda d: d["domains"][0].update(uplink_gbps=float("inf")), "domains[0].uplink_gbps"),
+    ("uplink nan", lambda d: d["domains"][0].update(uplink_gbps=float("nan")), "domains[0].uplink_gbps"),
+    ("uplink above cap", lambda d: d["domains"][0].update(uplink_gbps=2e9), "domains[0].uplink_gbps"),
+    ("uplink string", lambda d: d["domains"][0].update(uplink_gbps="400"), "domains[0].uplink_gbps"),
+    ("uplink boolean", lambda d: d["domains"][0].update(uplink_gbps=True), "domains[0].uplink_gbps"),
+    ("overhead negative", lambda d: d["gpu"].update(unit_overhead_ms=-0.5), "gpu.unit_overhead_ms"),
+    ("overhead above cap", lambda d: d["gpu"].update(unit_overhead_ms=2e6), "gpu.unit_overhead_ms"),
+    ("overhead infinite", lambda d: d["gpu"].update(unit_overhead_ms=float("inf")), "gpu.unit_overhead_ms"),
+    ("overhead nan", lambda d: d["gpu"].update(unit_overhead_ms=float("nan")), "gpu.unit_overhead_ms"),
+    ("overhead string", lambda d: d["gpu"].update(unit_overhead_ms="1"), "gpu.unit_overhead_ms"),
+    ("overhead boolean", lambda d: d["gpu"].update(unit_overhead_ms=True), "gpu.unit_overhead_ms"),
+    ("gradient_sync unknown", lambda d: d["workload"].update(gradient_sync="allreduce"), "workload.gradient_sync"),
+    ("gradient_sync boolean", lambda d: d["workload"].update(gradient_sync=True), "workload.gradient_sync"),
 ]
 
 
@@ -86,6 +102,38 @@ def test_bad_instance_names_file_and_field(tmp_path, label, edit, field):
     msg = res.stderr.strip()
     assert "\n" not in msg and "Traceback" not in msg
     assert str(path) in msg and f"{field}:" in msg
+
+
+V3_ONLY = [
+    ("uplink", lambda d: d["domains"][2].update(uplink_gbps=400.0), "domains[2].uplink_gbps"),
+    ("reduce_broadcast", lambda d: d["workload"].update(gradient_sync="reduce_broadcast"), "workload.gradient_sync"),
+    ("unit overhead", lambda d: d["gpu"].update(unit_overhead_ms=0.5), "gpu.unit_overhead_ms"),
+]
+
+
+@pytest.mark.parametrize("label,edit,field", V3_ONLY, ids=[c[0] for c in V3_ONLY])
+def test_v3_only_field_refused_while_default_spec_is_2(tmp_path, label, edit, field):
+    # valid SPEC v3 fields the planners do not model yet: refused at load (exit 2, file and
+    # field named), never silently ignored; the evaluator takes them with spec=3
+    from planner.problem.io import load_instance
+    from planner.scoring import DEFAULT_SPEC
+
+    assert DEFAULT_SPEC == 2
+    path = write_variant(tmp_path, edit)
+    res = run("validate", path)
+    assert res.exit_code == 2, res.output
+    msg = res.stderr.strip()
+    assert "\n" not in msg and "Traceback" not in msg
+    assert str(path) in msg and f"{field}:" in msg and "do not yet support" in msg
+    assert load_instance(path, spec=3).name == "tiny-3dc"
+
+
+def test_v3_fields_at_their_v2_defaults_validate(tmp_path):
+    def edit(d):
+        d["gpu"].update(unit_overhead_ms=0.0)
+        d["workload"].update(gradient_sync="ring")
+    res = run("validate", write_variant(tmp_path, edit))
+    assert res.exit_code == 0, res.output
 
 
 def test_good_instance_validates():

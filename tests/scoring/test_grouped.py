@@ -19,7 +19,9 @@ GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
 
 
 @st.composite
-def cases(draw):
+def cases(draw, v3: bool = False):
+    """(instance, plan, states); ``v3`` adds SPEC v3 fields (uplinks, gradient_sync,
+    unit overhead) and gradient-accumulation schedules, drawn after the v2 ones."""
     D = draw(st.integers(2, 7))
     names = [f"d{i}" for i in range(D)]
     pairs = {(draw(st.integers(0, i - 1)), i) for i in range(1, D)}  # spanning tree
@@ -44,16 +46,27 @@ def cases(draw):
     placement = [draw(st.sampled_from(pool)) if draw(st.integers(0, 3)) else
                  draw(st.lists(st.sampled_from(names), min_size=S, max_size=S)) for _ in range(R)]
     m = draw(st.integers(1, 4))
+    gpu, wl_extra = GPU, {}
+    if v3:
+        for d in domains:
+            if draw(st.integers(0, 2)) == 0:
+                d["uplink_gbps"] = draw(st.sampled_from([0.7, 5.0, 50.0]))
+        gpu = {**GPU, "unit_overhead_ms": draw(st.sampled_from([0.0, 0.3]))}
+        wl_extra = {"gradient_sync": draw(st.sampled_from(["ring", "reduce_broadcast"]))}
     inst = Instance.from_dict({
-        "name": "g", "gpu": GPU, "domains": domains, "links": links,
+        "name": "g", "gpu": gpu, "domains": domains, "links": links,
         "workload": {"model": ModelSpec(name="m", units=units), "global_batch_size": R * m, "seq_len": 8,
-                     "micro_batch_sizes": [1], "tensor_parallel": [1]},
+                     "micro_batch_sizes": [1], "tensor_parallel": [1], **wl_extra},
         "options": {"wan_price_per_gb": 0.01}})
     n = len(units)
     cuts = sorted(draw(st.sets(st.integers(1, n - 1), min_size=S - 1, max_size=S - 1))) if S > 1 else []
     bounds = list(zip([0, *cuts], [*cuts, n]))
-    plan = Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst,
-                      schedule=draw(st.sampled_from(["1f1b", "gpipe"])))
+    schedule = draw(st.sampled_from(["1f1b", "gpipe"]))
+    if v3 and m > 1 and draw(st.booleans()):  # two GPipe rounds: gradient accumulation
+        h = m // 2
+        rounds = [range(h), range(h, m)]
+        schedule = [[f"{k}{i}" for r in rounds for k in "FB" for i in r]] * S
+    plan = Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst, schedule=schedule)
     K = draw(st.integers(1, 4))
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
     base = NetworkStates.base(inst, K)
@@ -67,8 +80,19 @@ def cases(draw):
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_grouped_is_the_ungrouped_computation_bit_for_bit(case):
-    inst, plan, states = case
-    grouped, flat = Evaluator(inst, plan), Evaluator(inst, plan, group_replicas=False)
+    check_grouped(*case)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(v3=True))
+def test_grouped_is_the_ungrouped_computation_bit_for_bit_v3(case):
+    # SPEC v3: direct routes, directed links and uplinks, n_F + n_B or max(n_F, n_B)
+    check_grouped(*case, spec=3)
+
+
+def check_grouped(inst, plan, states, spec=None):
+    grouped = Evaluator(inst, plan, spec=spec)
+    flat = Evaluator(inst, plan, group_replicas=False, spec=spec)
     fig = grouped.fig
     assert fig.groups <= plan.replicas
     full, per_group = fig.comm(states), fig.comm_groups(states)

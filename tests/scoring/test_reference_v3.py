@@ -1,16 +1,18 @@
 """Tests of the SPEC v3 reference (``tests/reference_sim_v3.py``) itself.
 
-The package's evaluator is still v2; these tests check that the reference
-reads SPEC v3 as intended, so that it can later judge the port: closed forms
-worked by hand (full-duplex links, uplinks, direct routes, rings and
-reduce-broadcast, processor sharing of unequal syncs, unit overhead, GPU
-types, flushes), SPEC 7's exactness promise for gpipe and gradient
-accumulation on random plans, and v2 compatibility against
-``tests/reference_sim.py`` where SPEC v3 says nothing changed.
+These tests check that the reference reads SPEC v3 as intended, so that it
+can judge the package's port (``Evaluator(..., spec=3)``, held to it by
+``test_reference_agreement_v3.py``): closed forms worked by hand
+(full-duplex links, uplinks, direct routes, rings and reduce-broadcast,
+processor sharing of unequal syncs, unit overhead, GPU types, flushes),
+SPEC 7's exactness promise for gpipe and gradient accumulation on random
+plans, and v2 compatibility against ``tests/reference_sim.py`` where SPEC v3
+says nothing changed.
 
-v3 fields the package's ``Instance`` does not have yet are added by
-:func:`v3`, which copies a package instance into plain namespaces (the
-reference reads every v3 field with ``getattr`` and a default).
+v3 fields are added by :func:`v3`, which copies a package instance into
+plain namespaces (the reference reads every v3 field with ``getattr`` and a
+default); the package's ``Instance`` has ``uplink_gbps``, ``gradient_sync``
+and ``unit_overhead_ms`` but not yet the GPU types of ``[[gpus]]``.
 """
 
 from __future__ import annotations

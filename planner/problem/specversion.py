@@ -1,0 +1,62 @@
+"""Which version of the performance model (SPEC) the package uses by default.
+
+The evaluator implements SPEC v2 and SPEC v3 changes (a)-(f), chosen per call
+(``Evaluator(instance, plan, spec=3)``); the planners (greedy, MILP, CP-SAT,
+hierarchy, annealing, bounds) still model v2 only, so the default stays 2 until
+they are ported (docs/model.md, section 10).  This is the one place the default
+is set; ``planner.scoring.DEFAULT_SPEC`` is the same constant (it lives here,
+below the scoring family, because loading an instance consults it too).
+
+An instance that uses a field only v3 gives meaning to is refused while the
+version in force is 2, so that nothing ignores such a field silently:
+
+>>> v3_only_fields({"domains": [{"name": "a", "uplink_gbps": 400.0}]})
+['domains[0].uplink_gbps']
+"""
+
+from __future__ import annotations
+
+DEFAULT_SPEC = 2
+SPECS = (2, 3)
+
+
+def check_spec(spec: int | None) -> int:
+    """``spec`` (``None``: :data:`DEFAULT_SPEC`) checked to be a known version."""
+    spec = DEFAULT_SPEC if spec is None else spec
+    if spec not in SPECS:
+        raise ValueError(f"spec is one of {', '.join(map(str, SPECS))}, not {spec!r}")
+    return spec
+
+
+def v3_only_fields(data) -> list[str]:
+    """Dotted paths of the fields of instance ``data`` (a dict shaped like the file,
+    or an :class:`~planner.problem.instance.Instance`) that only SPEC v3 models:
+    a domain's ``uplink_gbps``, ``workload.gradient_sync = "reduce_broadcast"``,
+    ``gpu.unit_overhead_ms > 0``.  Defaults (absent, ``"ring"``, 0) are v2's."""
+    def get(obj, key, default=None):
+        return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
+    out = []
+    gpu = get(data, "gpu")
+    if gpu is not None and get(gpu, "unit_overhead_ms") not in (0, None):
+        out.append("gpu.unit_overhead_ms")
+    for i, d in enumerate(get(data, "domains") or ()):
+        if get(d, "uplink_gbps") is not None:
+            out.append(f"domains[{i}].uplink_gbps")
+    wl = get(data, "workload")
+    if wl is not None and get(wl, "gradient_sync", "ring") != "ring":
+        out.append("workload.gradient_sync")
+    return out
+
+
+def refuse_v3_fields(data, spec: int | None = None) -> None:
+    """Raise ``InputError`` naming the first v3-only field of ``data`` when the
+    version in force (``spec``, default :data:`DEFAULT_SPEC`) is 2."""
+    from .errors import InputError
+
+    if check_spec(spec) >= 3:
+        return
+    used = v3_only_fields(data)
+    if used:
+        raise InputError("a SPEC v3 field; the planners model SPEC v2 and do not yet support it "
+                         "(the evaluator scores it with spec=3; docs/model.md, section 10)", used[0])
