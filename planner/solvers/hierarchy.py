@@ -60,6 +60,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from ..problem.names import name_problem
 from ..problem.errors import InfeasibleError, InputError, Stopped, TimeLimitError
 from ..problem.instance import Instance
 from ..problem.limits import MAX_BANDWIDTH_GBPS
@@ -257,8 +258,10 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
             valid = False
             link_bw, intra_floor = min(link_bw, MAX_BANDWIDTH_GBPS), min(intra_floor, MAX_BANDWIDTH_GBPS)
         names = {g: _group_name(instance, g) for g in used}
+        # group names become domain names of the aggregated instance: valid names (SPEC 9), unique
+        names = {g: n if name_problem(n) is None else f"group{i}" for i, (g, n) in enumerate(names.items())}
         if len(set(names.values())) < len(used):
-            names = {g: f"{names[g]}#{i}" for i, g in enumerate(used)}
+            names = {g: f"{names[g][:60]}-{i}" for i, g in enumerate(used)}
         doms = []
         for g in used:
             ds = [instance.domain(d) for d in g]
@@ -276,8 +279,8 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
                 bw = link_bw if optimistic else max(_bottleneck(instance, a, b) for a in g for b in h)
                 links.append({"a": names[g], "b": names[h], "bandwidth_gbps": bw, "latency_ms": lat})
         data = instance.to_dict()
-        data.update(name=f"{instance.name}/groups" + ("" if len(classes) == 1 else f"/tp{ts[0]}"),
-                    domains=doms, links=links)
+        suffix = ".groups" + ("" if len(classes) == 1 else f".tp{ts[0]}")  # a valid name (SPEC 9): 64 at most
+        data.update(name=instance.name[:64 - len(suffix)] + suffix, domains=doms, links=links)
         data["workload"]["tensor_parallel"] = list(ts)
         agg = Instance.from_dict(data)
         out.append(Aggregate(agg, {names[g]: g for g in used}, ts, valid))

@@ -20,6 +20,7 @@ from grouped import grouped_instance
 from helpers import compositions, make_instance, tiny_model
 from planner import Plan
 from planner.problem.errors import InputError
+from planner.problem.names import name_problem
 from planner.problem.model import ModelSpec
 from planner.scoring.evaluator import Evaluator, check_plan
 from planner.solvers.hierarchy import (aggregate, check_groups, disaggregate, group_domains, hier,
@@ -293,3 +294,23 @@ def test_auto_uses_hier_only_when_the_flat_models_are_too_big(monkeypatch):
     assert check_plan(inst, p) == []
     best = min(t_est(inst, q) for q in feasible_plans(inst))
     assert p.solver.bound <= best * (1 + 1e-9)
+
+
+def test_aggregated_instances_have_valid_names():
+    """The aggregated instance's name and its group domains' names are valid names
+    (SPEC 9): the loader refused 'x/groups' and would refuse a region with a space or
+    a long 'first..last' group name, so hier failed on such instances."""
+    long = "d" * 40
+    inst = make_instance([{"name": f"{long}1", "gpus": 8, "intra_bandwidth_gbps": 200.0, "region": "US East"},
+                          {"name": f"{long}2", "gpus": 8, "intra_bandwidth_gbps": 200.0, "region": "US East"},
+                          {"name": "c", "gpus": 8, "intra_bandwidth_gbps": 200.0, "region": "y"},
+                          {"name": "e", "gpus": 8, "intra_bandwidth_gbps": 200.0, "region": "y"}],
+                         [(f"{long}1", f"{long}2", 100.0, 1.0), (f"{long}2", "c", 10.0, 20.0),
+                          ("c", "e", 100.0, 1.0)], tensor_parallel=[1, 8])
+    inst = inst.model_copy(update={"name": "n" * 64})
+    aggs = aggregate(inst, [(f"{long}1", f"{long}2"), ("c", "e")])
+    assert aggs
+    for agg in aggs:
+        names = [agg.instance.name] + [d.name for d in agg.instance.domains]
+        assert all(name_problem(n) is None for n in names), names
+        assert len(set(names[1:])) == len(names) - 1
