@@ -27,7 +27,8 @@ Its budget: ``time_limit`` seconds (default :data:`DEFAULT_TIME_LIMIT`, 60),
 a stop request (Ctrl-C, SIGTERM, the ``--memory-limit`` of
 :mod:`planner.solvers.stop`) and its own resident memory
 (:func:`planner.solvers.stop.over_memory`: the ``--memory-limit``, else
-4 GB), checked between plans.  A huge instance (a million replicas of a
+4 GB), checked between plans (a stop request or the memory cap still lets
+the first plan be made: the incumbent to return).  A huge instance (a million replicas of a
 pipeline have plans of tens of millions of slots) stops at the first of them
 with the best plan so far and its ``solver.status`` saying why
 (``time_limit``, ``interrupted``, ``memory_limit``), or raises
@@ -70,6 +71,7 @@ class _Budget:
     def __init__(self, deadline: float, time_limit: float):
         self.deadline, self.time_limit = deadline, time_limit
         self.reason: str | None = None
+        self.found = False  # a shape was found: a stop request may end the enumeration now
         self._next_mem = 0.0
 
     def why(self) -> str | None:
@@ -117,10 +119,12 @@ def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, budget: _Bud
         heap.append(((m - 1) * ctot / sh.stages + ctot, sh.tp * sh.stages * sh.replicas, sh, None))
     heapq.heapify(heap)
     out = []
-    while heap and len(out) < keep and not budget.why():
+    # a stop request (not the time limit) lets the first shape through: its plan is the incumbent to keep
+    while heap and len(out) < keep and not (budget.why() and (budget.found or budget.reason == "time_limit")):
         score, gpus, sh, cuts = heapq.heappop(heap)
         if cuts is not None:
             out.append((sh, cuts))
+            budget.found = True
             continue
         m = sh.micro_batches(gbs)
         cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
