@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import commit, save  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+KILL_AFTER = 12  # a run still going after this many times its limit (+ 30 s) is killed and listed
 SOLVERS = ("greedy", "milp", "cpsat", "hier", "anneal", "auto", "rl")
 
 
@@ -46,7 +47,10 @@ def run(instance: str, solver: str, limit: float, tmp: Path) -> tuple[float, int
            "--time-limit", f"{limit:g}", "--out", str(out), "-q"]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=KILL_AFTER * limit + 30)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - t, -9, f"killed after {KILL_AFTER} x the limit + 30 s"
     wall = time.perf_counter() - t
     if r.returncode == 0 and out.is_file():
         import json

@@ -230,11 +230,15 @@ def robust_score(values: np.ndarray, stat: str) -> float:
     raise ValueError("robust statistic is 'mean' or 'p95'")
 
 
-def _candidates(instance, budget: _Budget, states=None, robust_stat: str = "mean") -> list:
+def _shape_kind(plan: Plan) -> tuple:
+    return (plan.tp, plan.micro_batch_size, plan.replicas)
+
+
+def _candidates(instance, budget: _Budget, states=None, robust_stat: str = "mean", kind=_shape_kind) -> list:
     """The candidate plans of the kept shapes, scored: a list of (T_est or its cost
     (the statistic over ``states`` when given), GPUs used, order, plan), best first:
-    the best :data:`RERANK` and the best of each (tp, micro-batch, replicas), the
-    rest dropped as they come (on a huge instance each plan is large).  Stops when
+    the best :data:`RERANK` and the best of each ``kind(plan)`` (default: tp,
+    micro-batch, replicas), the rest dropped as they come (on a huge instance each plan is large).  Stops when
     ``budget`` says so (with the plans so far; ``TimeLimitError``/``Stopped`` when
     there is none yet)."""
     t0 = time.perf_counter()
@@ -283,7 +287,7 @@ def _candidates(instance, budget: _Budget, states=None, robust_stat: str = "mean
                 scored.append((score, plan.gpus_used, n_scored, plan))
                 n_scored += 1
                 if len(scored) > 4 * RERANK + 2 * len(shapes):
-                    scored = _prune(scored)
+                    scored = _prune(scored, kind)
                 if budget.why():
                     break
             if budget.why():
@@ -293,19 +297,20 @@ def _candidates(instance, budget: _Budget, states=None, robust_stat: str = "mean
     if not scored:
         raise InfeasibleError(f"instance {instance.name} has no feasible placement",
                               infeasibility_reasons(space))
-    return _prune(scored)
+    return _prune(scored, kind)
 
 
-def _prune(scored: list) -> list:
+def _prune(scored: list, kind=_shape_kind) -> list:
     """``scored`` best first, keeping the best :data:`RERANK` and the best of each
-    (tp, micro-batch, replicas): all that :func:`greedy` and :func:`shape_starts` read."""
+    ``kind``: all that :func:`greedy`, :func:`shape_starts` (and, with its own kind,
+    the RL planner's menu) read."""
     scored.sort(key=lambda c: c[:3])
     keep, kinds = [], set()
     for n, c in enumerate(scored):
-        kind = (c[3].tp, c[3].micro_batch_size, c[3].replicas)
-        if n < RERANK or kind not in kinds:
+        k = kind(c[3])
+        if n < RERANK or k not in kinds:
             keep.append(c)
-        kinds.add(kind)
+        kinds.add(k)
     return keep
 
 
