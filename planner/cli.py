@@ -1,5 +1,7 @@
 """The ``planner`` command line (click).  Exit codes (SPEC 9): 0 success,
-2 malformed or inconsistent input, 3 no feasible plan."""
+2 malformed or inconsistent input, 3 no feasible plan; a run stopped by a
+signal (its best result so far written) exits 128 + the signal's number:
+130 after Ctrl-C (SIGINT), 143 after SIGTERM (``timeout``, ``kill``, Slurm)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from .presentation.export import FORMATS, MARKER, NAMES, SCHEDULES, export, targ
 from .presentation.frameworks import DEFAULT_VERSION
 from .presentation.report import claims_json, plan_summary, speed_change, whole
 from .problem.schemas import KINDS, schema_text
-from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, plan as run_plan
+from .solvers import stop as _stop
+from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, evaluation_of, plan as run_plan
 
 
 class _Out(Console):
@@ -46,12 +49,12 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except PlannerError as e:
             click.echo(f"error: {e}", err=True)
-            sys.exit(e.exit_code)
+            sys.exit(_interrupted_exit() if e.exit_code == EXIT_INTERRUPTED else e.exit_code)
         except (click.ClickException, click.exceptions.Exit):
             raise
-        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the planners' watch
-            click.echo("interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+        except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM), or one outside the planners' watch
+            click.echo(_stop.signal_name(), err=True)
+            sys.exit(_interrupted_exit())
         except Exception as e:  # a bug: say so in one line unless debugging
             if os.environ.get("PLANNER_DEBUG"):
                 raise
@@ -60,6 +63,32 @@ def _guard(fn):
             sys.exit(1)
 
     return wrapper
+
+
+def _interrupted_exit() -> int:
+    """The exit status of a command stopped by a signal: 130 (SIGINT), 143 (SIGTERM)."""
+    return _stop.interrupt_exit_code()
+
+
+def _own_process() -> bool:
+    """Whether this process was started to run the command line (``planner ...`` or
+    ``python -m planner.cli``), not a caller that invokes it (a test's CliRunner)."""
+    return os.path.basename(sys.argv[0]) in ("planner", "cli.py")
+
+
+def _time_left(time_limit: float | None) -> float | None:
+    """``--time-limit`` counted from process start: what is left of it for the
+    planner once the interpreter has started and the instance is loaded (at
+    least a tenth of it)."""
+    if time_limit is None or not _own_process():
+        return time_limit
+    spent = _stop.process_age_s()
+    left = max(0.1 * time_limit, time_limit - spent)
+    import logging
+
+    logging.getLogger("planner").info("time limit %g s: %.2f s spent starting up, %.2f s left to plan",
+                                      time_limit, spent, left)
+    return left
 
 
 class _Finite(click.FloatRange):
@@ -144,7 +173,7 @@ def main():
 @click.option("--robust-stat", type=click.Choice(["mean", "p95"]), default="mean", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @click.option("--memory-limit", type=_Finite(min=0, min_open=True), default=None, metavar="GB",
-              help="milp, cpsat, auto: stop with the best plan so far once resident memory passes GB")
+              help="stop with the best plan so far once resident memory passes GB (greedy alone: default 4)")
 @click.option("--executor", type=click.Choice(["serial", "process", "ray"]), default=None,
               help="milp, cpsat, hier: solve shapes in waves of --jobs at once, here, in local processes or on Ray")
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray; default: a local Ray)")
@@ -216,12 +245,12 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options.update(robust=robust, robust_stat=robust_stat)
     from .solvers import stop
 
-    with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None):
-        p = run_plan(inst, solver=solver, time_limit=time_limit, seed=seed, refine_schedule=refine_schedule,
-                     **options)
+    with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None):  # also SIGTERM
+        p = run_plan(inst, solver=solver, time_limit=_time_left(time_limit), seed=seed,
+                     refine_schedule=refine_schedule, **options)
     if out_path:
         pio.save_plan(p, out_path)
-    ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
+    ev = evaluation_of(p) or Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     _pictures(inst, p, gantt_path, map_path)
     if as_json:
         click.echo(strict_json({**p.to_dict(), "evaluation": ev.to_dict()}))
@@ -234,13 +263,15 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         for what, path in (("plan", out_path), ("Gantt chart", gantt_path), ("map", map_path)):
             if path:
                 out.print(f"{what} written to {path}")
+    claims = "" if p.solver.bound is None or p.solver.gap is None else \
+        f" (bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})"
     if p.solver.status == "memory_limit":
-        click.echo(f"memory limit {memory_limit:g} GB reached: the best plan found so far "
-                   f"(bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})", err=True)
+        cap = f"{memory_limit:g} GB" if memory_limit else f"{_stop.DEFAULT_HEURISTIC_MEMORY_BYTES / 1e9:g} GB (default)"
+        click.echo(f"memory limit {cap} reached: the best plan found so far{claims}", err=True)
     if p.solver.status == "interrupted":
-        click.echo(f"interrupted: the best plan found so far (bound {p.solver.bound:.6g}, gap {p.solver.gap:.2%})",
-                   err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        click.echo(f"{stop.signal_name()}: the best plan found so far{claims}"
+                   + (f", written to {out_path}" if out_path else ""), err=True)
+        sys.exit(_interrupted_exit())
 
 
 def _outputs(inputs, **paths) -> None:
@@ -363,7 +394,7 @@ def schedule_cmd(instance, plan_file, out_path, time_limit, workers, seed, memor
     out.print(f"plan written to {out_path}")
     if s["schedule_status"] == "interrupted":
         click.echo("interrupted: the best schedule found so far", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(_interrupted_exit())
 
 
 @main.group("trace")
@@ -475,7 +506,7 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
         click.echo("interrupted: the policies so far", err=True)
     if as_json:
         if interrupted:
-            sys.exit(EXIT_INTERRUPTED)
+            sys.exit(_interrupted_exit())
         return
     t = Table(title=f"{iterations} iterations of {inst.name} through {trace_path}", title_justify="left")
     for col in ("policy", "total h", "iter/h", "reconfig s", "stalled s", "switches", "solver s",
@@ -488,7 +519,7 @@ def simulate_cmd(instance, trace_path, policies, iterations, solver, every_min, 
                   "-" if r.choice_ms is None else f"{r.choice_ms:.3g}")
     out.print(t)
     if interrupted:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(_interrupted_exit())
 
 
 def _short_trace(tr, results, trace_path) -> None:
@@ -691,7 +722,7 @@ def bench_cmd(instances, methods, time_limit, rl_steps, dynamic, hours, iteratio
     out.print("written: " + ", ".join(str(f) for f in files.values()))
     if interrupted:
         click.echo(f"interrupted: {len(static)} static and {len(dyn)} dynamic rows finished and written", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(_interrupted_exit())
 
 
 @main.command("explain")

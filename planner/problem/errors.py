@@ -16,6 +16,7 @@ EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
 EXIT_TIME_LIMIT = 4  # the time limit ran out before any plan was found (not a proof of infeasibility)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells do
+EXIT_TERMINATED = 143  # SIGTERM (timeout, kill, Slurm): 128 + SIGTERM; the best plan so far is written too
 
 
 class PlannerError(Exception):
@@ -75,8 +76,9 @@ class TimeLimitError(PlannerError):
 
 
 class Stopped(PlannerError):
-    """A run was stopped (Ctrl-C: ``reason="interrupted"``, exit 130; the memory cap:
-    ``"memory_limit"``) before it had any plan to return."""
+    """A run was stopped (Ctrl-C or SIGTERM: ``reason="interrupted"``, exit 130, or
+    143 after SIGTERM (the command line asks :mod:`planner.solvers.stop` which);
+    the memory cap: ``"memory_limit"``) before it had any plan to return."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)

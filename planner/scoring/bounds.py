@@ -159,7 +159,9 @@ def settle_claims(instance, info: SolverInfo, objective: float) -> SolverInfo:
     Applying it again (a refined plan) recomputes the universal part only.
     """
     update: dict = {}
-    if info.estimate_status is None and info.status != "heuristic":
+    # a search's own claims (it has a bound of its own); a heuristic stopped early (time_limit,
+    # interrupted, memory_limit, no bound) has none to keep
+    if info.estimate_status is None and info.status != "heuristic" and info.bound is not None:
         update = dict(estimate_status=info.status, estimate_objective=info.objective,
                       estimate_bound=info.bound, estimate_gap=info.gap,
                       estimate_family=info.estimate_family or estimate_family(instance))

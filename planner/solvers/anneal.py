@@ -100,7 +100,8 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
 
     The result is never worse than ``plan`` (it is ``plan`` itself, with a
     new ``SolverInfo``, when nothing better turns up).  Its ``SolverInfo``
-    (name ``anneal``, status ``heuristic``; ``bound`` kept from ``plan``'s
+    (name ``anneal``, status ``heuristic``, or the reason of a stop request that
+    cut it short (``interrupted``, ``memory_limit``); ``bound`` kept from ``plan``'s
     own info, a lower bound on the instance's T_est that moves cannot break)
     adds ``evaluations`` (simulations), ``candidates``, ``accepted``,
     ``start_s`` and ``end_s`` (simulated seconds, or cost, of the start and
@@ -202,7 +203,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     info = dict(plan.solver.model_extra or {}) if plan.solver is not None else {}
     base = plan.solver
     result = plan if best >= start else build(*best_state)
-    si = SolverInfo(name="anneal", status="heuristic", objective=None,
+    si = SolverInfo(name="anneal", status=stop.requested() or "heuristic", objective=None,
                     bound=base.bound if base is not None else None, gap=None,
                     time_s=time.perf_counter() - t0,
                     **{**info, "evaluations": evals, "candidates": candidates, "accepted": accepted,

@@ -13,7 +13,7 @@ the same plan and bound for the same ``jobs``.
 * ``serial``: in this process, one item after another; each item works on its
   own copy of ``fn`` and of its arguments (a pickle round trip), as a remote
   worker does, so serial and remote runs see the same state;
-* ``process``: a local pool of ``jobs`` processes (``spawn``);
+* ``process``: a local pool of ``jobs`` processes (:func:`spawn_context`);
 * ``ray``: Ray tasks of one CPU each, on the cluster at ``address`` (None: a
   local Ray started with ``jobs`` CPUs).  ``planner`` must be importable on
   every node (installed, or on ``PYTHONPATH``).
@@ -31,15 +31,82 @@ Example
 from __future__ import annotations
 
 import concurrent.futures as cf
+import importlib.machinery
 import multiprocessing
+import multiprocessing.context
 import pickle
 import signal
+import sys
+import threading
 import time
+from contextlib import contextmanager
 
 from . import stop
 
 KINDS = ("serial", "process", "ray")
 POLL_S = 0.2  # how often a wave checks for a stop request
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextmanager
+def _main_left_alone():
+    """While a process starts: ``__main__`` looks like a module named ``__main__``
+    (its ``__spec__``), which a spawned child does not import again.  Without it
+    the child runs the user's script from the top (``multiprocessing.spawn``'s
+    ``_fixup_main_from_path``): a script calling ``planner.plan(...,
+    solver="auto")`` without an ``if __name__ == "__main__":`` guard planned
+    again in every engine and failed with two tracebacks."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    with _MAIN_LOCK:
+        had = "__spec__" in vars(main)
+        old = vars(main).get("__spec__")
+        main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+        try:
+            yield
+        finally:
+            if had:
+                main.__spec__ = old
+            else:
+                del main.__spec__
+
+
+class _SpawnProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process whose child leaves ``__main__`` alone (:func:`_main_left_alone`)."""
+
+    @staticmethod
+    def _Popen(process_obj):
+        with _main_left_alone():
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+
+
+class _SpawnContext(multiprocessing.context.SpawnContext):
+    Process = _SpawnProcess
+
+
+def spawn_context(keep_main: bool = False):
+    """The ``spawn`` multiprocessing context of the planner's worker processes.
+
+    A fresh interpreter per worker (not ``fork``: a process holding OR-Tools'
+    or HiGHS's threads must not be forked; ``forkserver`` would still import
+    ``__main__`` in every child).  Unless ``keep_main`` (the work to run is a
+    function of the user's ``__main__`` module, which the child then needs),
+    the child does not import ``__main__``: the documented API works from a
+    plain script without an ``if __name__ == "__main__":`` guard.
+
+    >>> cf.ProcessPoolExecutor(1, mp_context=spawn_context())     # doctest: +SKIP
+    """
+    return multiprocessing.get_context("spawn") if keep_main else _SpawnContext()
+
+
+def from_main(fn) -> bool:
+    """Whether ``fn`` (a function, or an object of a class) lives in ``__main__``."""
+    mod = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None)
+    return mod in ("__main__", "__mp_main__")
 
 
 def _call(blob: bytes):
@@ -60,6 +127,7 @@ class Executor:
         self.kind, self.width = kind, max(1, int(width))
         self._pool = None
         self._remote = None
+        self._keep_main = False
 
     # -- context manager -------------------------------------------------------
     def __enter__(self):
@@ -79,6 +147,7 @@ class Executor:
         """``[fn(*item) for item in items]``, run where the executor runs things
         (None for an item cancelled by a stop request)."""
         blobs = [pickle.dumps((fn, tuple(item))) for item in items]
+        self._keep_main = self._keep_main or from_main(fn)
         if self.kind == "serial":
             out = []
             for blob in blobs:
@@ -90,7 +159,7 @@ class Executor:
 
     def _map_process(self, blobs) -> list:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(max_workers=self.width, mp_context=multiprocessing.get_context("spawn"),
+            self._pool = cf.ProcessPoolExecutor(max_workers=self.width, mp_context=spawn_context(self._keep_main),
                                                 initializer=_ignore_sigint)
         futures = [self._pool.submit(_call, b) for b in blobs]
         while not all(f.done() for f in futures):

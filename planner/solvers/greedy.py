@@ -25,6 +25,17 @@ that fits with fewer micro-batches in flight,
 :func:`lean_plans`), and otherwise raises
 ``InfeasibleError`` with the reason.  Typical run time: milliseconds to a fraction of a second.
 
+Its budget: ``time_limit`` seconds (default :data:`DEFAULT_TIME_LIMIT`, 60),
+a stop request (Ctrl-C, SIGTERM, the ``--memory-limit`` of
+:mod:`planner.solvers.stop`) and its own resident memory
+(:func:`planner.solvers.stop.over_memory`: the ``--memory-limit``, else
+4 GB), checked between plans (a stop request or the memory cap still lets
+the first plan be made: the incumbent to return).  A huge instance (a million replicas of a
+pipeline have plans of tens of millions of slots) stops at the first of them
+with the best plan so far and its ``solver.status`` saying why
+(``time_limit``, ``interrupted``, ``memory_limit``), or raises
+``TimeLimitError`` / :class:`planner.problem.errors.Stopped` when it had none.
+
 Example
 -------
 >>> plan = greedy(instance)                              # doctest: +SKIP
@@ -40,18 +51,61 @@ import time
 
 import numpy as np
 
-from ..problem.errors import InfeasibleError, TimeLimitError, human_bytes
+from ..problem.errors import InfeasibleError, Stopped, TimeLimitError, human_bytes
 from ..scoring.evaluator import Evaluator, check_plan
-from ..problem.plan import Plan
+from ..problem.plan import Plan, SolverInfo
 from ..problem.space import LEAN, PlanSpace, Shape
 from .inflight import inflight_schedule
+from . import stop
 
 KEEP = 24  # shapes kept from the best-first enumeration
 KEEP_LOCAL = 6  # single-domain shapes kept
 RERANK = 8  # candidates (best by T_est) re-ranked by the exact simulation
+DEFAULT_TIME_LIMIT = 60.0  # seconds, when none is given
+MEMORY_CHECK_S = 0.1  # how often (at most) the resident memory is read
+
+log = logging.getLogger("planner.greedy")
 
 
-def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: float, tp_comm: bool = True):
+class _Budget:
+    """Greedy's stop rule: the deadline (``time.perf_counter()``), a stop request,
+    the memory cap; :meth:`why` names the first that holds (None: go on)."""
+
+    def __init__(self, deadline: float, time_limit: float):
+        self.deadline, self.time_limit = deadline, time_limit
+        self.reason: str | None = None
+        self.found = False  # a shape was found: a stop request may end the enumeration now
+        self._next_mem = 0.0
+
+    def why(self) -> str | None:
+        if self.reason is not None:
+            return self.reason
+        now = time.perf_counter()
+        if now >= self.deadline:
+            self.reason = "time_limit"
+        elif stop.requested():
+            self.reason = stop.requested()
+        elif now >= self._next_mem:
+            self._next_mem = now + MEMORY_CHECK_S
+            if stop.over_memory():
+                self.reason = "memory_limit"
+                log.warning("greedy: resident memory %s passed the cap of %s (--memory-limit; default %s): "
+                            "stopping with the best plan so far", human_bytes(stop.rss_bytes(children=False)),
+                            human_bytes(stop.memory_cap_bytes()), human_bytes(stop.DEFAULT_HEURISTIC_MEMORY_BYTES))
+        return self.reason
+
+    def nothing_found(self):
+        """The error when the budget ran out before any plan."""
+        if self.reason == "time_limit":
+            return TimeLimitError(f"greedy: the time limit of {self.time_limit:g} s ran out before any plan was "
+                                  "found (nothing is proven about feasibility; give it more time)")
+        if self.reason == "memory_limit":
+            return Stopped("memory_limit", f"greedy: resident memory passed {human_bytes(stop.memory_cap_bytes())} "
+                                           "before any plan was found (--memory-limit GB sets the cap)")
+        return Stopped(self.reason, f"greedy: stopped ({self.reason}) before any plan was found")
+
+
+def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, budget: _Budget, tp_comm: bool = True):
     """Best-first over shapes by the pipeline time without the network, (m-1)*max c + sum c
     (c: compute and, with ``tp_comm``, the tensor-parallel all-reduces)."""
     inst = space.instance
@@ -68,10 +122,12 @@ def _best_shapes(space: PlanSpace, keep: int, max_gpus: int | None, deadline: fl
         heap.append(((m - 1) * ctot / sh.stages + ctot, sh.tp * sh.stages * sh.replicas, sh, None))
     heapq.heapify(heap)
     out = []
-    while heap and len(out) < keep and time.perf_counter() < deadline:
+    # a stop request (not the time limit) lets the first shape through: its plan is the incumbent to keep
+    while heap and len(out) < keep and not (budget.why() and (budget.found or budget.reason == "time_limit")):
         score, gpus, sh, cuts = heapq.heappop(heap)
         if cuts is not None:
             out.append((sh, cuts))
+            budget.found = True
             continue
         m = sh.micro_batches(gbs)
         cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
@@ -177,100 +233,140 @@ def robust_score(values: np.ndarray, stat: str) -> float:
     raise ValueError("robust statistic is 'mean' or 'p95'")
 
 
-def _candidates(instance, deadline: float, states=None, robust_stat: str = "mean",
-                time_limit: float | None = None) -> list:
-    """Every candidate plan of the kept shapes, scored: a list of (T_est or its cost
-    (the statistic over ``states`` when given), GPUs used, order, plan), best first.
-    ``TimeLimitError`` when ``deadline`` passes before any plan is scored."""
+def _shape_kind(plan: Plan) -> tuple:
+    return (plan.tp, plan.micro_batch_size, plan.replicas)
+
+
+def _candidates(instance, budget: _Budget, states=None, robust_stat: str = "mean", kind=_shape_kind) -> list:
+    """The candidate plans of the kept shapes, scored: a list of (T_est or its cost
+    (the statistic over ``states`` when given), GPUs used, order, plan), best first:
+    the best :data:`RERANK` and the best of each ``kind(plan)`` (default: tp,
+    micro-batch, replicas), the rest dropped as they come (on a huge instance each plan is large).  Stops when
+    ``budget`` says so (with the plans so far; ``TimeLimitError``/``Stopped`` when
+    there is none yet)."""
     t0 = time.perf_counter()
     space = PlanSpace(instance)
-    shapes = _best_shapes(space, KEEP, None, deadline)
+    shapes = _best_shapes(space, KEEP, None, budget)
     # the same order by compute alone: the WAN, which neither order sees, often
     # decides, and a tensor-parallel degree whose all-reduces cost more can still win
-    shapes += [s for s in _best_shapes(space, KEEP, None, deadline, tp_comm=False) if s[0] not in {x[0] for x in shapes}]
+    shapes += [s for s in _best_shapes(space, KEEP, None, budget, tp_comm=False) if s[0] not in {x[0] for x in shapes}]
     # few-domain shapes: the best ones that fit in the k largest domains (k = 1..3),
     # which the compute-only order ranks behind WAN-spanning shapes with more GPUs
     sizes = sorted((d.gpus for d in instance.domains), reverse=True)
     for k in range(1, min(3, len(sizes) - 1) + 1):
-        shapes += _best_shapes(space, KEEP_LOCAL, sum(sizes[:k]), deadline)
+        shapes += _best_shapes(space, KEEP_LOCAL, sum(sizes[:k]), budget)
     if instance.options.objective == "cost":
         # cheap capacity first: the best shapes that fit the cheapest domains
         total = 0
         for d in sorted(instance.domains, key=lambda d: (d.price_per_gpu_hour, -d.gpus))[:-1]:
             total += d.gpus
-            shapes += _best_shapes(space, KEEP_LOCAL, total, deadline)
-    if not shapes and time.perf_counter() >= deadline:
-        raise TimeLimitError(f"greedy: the time limit of {time_limit:g} s ran out before any plan was found "
-                             "(nothing is proven about feasibility; give it more time)")
+            shapes += _best_shapes(space, KEEP_LOCAL, total, budget)
+    if not shapes and budget.why():
+        raise budget.nothing_found()
     if not shapes:
         raise InfeasibleError(f"instance {instance.name} has no feasible plan", infeasibility_reasons(space))
     scored = []  # (T_est or its cost, GPUs, order, plan)
     seen = set()
-    log = logging.getLogger("planner.greedy")
+    n_scored = 0
     if time.perf_counter() - t0 > 1.0:  # only long runs report progress
         log.info("greedy: %d candidate shapes in %.1f s", len(shapes), time.perf_counter() - t0)
     tick = time.perf_counter()
     for n_done, (sh, cuts) in enumerate(shapes):
         if time.perf_counter() - tick > 2.0:  # progress on large instances (stderr in the CLI)
             tick = time.perf_counter()
-            log.info("greedy: %d of %d shapes placed, %d plans scored", n_done, len(shapes), len(scored))
+            log.info("greedy: %d of %d shapes placed, %d plans scored", n_done, len(shapes), n_scored)
+        if scored and budget.why():
+            break
         m = sh.micro_batches(instance.workload.global_batch_size)
         light = space.light_partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
-        plans = [p for c in (cuts, light) if c is not None for p in _placements(instance, space, sh, c, seen)]
-        for plan in plans:
-            ev = Evaluator(instance, plan)
-            t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
-                     else float(ev.estimate_times()[0]))
-            score = float(ev.objective(t_est))
-            scored.append((score, plan.gpus_used, len(scored), plan))
-        if time.perf_counter() > deadline and scored:
-            break
-    if not scored and time.perf_counter() >= deadline:
-        raise TimeLimitError(f"greedy: the time limit of {time_limit:g} s ran out before any plan was found "
-                             "(nothing is proven about feasibility; give it more time)")
+        for c in (cuts, light):
+            if c is None:
+                continue
+            for plan in _placements(instance, space, sh, c, seen):
+                ev = Evaluator(instance, plan)
+                t_est = (robust_score(ev.estimate_times(states), robust_stat) if states is not None
+                         else float(ev.estimate_times()[0]))
+                score = float(ev.objective(t_est))
+                scored.append((score, plan.gpus_used, n_scored, plan))
+                n_scored += 1
+                if len(scored) > 4 * RERANK + 2 * len(shapes):
+                    scored = _prune(scored, kind)
+                if budget.why():
+                    break
+            if budget.why():
+                break
+    if not scored and budget.why():
+        raise budget.nothing_found()
     if not scored:
         raise InfeasibleError(f"instance {instance.name} has no feasible placement",
                               infeasibility_reasons(space))
+    return _prune(scored, kind)
+
+
+def _prune(scored: list, kind=_shape_kind) -> list:
+    """``scored`` best first, keeping the best :data:`RERANK` and the best of each
+    ``kind``: all that :func:`greedy`, :func:`shape_starts` (and, with its own kind,
+    the RL planner's menu) read."""
     scored.sort(key=lambda c: c[:3])
-    return scored
+    keep, kinds = [], set()
+    for n, c in enumerate(scored):
+        k = kind(c[3])
+        if n < RERANK or k not in kinds:
+            keep.append(c)
+        kinds.add(k)
+    return keep
 
 
 def greedy(instance, time_limit: float | None = None, seed: int = 0, robust: int = 0,
            robust_stat: str = "mean", rerank: bool = True, **_) -> Plan:
     """Plan with the greedy heuristic; see the module docstring.
 
-    ``time_limit`` (s) caps the search (the best plan so far is returned).
-    With ``robust=K`` every candidate is scored by the mean (or, with
+    ``time_limit`` (s; None: :data:`DEFAULT_TIME_LIMIT`) caps the search, as do
+    a stop request and the memory cap (see the module docstring): the best plan
+    so far is returned, its ``solver.status`` saying why (``time_limit``,
+    ``interrupted``, ``memory_limit``).  With ``robust=K`` every candidate is scored by the mean (or, with
     ``robust_stat="p95"``, the 95th percentile) of T_est over K network
     states sampled from a generated week of WAN drift (``seed`` picks them),
     trading a little peak speed for stability.  ``rerank=False`` returns the
     best candidate by T_est (or its cost) without the exact re-ranking (the
     exact planners' incumbent).  Greedy is otherwise deterministic.  Raises ``InfeasibleError`` when no plan exists.
     """
-    states = sample_states(instance, robust, seed) if robust else None
     t0 = time.perf_counter()
-    deadline = t0 + (time_limit if time_limit else 3600.0)
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    budget = _Budget(t0 + limit, limit)
+    states = sample_states(instance, robust, seed) if robust else None
     try:
-        scored = _candidates(instance, deadline, states, robust_stat, time_limit)
+        scored = _candidates(instance, budget, states, robust_stat)
     except InfeasibleError:
         # no shape fits with 1f1b or gpipe: one may with fewer micro-batches in flight
-        lean = lean_plans(instance, k=1, time_limit=time_limit)
+        lean = lean_plans(instance, k=1, time_limit=max(0.1, budget.deadline - time.perf_counter()))
         if not lean:
             raise
         return lean[0]
-    if states is not None or not rerank:
-        return scored[0][3]
+    if states is not None or not rerank or budget.why():  # stopped: no simulation (a huge plan's takes long)
+        return _stopped(scored[0][3], budget.reason, t0)
     # T_est misjudges some pipelines over the WAN: simulate the best few exactly
     best = None
     for k, (score, gpus, i, plan) in enumerate(scored[:RERANK]):
-        if k and time.perf_counter() > deadline:
+        if k and budget.why():
             break
         ev = Evaluator(instance, plan)
         t = float(ev.iteration_times()[0])
         exact = float(ev.objective(t))
         if best is None or (exact, score, gpus, i) < best[:4]:
             best = (exact, score, gpus, i, plan)
-    return best[4]
+    return _stopped(best[4], budget.reason, t0)
+
+
+def _stopped(plan: Plan, reason: str | None, t0: float) -> Plan:
+    """``plan`` as greedy returns it: with a ``SolverInfo`` saying why it stopped
+    early (``time_limit``, ``interrupted``, ``memory_limit``), else as it is (the
+    registry calls it ``heuristic``)."""
+    if reason is None:
+        return plan
+    log.warning("greedy: stopped early (%s) after %.1f s: the best plan so far", reason, time.perf_counter() - t0)
+    return plan.model_copy(update={"solver": SolverInfo(name="greedy", status=reason,
+                                                        time_s=time.perf_counter() - t0)})
 
 
 def _chains(instance, space: PlanSpace, tp: int):
@@ -292,7 +388,7 @@ def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set):
             placement = placer(chain, slots, sh.stages, sh.replicas)
             if placement is None:
                 continue
-            key = (sh, tuple(cuts), tuple(map(tuple, placement)))
+            key = (sh, tuple(cuts), hash(tuple(map(tuple, placement))))  # a hash: placements can be huge
             if key in seen:
                 continue
             seen.add(key)
@@ -375,9 +471,9 @@ def shape_starts(instance, k: int = 4, time_limit: float | None = None) -> list[
     >>> [p.replicas for p in shape_starts(instance, k=3)]          # doctest: +SKIP
     [4, 2, 8]
     """
-    deadline = time.perf_counter() + (time_limit if time_limit else 3600.0)
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     out, shapes = [], set()
-    for _, _, _, plan in _candidates(instance, deadline, time_limit=time_limit):
+    for _, _, _, plan in _candidates(instance, _Budget(time.perf_counter() + limit, limit)):
         key = (plan.tp, plan.micro_batch_size, plan.replicas)
         if key not in shapes:
             shapes.add(key)

@@ -2,11 +2,12 @@
 
 :func:`auto` spends one ``time_limit`` (seconds, wall clock) like this:
 
-1. greedy (alone, well under a second): the first incumbent; then the MILP
-   (:func:`planner.solvers.milp.milp`, HiGHS, 1 thread) and CP-SAT
-   (:func:`planner.solvers.cpsat.cpsat`, 1 worker) start at once, each in its
-   own *process* (``ProcessPoolExecutor`` with the ``spawn`` context: the
-   machine's cores are shared, so one thread each), with the user's pins and a
+1. the MILP (:func:`planner.solvers.milp.milp`, HiGHS, 1 thread) and CP-SAT
+   (:func:`planner.solvers.cpsat.cpsat`, 1 worker) start at once, then greedy
+   runs here (well under a second) while they start: the first incumbent; each engine in its
+   own *process* (``ProcessPoolExecutor`` with
+   :func:`planner.solvers.executor.spawn_context`, which does not run the
+   user's ``__main__`` again: the machine's cores are shared, so one thread each), with the user's pins and a
    deadline at 60% of the budget (their time limit is what is left of it when
    the process has started).  When the flat models would be too big to build
    (:func:`flat_too_big`: beyond about 40 domains), the one engine is the
@@ -74,7 +75,6 @@ import concurrent.futures as cf
 import contextlib
 import logging
 import math
-import multiprocessing
 import os
 import signal
 import threading
@@ -82,12 +82,13 @@ import time
 from typing import Callable
 
 from . import stop
-from ..problem.errors import InfeasibleError
+from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
 from ..problem.plan import Plan, SolverInfo
 from ..scoring.bounds import estimate_family, gap_claim, lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
+from .executor import from_main, spawn_context
 from .greedy import greedy, lean_plans, shape_starts
 from .hierarchy import hier
 from .inflight import tune_inflight
@@ -259,12 +260,27 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         return tune_inflight(instance, p, time_limit=None if deterministic else seconds,
                              max_evals=100 + 20 * p.num_stages if deterministic else None)
 
-    # greedy first, alone (well under a second): its re-ranking is load-sensitive
+    # 1. the engines, each in its own process
+    engine_deadline = wall0 + ENGINE_SHARE * budget
+    det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
+    running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
+    ctx = spawn_context(keep_main=any(from_main(f) for f in engines.values()))
+    for name, solve in engines.items():
+        opts = dict(seed=seed, gap=gap, **pin_opts)
+        opts.update(threads=1) if solve is milp else opts.update(workers=1)
+        if deterministic:
+            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
+        ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+        with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
+            running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
+    # greedy while the engines start (their interpreters import for a second or more)
     try:
-        g = greedy(instance, time_limit=None, seed=seed)  # well under a second; a cap would make it load-dependent
-        lines["greedy"] = "heuristic"
+        # well under a second; capped at half the budget only for huge instances (a cap that binds
+        # would make the result load-dependent)
+        g = greedy(instance, time_limit=0.5 * budget, seed=seed)
+        lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
         offer("greedy", g)
-    except InfeasibleError as err:
+    except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
         errors.append(err)
         lines["greedy"] = f"failed: {err}"
 
@@ -274,25 +290,12 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                               if plan_matches(q, pins, forbid, require)):
             offer(f"lean{i}", tune(p, 0.01 * budget))
 
-    # 1. the engines, each in its own process
-    engine_deadline = wall0 + ENGINE_SHARE * budget
-    det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
-    running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
-    ctx = multiprocessing.get_context("spawn")
-    for name, solve in engines.items():
-        opts = dict(seed=seed, gap=gap, **pin_opts)
-        opts.update(threads=1) if solve is milp else opts.update(workers=1)
-        if deterministic:
-            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
-        ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
-        with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
-            running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
     # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes
     #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
     try:
         starts = [s for s in shape_starts(instance, k=STARTS, time_limit=max(0.5, 0.05 * budget))
                   if plan_matches(s, pins, forbid, require)]
-    except InfeasibleError:
+    except (InfeasibleError, TimeLimitError, Stopped):
         starts = []
     if candidates:
         starts = [candidates[0][1]] + [s for s in starts if not _same_plan(s, candidates[0][1])]

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..scoring.bounds import lower_bound, objective_lower_bound, settle_claims
+from ..scoring.bounds import lower_bound, settle_claims
 from ..problem.errors import InputError
 from ..scoring.evaluator import Evaluator
 from . import stop
@@ -86,6 +86,10 @@ def register(name: str, solve: Callable[..., Plan]) -> None:
     SOLVERS[name] = solve
 
 
+FINISH_SHARE, FINISH_MAX_S = 0.1, 1.0  # of a time limit kept back for checking the result: min(10%, 1 s)
+REFINE_MIN_S = 0.5  # the schedule refinement needs at least this much of the time limit (s)
+
+
 class PlanCheckError(RuntimeError):
     """A solver returned a plan the evaluator rejects: a bug, never user input."""
 
@@ -104,7 +108,8 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     if not e.feasible:
         raise PlanCheckError(f"solver {name} returned an infeasible plan: "
                              + "; ".join(v.message for v in e.violations))
-    objective = e.iteration_time_s if instance.options.objective == "time" else e.cost_per_iteration
+    objective = e.objective(instance.options.objective)
+    _last_evaluation[:] = [None, None]
     info = result.solver
     if info is None:
         info = SolverInfo(name=name, status="heuristic")
@@ -113,7 +118,24 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
                           throughput_tokens_per_s=e.throughput_tokens_per_s,
                           cost_per_iteration=e.cost_per_iteration,
                           lower_bound_s=e.lower_bound_s, bound_ratio=e.bound_ratio)
-    return result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
+    done = result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
+    _last_evaluation[:] = [done, e]
+    return done
+
+
+def _finish_reserve(time_limit: float) -> float:
+    """Seconds of ``time_limit`` kept back for checking the result with the evaluator."""
+    return min(FINISH_SHARE * time_limit, FINISH_MAX_S)
+
+
+_last_evaluation: list = [None, None]  # the plan :func:`finish` returned last, and its Evaluation
+
+
+def evaluation_of(p: Plan):
+    """The evaluator's figures of ``p`` (an ``Evaluation``) if ``p`` is the very plan
+    :func:`finish` returned last (no second simulation of a large plan), else None."""
+    plan_, e = _last_evaluation
+    return e if plan_ is p else None
 
 
 def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
@@ -354,7 +376,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     randomised solvers reproducible.  ``refine_schedule=True`` (the default
     for ``cpsat``; ``auto`` refines within its own budget) then optimises the micro-batch schedule with CP-SAT
     (:func:`refine`) within the last quarter of the time limit (15 s without
-    one).  ``robust=K`` (with ``robust_stat="mean"`` or ``"p95"``) plans
+    one; none when less than :data:`REFINE_MIN_S` is left).  ``robust=K`` (with ``robust_stat="mean"`` or ``"p95"``) plans
     against K sampled network states (:mod:`planner.solvers.robust`).  Raises ``InfeasibleError`` (with the
     reason) when the instance has no feasible plan.
     """
@@ -371,7 +393,9 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     elif refine_schedule is None:
         refine_schedule = solver == "cpsat"
     if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
-        options["time_limit"] = 0.75 * time_limit if refine_schedule else time_limit
+        # the limit counts the evaluator's check of the result (finish) and any refinement too
+        solve_s = max(0.1 * time_limit, time_limit - _finish_reserve(time_limit))
+        options["time_limit"] = 0.75 * solve_s if refine_schedule else solve_s
     robust, robust_stat = options.pop("robust", 0), options.pop("robust_stat", "mean")
     if robust and solver != "greedy":
         from .robust import robust_plan
@@ -385,7 +409,11 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     if robust:
         done = _robust_figures(instance, done, robust, robust_stat, seed)
     if refine_schedule and not stop.requested():
-        left = time_limit - (time.perf_counter() - t0) if time_limit is not None else 15.0
-        done = refine(instance, done, time_limit=max(1.0, left), seed=seed,
-                      deterministic=bool(options.get("deterministic", False)))
+        left = (time_limit - _finish_reserve(time_limit) - (time.perf_counter() - t0) if time_limit is not None
+                else 15.0)
+        if left >= REFINE_MIN_S:
+            done = refine(instance, done, time_limit=left, seed=seed,
+                          deterministic=bool(options.get("deterministic", False)))
+        else:  # the time limit counts the refinement: none rather than an overrun
+            log.info("schedule not refined: %.2f s of the time limit left", max(0.0, left))
     return done.stamped(instance)  # its claims hold for this instance and this plan only (SPEC 9)

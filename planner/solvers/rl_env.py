@@ -123,11 +123,11 @@ def shape_menu(instance, k: int = SHAPES, time_limit: float | None = None) -> li
     """Greedy's best ``k`` distinct shapes: the first ``2k`` distinct shapes of greedy's
     candidates (best ``T_est`` first), ranked by the exact simulation of their best
     candidate (as greedy re-ranks), best first."""
-    from .greedy import _candidates
+    from .greedy import DEFAULT_TIME_LIMIT, _Budget, _candidates
 
-    deadline = time.perf_counter() + (time_limit if time_limit else 3600.0)
+    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     seen, menu = set(), []
-    for score, _, _, plan in _candidates(instance, deadline, time_limit=time_limit):
+    for score, _, _, plan in _candidates(instance, _Budget(time.perf_counter() + limit, limit), kind=shape_key):
         key = shape_key(plan)
         if key in seen:
             continue

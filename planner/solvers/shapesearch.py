@@ -328,13 +328,22 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     # 1. the greedy incumbent
     best_plan, best = None, math.inf
     greedy_plans: list[Plan] = []  # greedy's plans honouring the pins: the result never simulates slower
+    sims: dict = {}  # plans simulated for the final comparison (id -> (plan, value))
+    final_s = 0.0  # the time kept back for it
     try:
-        g = greedy(instance)  # uncapped, as the greedy solver alone: the result is never slower than it
+        # as the greedy solver alone (the result is never slower than it), within half the time limit
+        g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) else None)
         if plan_matches(g, pins, forbid, require):
             best_plan, best = g, score(instance, g)
             greedy_plans.append(g)
-    except (InfeasibleError, TimeLimitError):
+    except (InfeasibleError, TimeLimitError, Stopped):
         pass
+    if greedy_plans and math.isfinite(budget) and not deterministic:
+        # the final comparison with greedy's plans simulates up to FINAL_SIMS plans: keep that time back
+        ts = time.perf_counter()
+        _simulated(instance, greedy_plans[0], sims)
+        final_s = min(0.25 * total, FINAL_SIMS * (time.perf_counter() - ts))
+        budget -= final_s
     if start is not None and plan_matches(start, pins, forbid, require) and not check_plan(instance, start):
         s0 = score(instance, start)
         greedy_plans.append(start)
@@ -507,13 +516,13 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
 
     # 5. polish, bound, gap
     if reserve > 0 and not stopped:
-        rest = (total - spent) if deterministic else (t0 + total - time.perf_counter())
+        rest = (total - spent) if deterministic else (t0 + total - final_s - time.perf_counter())
         rest = min(rest, reserve)  # the last 10%, also when the search ends early
         if rest > 0.2:
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             best_plan = polish(best_plan, best, rest, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective
-    best_plan, best = _not_slower_than_greedy(instance, best_plan, best, greedy_plans, log, name)
+    best_plan, best = _not_slower_than_greedy(instance, best_plan, best, greedy_plans, log, name, sims)
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
@@ -540,22 +549,32 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     return best_plan.model_copy(update={"solver": info})
 
 
-def _simulated(instance, plan: Plan) -> float:
-    """The plan's exact simulated objective: iteration time (s) or its cost."""
+FINAL_SIMS = 6  # simulations after the search (the result against greedy's plans), timed before it
+
+
+def _simulated(instance, plan: Plan, memo: dict | None = None) -> float:
+    """The plan's exact simulated objective: iteration time (s) or its cost (``memo``,
+    keyed by the plan object, which the caller keeps alive: each plan simulated once)."""
+    if memo is not None and id(plan) in memo:
+        return memo[id(plan)][1]
     ev = Evaluator(instance, plan)
-    return float(ev.objective(ev.iteration_times())[0])
+    value = float(ev.objective(ev.iteration_times())[0])
+    if memo is not None:
+        memo[id(plan)] = (plan, value)
+    return value
 
 
 def _not_slower_than_greedy(instance, plan: Plan, objective: float, greedy_plans: list[Plan], log,
-                            name: str) -> tuple[Plan, float]:
+                            name: str, memo: dict | None = None) -> tuple[Plan, float]:
     """``plan`` (best by T_est) or, when one of greedy's plans with the same pins
     simulates faster (cheaper), that plan: an exact planner never returns a
     plan worse than greedy's by the exact simulation.  Returns (plan, its T_est objective)."""
     if not greedy_plans:
         return plan, objective
-    mine = _simulated(instance, plan)
-    best_g = min(greedy_plans[:4], key=lambda p: _simulated(instance, p))
-    theirs = _simulated(instance, best_g)
+    memo = {} if memo is None else memo
+    mine = _simulated(instance, plan, memo)
+    best_g = min(greedy_plans[:4], key=lambda p: _simulated(instance, p, memo))
+    theirs = _simulated(instance, best_g, memo)
     if theirs < mine * (1 - 1e-12):
         log.info("%s: greedy's plan simulates better than the T_est optimum (%.6g vs %.6g): returning it",
                  name, theirs, mine)

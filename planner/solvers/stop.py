@@ -1,9 +1,13 @@
 """Stopping the exact planners early and cleanly, keeping their incumbent.
 
-Two things ask for a stop: Ctrl-C (SIGINT) and a resident-memory cap
-(``planner plan --memory-limit GB``).  :class:`Watch` (used by the command
-line around a run) turns either into :func:`request` with the reason
-(``"interrupted"`` or ``"memory_limit"``); the shape search
+Three things ask for a stop: Ctrl-C (SIGINT), SIGTERM (what ``timeout``,
+``kill`` and Slurm send) and a resident-memory cap (``planner plan
+--memory-limit GB``).  :class:`Watch` (used by the command line around a
+run) turns each into :func:`request` with the reason (``"interrupted"`` for
+both signals, ``"memory_limit"``); the signal is remembered
+(:func:`interrupt_exit_code`: 130 after SIGINT, 143 after SIGTERM, 128 + the
+signal number, as shells report them).  Greedy and the annealing check
+:func:`requested` between plans, the shape search
 (:mod:`planner.solvers.shapesearch`) checks :func:`requested` between shapes
 and returns its incumbent with that status, and a solve in progress is cut
 short through what it registered with :func:`stoppable` (CP-SAT's
@@ -15,7 +19,14 @@ and Python's signal handler does not run until the solve returns.  Python's
 C-level handler still writes the signal number to the wake-up fd
 (:func:`signal.set_wakeup_fd`); the watchdog reads it and stops the solver
 at once.  The same thread samples the resident memory four times a second.
-A second Ctrl-C raises ``KeyboardInterrupt`` as usual.
+A second signal (Ctrl-C or SIGTERM) raises ``KeyboardInterrupt``: an abort
+without a plan.
+
+Processes that run a search of their own (``auto``'s engines, the
+``process`` executor) are started by
+:func:`planner.solvers.executor.spawn_context`, whose children do not run
+the user's ``__main__`` module again (a plain script without an
+``if __name__ == "__main__":`` guard works).
 
 Example
 -------
@@ -30,7 +41,9 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
+import time
 from contextlib import contextmanager
 
 _reason: str | None = None
@@ -38,6 +51,9 @@ _stoppers: list = []
 _lock = threading.Lock()
 _memory_limit: float | None = None  # bytes, of the Watch in force (None: none)
 DEFAULT_SOLVER_MEMORY_MB = 2000  # what CP-SAT may hold without --memory-limit (its own default is 10 GB)
+DEFAULT_HEURISTIC_MEMORY_BYTES = 4e9  # what greedy's own process may hold without --memory-limit
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_signum: int | None = None  # the signal that stopped the last watched run (kept until the next Watch)
 
 
 def solver_memory_mb() -> int:
@@ -47,6 +63,54 @@ def solver_memory_mb() -> int:
     if _memory_limit is not None:
         return max(100, int(0.8 * _memory_limit / 1e6))
     return DEFAULT_SOLVER_MEMORY_MB
+
+
+def interrupt_exit_code() -> int:
+    """The exit status of a run stopped by a signal: 128 + the signal's number
+    (130 for Ctrl-C, 143 for SIGTERM), the last signal a :class:`Watch` caught
+    (130 when none did, e.g. a ``KeyboardInterrupt`` outside any watch)."""
+    return 128 + int(_signum if _signum is not None else signal.SIGINT)  # EXIT_INTERRUPTED, EXIT_TERMINATED
+
+
+def signal_name() -> str:
+    """What stopped the last watched run, in words: ``"interrupted"`` (SIGINT) or
+    ``"terminated (SIGTERM)"``."""
+    return "terminated (SIGTERM)" if _signum == signal.SIGTERM else "interrupted"
+
+
+def memory_cap_bytes() -> float:
+    """The resident-memory cap of a heuristic running in this process (bytes): the
+    ``--memory-limit`` of the :class:`Watch` in force, else
+    :data:`DEFAULT_HEURISTIC_MEMORY_BYTES`."""
+    return _memory_limit if _memory_limit is not None else DEFAULT_HEURISTIC_MEMORY_BYTES
+
+
+def over_memory() -> bool:
+    """Whether this process's resident memory passed :func:`memory_cap_bytes` (one
+    read of /proc; a heuristic calls it between plans).  Under a :class:`Watch`
+    with a limit, its thread already asks for the stop (the whole run, children
+    included); this check is the guard of a call without one."""
+    try:
+        return rss_bytes(children=False) > memory_cap_bytes()
+    except OSError:
+        return False
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux /proc; elsewhere since
+    :mod:`planner` was imported): the command line counts a time limit from
+    process start, start-up included."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - _IMPORTED
+
+
+_IMPORTED = time.perf_counter()
 
 
 def requested() -> str | None:
@@ -124,8 +188,10 @@ def rss_bytes(children: bool = True) -> int:
 
 
 class Watch:
-    """Context manager: Ctrl-C and (optionally) a resident-memory cap become
-    :func:`request`; see the module docstring.  Clears the request on entry and exit."""
+    """Context manager: Ctrl-C, SIGTERM and (optionally) a resident-memory cap become
+    :func:`request`; see the module docstring.  Clears the request on entry and exit
+    (the signal, for :func:`interrupt_exit_code`, is kept until the next entry).
+    ``sigint=False``: no signal handling (e.g. off the main thread)."""
 
     def __init__(self, memory_limit_bytes: float | None = None, sigint: bool = True, period_s: float = 0.25):
         self.limit = memory_limit_bytes
@@ -137,6 +203,12 @@ class Watch:
         self._hits += 1
         if self._hits > 1:
             raise KeyboardInterrupt
+        self._caught(signum)
+
+    def _caught(self, signum) -> None:
+        global _signum
+        if _signum is None:
+            _signum = int(signum)
         request("interrupted")
 
     def _run(self):
@@ -148,8 +220,9 @@ class Watch:
                         data = os.read(self._r, 512)
                     except BlockingIOError:
                         data = b""
-                    if signal.SIGINT in data:
-                        request("interrupted")
+                    for sig in STOP_SIGNALS:
+                        if sig in data:
+                            self._caught(sig)
             else:
                 self._done.wait(self.period)
             if self.limit is not None:
@@ -159,18 +232,21 @@ class Watch:
                     request("memory_limit")
 
     def __enter__(self):
-        global _memory_limit
+        global _memory_limit, _signum
         clear()
         _memory_limit = self.limit
+        _signum = None
         self._hits = 0
         self._r = self._w = None
-        self._old_fd = self._old_handler = None
+        self._old_fd = None
+        self._old_handlers = {}
         if self.sigint:
             self._r, self._w = os.pipe()
             os.set_blocking(self._w, False)
             os.set_blocking(self._r, False)
             self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
-            self._old_handler = signal.signal(signal.SIGINT, self._handler)
+            for sig in STOP_SIGNALS:
+                self._old_handlers[sig] = signal.signal(sig, self._handler)
         self._done = threading.Event()
         self._thread = None
         if self.sigint or self.limit is not None:
@@ -185,7 +261,8 @@ class Watch:
         if self._thread is not None:
             self._thread.join()
         if self.sigint:
-            signal.signal(signal.SIGINT, self._old_handler)
+            for sig, old in self._old_handlers.items():
+                signal.signal(sig, old)
             signal.set_wakeup_fd(self._old_fd)
             os.close(self._r)
             os.close(self._w)
