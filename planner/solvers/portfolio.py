@@ -93,12 +93,11 @@ from .greedy import greedy, lean_plans, shape_starts
 from .hierarchy import hier
 from .inflight import tune_inflight
 from .milp import milp
-from .shapesearch import plan_matches
+from .shapesearch import FLAT_ARCS_MAX, plan_matches
 
 log = logging.getLogger("planner.auto")
 
 ENGINES: dict[str, Callable[..., Plan]] = {"milp": milp, "cpsat": cpsat}
-FLAT_ARCS_MAX = 40 * 40 * 32  # domains^2 x stage slots of one shape's flat model beyond which auto goes hierarchical
 ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
 COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
 ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows

@@ -288,7 +288,9 @@ def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0
     ``time_limit`` (s) stops the search early (the best plan so far)."""
     t0 = time.perf_counter()
     with one_thread():
-        rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True)
+        # the time limit counts the menu too (greedy's shapes, scored exactly): 40% of it at most
+        menu = None if time_limit is None else shape_menu(instance, time_limit=max(0.05, 0.4 * time_limit))
+        rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True, menu=menu)
         left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
         return rep(states, time_limit=left)
 

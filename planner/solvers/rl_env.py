@@ -127,10 +127,13 @@ def shape_menu(instance, k: int = SHAPES, time_limit: float | None = None) -> li
 
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     seen, menu = set(), []
-    for score, _, _, plan in _candidates(instance, _Budget(time.perf_counter() + limit, limit), kind=shape_key):
+    budget = _Budget(time.perf_counter() + limit, limit)
+    for score, _, _, plan in _candidates(instance, budget, kind=shape_key):
         key = shape_key(plan)
         if key in seen:
             continue
+        if menu and budget.why():  # the time limit (or a stop) binds: the shapes scored so far
+            break
         seen.add(key)
         ev = Evaluator(instance, plan)
         menu.append(MenuShape(plan, float(score), float(ev.objective(ev.iteration_times())[0])))

@@ -102,6 +102,20 @@ class SearchContext:
     require: tuple = ()
 
 
+FLAT_ARCS_MAX = 40 * 40 * 32  # domains^2 x stage slots of one shape's flat model beyond which auto goes hierarchical
+FLAT_BUILD_ARCS_PER_S = 8000.0  # how fast such a model is built (edwc-120dc: 460,800 arcs, over 85 s under load)
+
+
+def flat_build_estimate(instance) -> float:
+    """Predicted seconds to build one shape's flat MILP or CP-SAT model of ``instance``
+    when it is beyond :data:`FLAT_ARCS_MAX` (0 below it, where builds take well under
+    a second and the measured build times take over): a shape search does not start
+    a build it cannot finish within its time limit, and returns its incumbent with
+    status ``time_limit`` instead (``--solver hier`` plans such instances)."""
+    arcs = len(instance.domains) ** 2 * instance.max_stages
+    return arcs / FLAT_BUILD_ARCS_PER_S if arcs > FLAT_ARCS_MAX else 0.0
+
+
 def build_model(make: Callable[[], object]) -> tuple[object | None, "ShapeOutcome | None"]:
     """A shape's model from ``make()``: ``(model, None)``, or ``(None, outcome)`` when
     the shape gets none -- ``skipped`` when its build proves it holds no plan
@@ -383,7 +397,10 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     timed_out = False
     build_total = 0.0
     out_of_time = False
-    build_est = 0.0  # the longest model build (and overrun) so far: no shape starts with less time left
+    # the longest model build (and overrun) so far: no shape starts with less time left; before the
+    # first build, a flat model beyond auto's size rule is predicted from its size (it cannot be
+    # interrupted once started: 120 domains took over 85 s)
+    build_est = flat_build_estimate(instance)
     skipped: dict[str, int] = {}     # reason -> shapes proven empty for it
     unsearched: dict[str, int] = {}  # reason -> shapes whose model could not be built
 
@@ -462,6 +479,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                     break
                 n_open = sum(1 for j in todo[k - 1:] if is_open(j))
                 share = rest if math.isinf(rest) else min(rest, max(rest * width / n_open, min(rest, 1.0)))
+                if not deterministic and build_est and rest < build_est + 0.5:
+                    timed_out = out_of_time = halt = True  # too little time to build this shape's model
+                    break
                 node = nodes[i]
                 if node.shape not in per_shape:  # bounded lazily (see step 2)
                     per_shape[node.shape] = stage_bounds(space, node.shape)
@@ -469,9 +489,6 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                         bound_of[i] = math.inf
                         final.add(i)
                         continue
-                if not deterministic and build_est and rest < build_est + 0.5:
-                    timed_out = out_of_time = halt = True  # too little time to build this shape's model
-                    break
                 if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
                     # a greedy plan of this shape: a warm start, and maybe a better incumbent
                     per_s = per_shape[node.shape]
