@@ -189,12 +189,21 @@ def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def episode(model, env: PlacementEnv, options: dict | None = None, rng: np.random.Generator | None = None):
+class EpisodeTimeout(Exception):
+    """An episode passed its deadline before it placed every stage."""
+
+
+def episode(model, env: PlacementEnv, options: dict | None = None, rng: np.random.Generator | None = None,
+            deadline: float | None = None):
     """One episode of ``model`` in ``env``: the most likely action at every step, or
     (with ``rng``) actions sampled from the policy.  Returns (plan, exact objective
-    under the episode's state, (menu index of the shape, order of placement))."""
+    under the episode's state, (menu index of the shape, order of placement)).
+    ``deadline`` (``time.perf_counter()``): raise :class:`EpisodeTimeout` past it
+    (an episode over 160 domains takes seconds)."""
     obs, _ = env.reset(seed=0, options=options)
     while True:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise EpisodeTimeout
         mask = env.action_masks()
         if rng is None:
             a, _ = model.predict(obs, deterministic=True, action_masks=mask)
@@ -244,8 +253,17 @@ class Replanner:
         opts = None
         if states is not None:
             opts = {"state": (states.bandwidth_gbps[0], states.latency_ms[0])}
-        best_plan, best, shape = episode(self.model, env, opts)
-        found, n = "deterministic", 0
+        deadline = None if time_limit is None else t0 + time_limit
+        try:
+            best_plan, best, shape = episode(self.model, env, opts, deadline=deadline)
+            found = "deterministic"
+        except EpisodeTimeout:  # no episode within the limit: the menu's best greedy plan, as time_limit
+            m = min(range(len(env.menu)), key=lambda i: (env.menu[i].exact, env.menu[i].estimate))
+            info = SolverInfo(name="rl", status="time_limit", time_s=time.perf_counter() - t0)
+            return env.menu[m].template.model_copy(update={"solver": info.model_copy(update={
+                "rl_samples": 0, "rl_found_by": "time limit before the first episode: greedy's plan of the "
+                                               "menu's best shape"})})
+        n = 0
         seen = {best_plan.model_dump_json()}
 
         def consider(plan, obj, sh, how):
@@ -259,18 +277,21 @@ class Replanner:
         def late():
             return time_limit is not None and time.perf_counter() - t0 > time_limit
 
-        if self.per_shape:
-            for i in range(len(env.menu)):
-                for o, order in enumerate(ORDERS):
-                    if not late():
-                        consider(*episode(self.model, env, {**(opts or {}), "shape": i, "order": o}),
-                                 f"deterministic on shape {i}, {order}")
-        rng = np.random.default_rng(self.seed)
-        for k in range(self.samples if samples is None else samples):
-            if late():
-                break
-            n += 1
-            consider(*episode(self.model, env, opts, rng), f"sample {k + 1}")
+        try:
+            if self.per_shape:
+                for i in range(len(env.menu)):
+                    for o, order in enumerate(ORDERS):
+                        if not late():
+                            consider(*episode(self.model, env, {**(opts or {}), "shape": i, "order": o},
+                                              deadline=deadline), f"deterministic on shape {i}, {order}")
+            rng = np.random.default_rng(self.seed)
+            for k in range(self.samples if samples is None else samples):
+                if late():
+                    break
+                n += 1
+                consider(*episode(self.model, env, opts, rng, deadline=deadline), f"sample {k + 1}")
+        except EpisodeTimeout:  # the time limit ended an episode: the best so far
+            pass
         info = SolverInfo(name="rl", status="heuristic", time_s=time.perf_counter() - t0)
         extra = {"rl_samples": n, "rl_distinct_plans": len(seen), "rl_found_by": found, "rl_shape": shape[0],
                  "rl_order": shape[1]}

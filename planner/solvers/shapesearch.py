@@ -535,7 +535,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     if reserve > 0 and not stopped:
         rest = (total - spent) if deterministic else (t0 + total - final_s - time.perf_counter())
         rest = min(rest, reserve)  # the last 10%, also when the search ends early
-        if rest > 0.2:
+        if rest > 0.2 and rest > flat_build_estimate(instance):  # the polish builds a flat model too
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             best_plan = polish(best_plan, best, rest, ctx)
             best = min(best, score(instance, best_plan))  # the polish may also lower the objective

@@ -392,3 +392,18 @@ def test_aggregated_model_is_a_bound_and_exact_when_replicas_cross_once(inst, da
     intra = {d.intra_bandwidth_gbps for d in inst.domains}
     if crossings(p) <= 1 and len(intra) == 1 and all(l.bandwidth_gbps <= min(intra) for l in inst.links):
         assert est == pytest.approx(got, rel=1e-6)
+
+
+def test_a_flat_model_that_cannot_be_built_in_time_is_not_started():
+    """Issue 28.11: on edwc-120dc a flat model (and the polish's) took minutes to build
+    and could not be interrupted, so `milp --time-limit 10` ran 264 s.  Beyond auto's
+    flat-size rule the build time is predicted from the model's size, and a shape
+    search does not start a build it cannot finish: no model is built, greedy's plan
+    comes back as time_limit.  Small instances predict nothing (their builds are timed)."""
+    from planner.solvers.shapesearch import flat_build_estimate
+
+    assert flat_build_estimate(load_instance("gcp-16")) == 0.0
+    big = load_instance("edwc-120dc")
+    assert flat_build_estimate(big) > 20.0
+    p = make_plan(big, solver="milp", time_limit=5)
+    assert p.solver.status == "time_limit" and p.solver.model_extra.get("build_s", 0.0) == 0.0

@@ -262,3 +262,18 @@ def test_cli_train_writes_policy_sidecar_and_learning_curve(tmp_path):
     assert rows[0].startswith("kind,step,instance") and any(r.startswith("eval,") for r in rows)
     assert (tmp_path / "p.png").stat().st_size > 5000
     assert "deterministic plan / greedy's" in res.output
+
+
+def test_a_time_limit_before_the_first_episode_returns_greedys_menu_plan(inst):
+    """Issue 28.11: an episode over 160 domains takes seconds, so the first one ran
+    past small limits (azure-zones, 5 s: 31 s).  Past the deadline before any
+    episode ends, the planner returns the menu's best greedy plan as time_limit."""
+    rep = Replanner(inst)  # the shipped policy
+    p = rep(time_limit=0.0)
+    assert p.solver.status == "time_limit" and p.solver.model_extra["rl_samples"] == 0
+    best = min(rep.env.menu, key=lambda s: (s.exact, s.estimate))
+    assert p.placement == best.template.placement and p.stages == best.template.stages
+    assert not check_plan(inst, p)
+    # with time, episodes run and the plan is the policy's
+    q = rep(time_limit=None)
+    assert q.solver.status == "heuristic" and q.solver.model_extra["rl_found_by"].startswith("deterministic")
