@@ -125,7 +125,8 @@ def solver_rows(instance, plan) -> list[tuple[str, str]]:
              f"{info.time_s:.2f} s")]
     extra = info.model_extra or {}
     if extra.get("robust_objective") is not None:
-        rows.append(("robust", f"on {extra.get('robust_network', 'the statistic network')}: "
+        rows.append(("robust", f"on {extra.get('robust_network', 'the statistic network')}, by T_est over "
+                               f"plans with a named schedule (the search's own claim): "
                      + _claim(extra.get("robust_status", "feasible"), extra["robust_objective"],
                               extra.get("robust_bound"), extra.get("robust_gap"))))
     if extra.get("robust_measure"):

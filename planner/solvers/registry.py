@@ -108,7 +108,8 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     if not e.feasible:
         raise PlanCheckError(f"solver {name} returned an infeasible plan: "
                              + "; ".join(v.message for v in e.violations))
-    objective = e.objective(instance.options.objective)
+    # the evaluator's objective, simulated (SPEC 7; Evaluation.objective is T_est's)
+    objective = e.iteration_time_s if instance.options.objective == "time" else e.cost_per_iteration
     _last_evaluation[:] = [None, None]
     info = result.solver
     if info is None:
