@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from ortools.sat.python import cp_model
 
@@ -258,31 +259,31 @@ class CpsatModel:
                     M.add_hint(self.b[r][j][d], d == v)
         return True
 
+class _Formulation(SimpleNamespace):
+    """The data and the variables of one shape's model, shared by the groups of :func:`build`:
+    each group reads what it needs (``fm.read("N Q R")``) and sets what it defines."""
 
-def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
-          space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
-          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4) -> CpsatModel:
-    """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
+    def read(self, names: str) -> tuple:
+        return tuple(getattr(self, n) for n in names.split())
 
-    ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
-    default: the instance's); ``forbid`` domains host nothing, ``require``
-    domains host at least one stage; ``ref_s`` overrides the reference
-    iteration time (s) that sets the time unit (default: the shape's
-    smallest stage bound, so the rounding bound holds relative to every
-    plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
-    may be <= it (rounding included); ``stage_bounds`` maps each admissible
-    number of stages to a lower bound on T_est in seconds (default:
-    :func:`planner.solvers.shapesearch.stage_bounds`; other stage counts are excluded);
-    ``rounding`` the largest rounding error allowed relative to the
-    reference.  Plans slower than a greedily built plan of the shape are
-    excluded (T <= its T_est, which never cuts off the optimum).
+    def set(self, **values) -> None:
+        self.__dict__.update(values)
 
-    Raises ValueError when the shape has no room (no stage slot, no
-    admissible stage count) and NotImplementedError for models whose units
-    send unequal boundary bytes.
-    """
+
+def _phi_bound(HT, RT, ring_links, Kmax):
+    """(largest intra phi, largest ring share, largest phi) of the sync tables (units x RS per quantum)."""
+    hi = max([0] + [max(h) for h in HT])
+    ro = max([0] + [RT[l][-1] for l in ring_links])
+    return hi, ro, hi + (2 * (Kmax - 1) * ro + Kmax - 1) // max(Kmax, 1) + 1
+
+
+def _sets(fm) -> None:
+    """Sets and data of the shape: t, b, R, m, the hostable domains, the stage slots Q and the admissible stage counts,
+    the boundary bytes A."""
     from ..shapesearch import stage_bounds as _stage_bounds
 
+    (forbid, instance, objective, shape, space, stage_bounds) = fm.read(
+        "forbid instance objective shape space stage_bounds")
     objective = objective or instance.options.objective
     space = space or PlanSpace(instance)
     wl = instance.workload
@@ -320,8 +321,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     rate = t * instance.gpu.flops_per_s
     bwd = space.bwd
     Kmax = min(R, D) if R > 1 else 1
+    fm.set(objective=objective, space=space, units=units, N=N, t=t, R=R, m=m, gpipe=gpipe, slots=slots,
+           domains=domains, D=D, NONE=NONE, Q=Q, sb=sb, admissible=admissible, tok=tok, A=A, rate=rate, bwd=bwd,
+           Kmax=Kmax)
 
-    # ---- parameter quanta and the rounding budget (in units) ------------------------
+
+def _rounding_budget(fm) -> None:
+    """The parameter quantum and the rounding budget E_abs (units) of the module docstring."""
+    Kmax, Q, R, gpipe, m, units = fm.read("Kmax Q R gpipe m units")
     params = [float(u.params) for u in units]
     pos = [p for p in params if p > 0]
     exact_p = bool(pos) and all(p.is_integer() for p in params)
@@ -351,11 +358,16 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         rel_p = 0.0 if exact_p else 0.5 / (min(pos) / quantum)  # each unit's quanta within 1/2
     else:
         RS, rel_p = 1, 0.0
+    fm.set(quantum=quantum, pq_u=pq_u, p_max=p_max, pq_min=pq_min, E_abs=E_abs, RS=RS, rel_p=rel_p)
 
-    # ---- the time unit -------------------------------------------------------------
+
+def _time_unit(fm) -> None:
+    """The time unit: a power of ten giving >= 1e5 units and a rounding <= `rounding` of the shape's lower bound."""
+    (E_abs, admissible, domains, instance, m, ref_s, require, rounding, sb, shape, slots, space) = fm.read(
+        "E_abs admissible domains instance m ref_s require rounding sb shape slots space")
     lb_min = min(sb[S] for S in admissible)
     known = _heuristic_plan(instance, space, shape, admissible, domains, slots, set(require), m)
-    known_te = None
+    known_te = known_cost = None
     if known is not None:
         from ...scoring.evaluator import Evaluator
 
@@ -366,7 +378,12 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (lb_min if lb_min > 0 else (known_te or 1.0))
     unit = min(_pow10_floor(ref / 1e5), _pow10_floor(ref * rounding / E_abs))
     q = lambda seconds: int(round(seconds / unit))
+    fm.set(lb_min=lb_min, known=known, known_te=known_te, known_cost=known_cost, unit=unit, q=q)
 
+
+def _compute_tables(fm) -> None:
+    """Prefix sums over units of f and c = f + g (units), read at the cuts."""
+    N, bwd, instance, q, rate, t, tok, units = fm.read("N bwd instance q rate t tok units")
     # compute prefix tables (units)
     # (with the tensor-parallel all-reduces of SPEC 5 v2, y per unit, forward and backward)
     flops, ys = [0.0], [0.0]
@@ -376,7 +393,12 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     FPt = [q(fl * tok / rate + yy) for fl, yy in zip(flops, ys)]
     CPt = [q((1 + bwd) * fl * tok / rate + 2 * yy) for fl, yy in zip(flops, ys)]
     ctot = CPt[N]
+    fm.set(FPt=FPt, CPt=CPt, ctot=ctot)
 
+
+def _memory_tables(fm) -> None:
+    """Memory: the last end a stage starting at a may have, per in-flight count w."""
+    N, admissible, gpipe, instance, m, t, tok, units = fm.read("N admissible gpipe instance m t tok units")
     # memory: the last end a stage starting at a may have, per in-flight count w
     limit = instance.memory_limit_bytes
     def maxend_table(w):
@@ -397,7 +419,12 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
 
     w_values = sorted({w_of(S, j) for S in admissible for j in range(S)})
     MAXEND = {w: maxend_table(w) for w in w_values}
+    fm.set(w_of=w_of, MAXEND=MAXEND)
 
+
+def _route_tables(fm) -> None:
+    """Pipeline transfers: tables over the pair index p = d (D + 1) + e of two consecutive stages' domains."""
+    A, D, NONE, Q, R, domains, instance, q = fm.read("A D NONE Q R domains instance q")
     # routes between hostable domains (index pairs); tables over pair index p = d*(D+1)+e
     routes = {}
     for i, d in enumerate(domains):
@@ -426,7 +453,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     ST = {l: [q(n * A / link_bw[l]) for n in range(Umax + 1)] for l in pipe_links}
     x_max = max([0] + [max(XIN)] + [ST[l][-1] for l in pipe_links])
     lat_max = max([0] + LATP)
+    fm.set(routes=routes, link_bw=link_bw, intra_bw=intra_bw, W=W, allowed=allowed, XIN=XIN, LATP=LATP,
+           CROSS=CROSS, pipe_links=pipe_links, Umax=Umax, ST=ST, x_max=x_max, lat_max=lat_max)
 
+
+def _sync_tables(fm) -> None:
+    """Gradient synchronisation tables (phi: units x RS per parameter quantum)."""
+    (D, Kmax, Q, R, RS, intra_bw, link_bw, quantum, routes, t, unit) = fm.read(
+        "D Kmax Q R RS intra_bw link_bw quantum routes t unit")
     # gradient synchronisation tables (phi: units x RS per parameter quantum)
     G_q = BYTES_PER_PARAM_GRAD * quantum  # gradient bytes per quantum
     HT, RT, ring_links, Umax_ring = [], {}, [], 0
@@ -436,16 +470,19 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         ring_links = sorted({l for r in routes.values() for l in r.links})
         Umax_ring = Q * Kmax if Kmax > 1 else 0
         RT = {l: [int(round(U * G_q / link_bw[l] / unit * RS)) for U in range(Umax_ring + 1)] for l in ring_links}
+    fm.set(HT=HT, RT=RT, ring_links=ring_links, Umax_ring=Umax_ring)
 
-    def phi_bound():
-        hi = max([0] + [max(h) for h in HT])
-        ro = max([0] + [RT[l][-1] for l in ring_links])
-        return hi, ro, hi + (2 * (Kmax - 1) * ro + Kmax - 1) // max(Kmax, 1) + 1
 
-    # ---- an upper bound on T (units) --------------------------------------------------
+def _upper_bound(fm) -> None:
+    """An upper bound T_ub on T (units), the stage-count lower bounds, and every table clamped at T_ub + 1."""
+    (E_abs, HT, Kmax, LATP, N, Q, R, RS, RT, ST, XIN, admissible, ctot, cutoff, domains, gpipe, instance, known,
+     known_cost, known_te, lat_max, m, objective, p_max, pq_min, pq_u, rel_p, ring_links, sb, shape, t, unit,
+     x_max) = fm.read(
+        "E_abs HT Kmax LATP N Q R RS RT ST XIN admissible ctot cutoff domains gpipe instance known known_cost "
+        "known_te lat_max m objective p_max pq_min pq_u rel_p ring_links sb shape t unit x_max")
     # structural, then the cutoff, then a plan of the shape that is known (no better plan
     # is lost: any plan slower than a known one is not optimal)
-    _, _, phi_max = phi_bound()
+    _, _, phi_max = _phi_bound(HT, RT, ring_links, Kmax)
     Q0_max = ctot + 2 * (Q - 1) * (x_max + lat_max)
     tau_max = 2 * max(ctot, x_max) if gpipe else max(ctot, x_max, Q0_max)
     AR_max = (int(math.ceil(p_max * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
@@ -477,14 +514,18 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     phi_cap = int(math.ceil(big * RS / pq_min)) + 1  # a stage with parameters and more phi: AR > T_ub
     HT = [[min(v, phi_cap) for v in h] for h in HT]
     RT = {l: [min(v, phi_cap) for v in RT[l]] for l in RT}
-    phiI_max, rho_max, phi_max = phi_bound()
+    phiI_max, rho_max, phi_max = _phi_bound(HT, RT, ring_links, Kmax)
     AR_dom = min(big, int(math.ceil(p_max * phi_max / RS))) + 2 * (Kmax - 1) * lat_max if R > 1 else 0
     if R > 1 and sum(pq_u[u] * min(phi_max, big * RS / pq_u[u] + 1) for u in range(N) if pq_u[u]) > INT_SAFE:
         raise ValueError(f"shape {shape}: gradient-synchronisation figures overflow 64-bit integers")
+    fm.set(phi_max=phi_max, Q0_max=Q0_max, tau_max=tau_max, T_ub=T_ub, kind_cost=kind_cost, prices=prices, wp=wp,
+           lb_units=lb_units, big=big, XIN=XIN, LATP=LATP, ST=ST, x_max=x_max, lat_max=lat_max, HT=HT, RT=RT,
+           phiI_max=phiI_max, rho_max=rho_max, AR_dom=AR_dom)
 
-    M = cp_model.CpModel()
 
-    # ---- partition --------------------------------------------------------------
+def _partition(M, fm) -> None:
+    """Partition: the cuts, the used stages and the one-hot stage count; compute f_j, c_j, g_j at the cuts."""
+    CPt, FPt, N, Q, admissible, shape = fm.read("CPt FPt N Q admissible shape")
     cut = [M.new_constant(0)] + [M.new_int_var(1, N, f"cut{i}") for i in range(1, Q)] + [M.new_constant(N)]
     used = [M.new_bool_var(f"used{j}") for j in range(Q)]
     M.add(used[0] == 1)
@@ -509,6 +550,12 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     f = [ef[j + 1] - ef[j] for j in range(Q)]
     c = [ec[j + 1] - ec[j] for j in range(Q)]
     g = [c[j] - f[j] for j in range(Q)]
+    fm.set(cut=cut, used=used, is_s=is_s, ef=ef, ec=ec, f=f, c=c, g=g)
+
+
+def _memory(M, fm) -> None:
+    """Memory: each stage ends no later than its start's MAXEND for its in-flight count."""
+    MAXEND, N, Q, admissible, cut, is_s, w_of = fm.read("MAXEND N Q admissible cut is_s w_of")
     # memory: cut[j+1] <= the last end a stage starting at cut[j] may have with w_j in flight
     for j in range(Q):
         me = {}
@@ -519,7 +566,11 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             if S > j:
                 M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if(is_s[S])
 
-    # ---- placement ------------------------------------------------------------------
+
+def _placement(M, fm) -> None:
+    """Placement and GPU capacity: one domain (or none) per (replica, stage), the slots, the required domains, replica
+    symmetry."""
+    D, NONE, Q, R, W, domains, require, slots, used = fm.read("D NONE Q R W domains require slots used")
     b = [[[M.new_bool_var(f"b{r}_{j}_{d}") for d in range(W)] for j in range(Q)] for r in range(R)]
     dom = [[M.new_int_var(0, D, f"dom{r}_{j}") for j in range(Q)] for r in range(R)]
     for r in range(R):
@@ -549,8 +600,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                 M.add(a < bb).only_enforce_if([eq_prev, ~eq])
             M.add(a == bb).only_enforce_if(eq)
             eq_prev = eq
+    fm.set(b=b, dom=dom)
 
-    # ---- pipeline transfers -----------------------------------------------------------
+
+def _pipeline_transfers(M, fm) -> None:
+    """Communication: boundary transfers x_{r,k} and latencies l_{r,k}, links shared by their user counts."""
+    (CROSS, LATP, Q, R, ST, Umax, W, XIN, allowed, dom, kind_cost, lat_max, pipe_links, routes, wp,
+     x_max) = fm.read(
+        "CROSS LATP Q R ST Umax W XIN allowed dom kind_cost lat_max pipe_links routes wp x_max")
     xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
     crossing = []
     uses = {}
@@ -592,8 +649,15 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             x = M.new_int_var(0, x_max, f"x{r}_{k}")
             M.add_max_equality(x, terms)
             xs[r][k] = x
+    fm.set(xs=xs, ls=ls, crossing=crossing)
 
-    # ---- gradient synchronisation -------------------------------------------------------
+
+def _gradient_sync(M, fm) -> None:
+    """Gradient synchronisation AR_j: intra ring plus cross ring over the stage's K domains."""
+    (AR_dom, D, HT, Kmax, N, Q, R, RS, RT, Umax_ring, b, big, cut, kind_cost, lat_max, phiI_max, phi_max, pq_u, q,
+     rho_max, ring_links, routes, wp) = fm.read(
+        "AR_dom D HT Kmax N Q R RS RT Umax_ring b big cut kind_cost lat_max phiI_max phi_max pq_u q rho_max "
+        "ring_links routes wp")
     AR = [0] * Q
     ring_bytes = []
     if R > 1:
@@ -709,8 +773,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                 for k in range(Kmax + 1):
                     M.add(rb == max(k - 1, 0) * Pq[j]).only_enforce_if(Kis[j, k])
                 ring_bytes.append(rb)
+    fm.set(AR=AR, ring_bytes=ring_bytes)
 
-    # ---- T_est ----------------------------------------------------------------------------
+
+def _estimate(M, fm) -> None:
+    """T_est: the period tau_r, the round trip Q_0, the drains, T >= every (replica, stage) term."""
+    (AR, FPt, N, Q, Q0_max, R, T_ub, admissible, c, ctot, ec, ef, f, g, gpipe, is_s, lb_units, ls, m, tau_max, x_max,
+     xs) = fm.read(
+        "AR FPt N Q Q0_max R T_ub admissible c ctot ec ef f g gpipe is_s lb_units ls m tau_max x_max xs")
     T = M.new_int_var(0, T_ub, "T")
     terms = []
     taus = []
@@ -753,8 +823,15 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     for S, v in is_s.items():  # valid lower bounds per stage count (cuts)
         if lb_units[S] > 0:
             M.add(T >= lb_units[S]).only_enforce_if(v)
+    fm.set(T=T, taus=taus)
 
-    # ---- objective -------------------------------------------------------------------------
+
+def _objective(M, fm) -> None:
+    """Objective: T (time) or T x the price of the GPUs used + WAN bytes (cost), and its rounding bound."""
+    (A, D, E_abs, Q, R, T, T_ub, b, crossing, domains, kind_cost, lb_min, m, prices, quantum, rel_p, ring_bytes, shape,
+     slots, t, unit, wp) = fm.read(
+        "A D E_abs Q R T T_ub b crossing domains kind_cost lb_min m prices quantum rel_p ring_bytes shape "
+        "slots t unit wp")
     if kind_cost:
         cap_total = {d: slots[domains[d]] for d in range(D)}
         pmax = max(prices) if prices else 0.0
@@ -806,6 +883,56 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         obj = T
         obj_scale = 1.0 / unit
         err_abs, err_rel = E_abs * unit, rel_p
+    fm.set(obj=obj, obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel)
+
+
+def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
+          space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
+          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4) -> CpsatModel:
+    """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
+
+    ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
+    default: the instance's); ``forbid`` domains host nothing, ``require``
+    domains host at least one stage; ``ref_s`` overrides the reference
+    iteration time (s) that sets the time unit (default: the shape's
+    smallest stage bound, so the rounding bound holds relative to every
+    plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
+    may be <= it (rounding included); ``stage_bounds`` maps each admissible
+    number of stages to a lower bound on T_est in seconds (default:
+    :func:`planner.solvers.shapesearch.stage_bounds`; other stage counts are excluded);
+    ``rounding`` the largest rounding error allowed relative to the
+    reference.  Plans slower than a greedily built plan of the shape are
+    excluded (T <= its T_est, which never cuts off the optimum).
+
+    Raises ValueError when the shape has no room (no stage slot, no
+    admissible stage count) and NotImplementedError for models whose units
+    send unequal boundary bytes.
+    """
+    fm = _Formulation(instance=instance, shape=shape, objective=objective, forbid=forbid, require=require,
+                      space=space, ref_s=ref_s, cutoff=cutoff, stage_bounds=stage_bounds, rounding=rounding)
+    # the data: sets, the rounding budget and the time unit, the tables every group reads
+    _sets(fm)
+    _rounding_budget(fm)
+    _time_unit(fm)
+    _compute_tables(fm)
+    _memory_tables(fm)
+    _route_tables(fm)
+    _sync_tables(fm)
+    _upper_bound(fm)
+    # the model, one group of variables and constraints at a time
+    M = cp_model.CpModel()
+    _partition(M, fm)
+    _memory(M, fm)
+    _placement(M, fm)
+    _pipeline_transfers(M, fm)
+    _gradient_sync(M, fm)
+    _estimate(M, fm)
+    _objective(M, fm)
+    (objective, shape, Q, N, m, domains, unit, obj_scale, err_abs, err_rel, admissible, cut, used, is_s, b, dom, T,
+     obj, taus, xs, ls, AR, quantum, RS, E_abs, T_ub, ec) = (
+        fm.objective, fm.shape, fm.Q, fm.N, fm.m, fm.domains, fm.unit, fm.obj_scale, fm.err_abs, fm.err_rel,
+        fm.admissible, fm.cut, fm.used, fm.is_s, fm.b, fm.dom, fm.T, fm.obj, fm.taus, fm.xs, fm.ls, fm.AR,
+        fm.quantum, fm.RS, fm.E_abs, fm.T_ub, fm.ec)
     cm = CpsatModel(model=M, shape=shape, objective=objective, Q=Q, N=N, m=m, domains=domains, unit_s=unit,
                     obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel, admissible=admissible, cut=cut,
                     used=used, is_s=is_s, b=b, dom=dom, T=T, obj_expr=obj,
