@@ -259,3 +259,35 @@ def test_v3_value_is_each_plans_t_est_with_unequal_syncs(seed):
                 multi += widest >= 2
                 three += widest == 3
     assert checked >= 8 and multi >= 4, (checked, multi, three)
+
+
+@pytest.mark.parametrize("kw", [dict(uplink=0.4, sync="reduce_broadcast", overhead=2.0), dict()])
+def test_v3_shape_solve_bound_below_the_family_optimum(kw):
+    """The per-shape solve of the search (``CpsatShape`` with spec=3, the code path of
+    ``cpsat``): over every shape of the 1f1b/gpipe family its bound (what becomes the
+    search's estimate_bound) is below the shape's best v3 T_est, its plan is within the
+    rounding of it, and the smallest bound is below the family's best T_est."""
+    from planner.problem.space import PlanSpace
+    from planner.solvers.cpsat import CpsatShape
+    from planner.solvers.formulations.cpsat import stage_bounds_v3
+    from planner.solvers.shapesearch import SearchContext
+
+    inst = _two_dc(**kw)
+    space = PlanSpace(inst)
+    solve_shape = CpsatShape(inst, 2, 0, 0.0, False, True, 1e-4, "noprobe", spec=SPEC)
+    bounds, best = [], math.inf
+    for schedule in ("1f1b", "gpipe"):
+        for R in (1, 2, 4):
+            shape = Shape(1, 1, schedule, 0, R)
+            want = brute_v3(inst, shape)
+            ctx = SearchContext(inst, space, math.inf, None, None, stage_bounds_v3(space, shape))
+            out = solve_shape(shape, 20.0, ctx)
+            if want is None:
+                assert out.status in ("infeasible", "skipped")
+                continue
+            best = min(best, want)
+            assert out.status == "optimal" and out.bound <= want * (1 + 1e-12)
+            got = objective_v3(inst, out.plan)
+            assert want <= got <= want * (1 + 1e-3)
+            bounds.append(out.bound)
+    assert bounds and min(bounds) <= best * (1 + 1e-12)
