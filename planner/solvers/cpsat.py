@@ -12,6 +12,15 @@ shape's bound.  Gap = (incumbent - smallest shape bound) / incumbent.
 Every returned plan is re-scored by the evaluator: the reported objective
 is the evaluator's T_est (or cost with T_est), seconds (or currency).
 
+``spec`` (default :data:`~planner.problem.specversion.DEFAULT_SPEC`) is the
+SPEC version planned for.  Under 3 each shape's model is the v3 form of
+:func:`planner.solvers.formulations.cpsat.build` (directed link and uplink
+resources, n(q) = max or sum, direct routes, processor-shared syncs,
+``reduce_broadcast``, unit overhead, the flush-based gpipe period), exact for
+the v3 T_est up to its rounding, and the shapes' stage bounds are
+:func:`planner.solvers.formulations.cpsat.stage_bounds_v3` (the search's own
+include :mod:`planner.solvers.formulations.milp_bounds`, which is v2's).
+
 Example
 -------
 >>> plan = cpsat(instance, time_limit=30, seed=0)                # doctest: +SKIP
@@ -38,7 +47,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
           forbid=(), require=(), deterministic: bool = False, warm_start: bool = True,
           rounding: float = 1e-4, presolve: str = "noprobe", polish: bool = True,
           log_progress: bool = False, executor: str | None = None, address: str | None = None,
-          jobs: int | None = None, start: Plan | None = None, bounding: float = 0.4, **_) -> Plan:
+          jobs: int | None = None, start: Plan | None = None, bounding: float = 0.4, spec: int | None = None,
+          **_) -> Plan:
     """Plan with CP-SAT; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
@@ -56,9 +66,22 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     every executor for the same ``jobs``.  ``start``: a plan that joins
     greedy's as a first incumbent (and hint) when it satisfies the pins;
     ``bounding`` the share of the time the shapes' cheap bounds may take.
+    ``spec``: the SPEC version planned for (see the module docstring).
     """
+    import inspect
+
+    from ..problem.specversion import check_spec
+
+    spec = check_spec(spec)
     solve_shape = CpsatShape(instance, workers, seed, gap, deterministic, warm_start, rounding, presolve,
-                             log_progress)
+                             log_progress, spec=spec)
+    extra = {}
+    if spec != 2:
+        if "spec" not in inspect.signature(shape_search).parameters:
+            raise NotImplementedError("cpsat(spec=3): the shape search (shared with the MILP) does not take spec "
+                                      "yet; the formulation does (formulations.cpsat.build(..., spec=3))")
+        extra["spec"] = spec
+        polish = False  # the tie-break re-scores with shapesearch.keep_if_faster (v2)
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
@@ -68,7 +91,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None,
-                            deterministic=deterministic, log=log, executor=ex, start=start, bounding=bounding)
+                            deterministic=deterministic, log=log, executor=ex, start=start, bounding=bounding,
+                            **extra)
 
 
 class CpsatShape:
@@ -76,15 +100,21 @@ class CpsatShape:
     class, so that it can be pickled to another process or a Ray worker."""
 
     def __init__(self, instance, workers: int, seed: int, gap: float, deterministic: bool, warm_start: bool,
-                 rounding: float, presolve: str, log_progress: bool = False):
+                 rounding: float, presolve: str, log_progress: bool = False, spec: int | None = None):
+        from ..problem.specversion import check_spec
+
         self.instance, self.workers, self.seed, self.gap = instance, workers, seed, gap
+        self.spec = check_spec(spec)
         self.deterministic, self.warm_start, self.rounding = deterministic, warm_start, rounding
         self.presolve, self.log_progress = presolve, log_progress
+
+    def __setstate__(self, state):  # pickles from before ``spec`` are v2's
+        self.__dict__.update({"spec": 2, **state})
 
     def __call__(self, shape, share, ctx) -> ShapeOutcome:
         from ortools.sat.python import cp_model
 
-        from .formulations.cpsat import build, configure
+        from .formulations.cpsat import build, configure, stage_bounds_v3
 
         instance, rounding, deterministic = self.instance, self.rounding, self.deterministic
         kind = instance.options.objective
@@ -92,7 +122,9 @@ class CpsatShape:
         best = ctx.incumbent
         cm, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
-            cutoff=best if best < float("inf") else None, stage_bounds=ctx.stage_bounds, rounding=rounding))
+            cutoff=best if best < float("inf") else None, rounding=rounding, spec=self.spec,
+            stage_bounds=ctx.stage_bounds if self.spec == 2 else
+            {S: v for S, v in stage_bounds_v3(ctx.space, shape).items() if S in ctx.stage_bounds}))
         if none is not None:
             return none
         hinted = False

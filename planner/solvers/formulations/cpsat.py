@@ -67,6 +67,30 @@ states it in seconds.  The cost objective is
 ``T x sum_{(r,j) on d} round(t price_d PS) + round(CC) crossings + round(CR) sum_j (K_j - 1) Pq_j``
 in units of ``1/obj_scale`` currency; its error is stated relatively.
 
+SPEC v3 (``spec=3``)
+--------------------
+The same model with these groups in their v3 form (SPEC "Changes in v3" (a)-(f)):
+
+* compute: the prefix tables add ``o`` per unit with FLOPs forward and
+  ``beta o`` backward (exact: linear in the cuts);
+* routes: :attr:`Instance.direct_routes` (a linked pair uses its link);
+* boundaries (:func:`_pipeline_transfers_v3`): resources are directed links
+  and uplinks (:class:`planner.problem.network.Resources` ids); a boundary
+  d -> e uses route(d, e)'s resources forward and their reverses backward;
+  ``n(q) = max(n_F, n_B)`` for gpipe-shaped schedules (gpipe; 1f1b with
+  m = 1), else ``n_F + n_B``; ``x = max(A n(q) / cap(q))`` over both channels;
+* syncs (:func:`_gradient_sync_v3`): ``V_j = phi(K_j) G_j`` held exactly as an
+  integer (``(K - 1) L_K / K`` quanta-multiples, ``L_K = lcm(2..Kmax)``; phi = 2
+  for ``reduce_broadcast``); every (stage, hop) is a user of each resource of
+  its hop; stage j's cross part is ``max_q sum_i n_{i,q} min(V_i, V_j) / cap(q)``
+  (processor sharing, exact), each coefficient a fraction within rounding / 4
+  (added to ``err_rel``), with its own ceiling (+1 unit);
+* T_est (SPEC 7 v3): a gpipe flush's period of stage j is
+  ``alpha_r + beta_{r,j}`` with beta over the stages and boundaries downstream
+  of j; 1f1b with m > 1 is one non-gpipe-shaped flush (v2's period);
+* stage-count bounds: :func:`stage_bounds_v3` (the v2 bounds of
+  ``milp_bounds`` count halved rings and equal sync shares).
+
 Magnitudes: T is bounded above by the cutoff, or by the T_est of a plan of
 the shape built greedily (no better plan is lost), and every table is
 clamped there, which keeps linear activities near or below 1e10.  With
@@ -79,12 +103,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from ortools.sat.python import cp_model
 
 from ...problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
 from ...problem.network import GBPS, MS
 from ...problem.space import PlanSpace, Shape, ShapeInfeasible
+from ...problem.specversion import check_spec
 from .. import stop
 
 INT_SAFE = 2 ** 60  # no linear activity may come near CP-SAT's int64 limit
@@ -131,12 +157,13 @@ def configure(solver: cp_model.CpSolver, time_limit: float | None = None, worker
     return solver
 
 
-def _heuristic_plan(instance, space, shape, admissible, domains, slots, require, m):
+def _heuristic_plan(instance, space, shape, admissible, domains, slots, require, m, spec: int = 2):
     """A feasible plan of ``shape`` or None: the balanced partition of the smallest
     admissible stage count that places, replicas laid out stage by stage over the
     domains with the most free slots (a replica stays in its domain while it can).
     Its T_est bounds T from above without losing the optimum."""
     from ...scoring.evaluator import check_plan
+    from ...scoring.figures import PlanFigures
     from ...problem.plan import Plan
 
     for S in admissible[:3]:
@@ -168,7 +195,8 @@ def _heuristic_plan(instance, space, shape, admissible, domains, slots, require,
             continue
         plan = Plan.build(cuts, sorted(placement), tp=shape.tp, micro_batch_size=shape.micro_batch,
                           instance=instance, schedule=shape.schedule)
-        if not check_plan(instance, plan):
+        if not (check_plan(instance, plan) if spec < 3 else
+                check_plan(instance, plan, PlanFigures(instance, plan, spec=spec))):
             return plan
     return None
 
@@ -258,31 +286,31 @@ class CpsatModel:
                     M.add_hint(self.b[r][j][d], d == v)
         return True
 
+class _Formulation(SimpleNamespace):
+    """The data and the variables of one shape's model, shared by the groups of :func:`build`:
+    each group reads what it needs (``fm.read("N Q R")``) and sets what it defines."""
 
-def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
-          space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
-          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4) -> CpsatModel:
-    """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
+    def read(self, names: str) -> tuple:
+        return tuple(getattr(self, n) for n in names.split())
 
-    ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
-    default: the instance's); ``forbid`` domains host nothing, ``require``
-    domains host at least one stage; ``ref_s`` overrides the reference
-    iteration time (s) that sets the time unit (default: the shape's
-    smallest stage bound, so the rounding bound holds relative to every
-    plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
-    may be <= it (rounding included); ``stage_bounds`` maps each admissible
-    number of stages to a lower bound on T_est in seconds (default:
-    :func:`planner.solvers.shapesearch.stage_bounds`; other stage counts are excluded);
-    ``rounding`` the largest rounding error allowed relative to the
-    reference.  Plans slower than a greedily built plan of the shape are
-    excluded (T <= its T_est, which never cuts off the optimum).
+    def set(self, **values) -> None:
+        self.__dict__.update(values)
 
-    Raises ValueError when the shape has no room (no stage slot, no
-    admissible stage count) and NotImplementedError for models whose units
-    send unequal boundary bytes.
-    """
+
+def _phi_bound(HT, RT, ring_links, Kmax):
+    """(largest intra phi, largest ring share, largest phi) of the sync tables (units x RS per quantum)."""
+    hi = max([0] + [max(h) for h in HT])
+    ro = max([0] + [RT[l][-1] for l in ring_links])
+    return hi, ro, hi + (2 * (Kmax - 1) * ro + Kmax - 1) // max(Kmax, 1) + 1
+
+
+def _sets(fm) -> None:
+    """Sets and data of the shape: t, b, R, m, the hostable domains, the stage slots Q and the admissible stage counts,
+    the boundary bytes A."""
     from ..shapesearch import stage_bounds as _stage_bounds
 
+    (forbid, instance, objective, shape, space, stage_bounds) = fm.read(
+        "forbid instance objective shape space stage_bounds")
     objective = objective or instance.options.objective
     space = space or PlanSpace(instance)
     wl = instance.workload
@@ -305,7 +333,11 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     if Q < 1:
         raise ShapeInfeasible("fewer stage slots than replicas (the domains allowed cannot hold one stage "
                               "per replica)")
-    sb = stage_bounds if stage_bounds is not None else _stage_bounds(space, shape)
+    spec = fm.spec
+    if stage_bounds is not None:
+        sb = stage_bounds
+    else:
+        sb = _stage_bounds(space, shape) if spec < 3 else stage_bounds_v3(space, shape)
     admissible = sorted(S for S in sb if 1 <= S <= Q and (not shape.stages or S == shape.stages))
     if not admissible:
         raise ShapeInfeasible("no stage count that fits the stage slots of the domains allowed holds the "
@@ -320,8 +352,19 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     rate = t * instance.gpu.flops_per_s
     bwd = space.bwd
     Kmax = min(R, D) if R > 1 else 1
+    if spec >= 3 and R > 1 and any(u.params <= 0 for u in units):
+        raise NotImplementedError("the CP-SAT formulation under SPEC v3 assumes every unit has parameters "
+                                  "(a stage without gradients skips the sync)")
+    # SPEC v3: every flush of gpipe, and of 1f1b with one micro-batch, is gpipe-shaped
+    fm.set(sync=instance.workload.gradient_sync if spec >= 3 else "ring", gpipe_shaped=gpipe or m == 1)
+    fm.set(objective=objective, space=space, units=units, N=N, t=t, R=R, m=m, gpipe=gpipe, slots=slots,
+           domains=domains, D=D, NONE=NONE, Q=Q, sb=sb, admissible=admissible, tok=tok, A=A, rate=rate, bwd=bwd,
+           Kmax=Kmax)
 
-    # ---- parameter quanta and the rounding budget (in units) ------------------------
+
+def _rounding_budget(fm) -> None:
+    """The parameter quantum and the rounding budget E_abs (units) of the module docstring."""
+    Kmax, Q, R, gpipe, m, units = fm.read("Kmax Q R gpipe m units")
     params = [float(u.params) for u in units]
     pos = [p for p in params if p > 0]
     exact_p = bool(pos) and all(p.is_integer() for p in params)
@@ -349,24 +392,37 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         RS = max(1, int(math.ceil(10 * p_max / E_abs)))
         E_abs += 2.5 * p_max / RS
         rel_p = 0.0 if exact_p else 0.5 / (min(pos) / quantum)  # each unit's quanta within 1/2
+        if fm.spec >= 3:  # the cross part's own ceiling; its coefficients within rounding / 4
+            E_abs += 1
+            rel_p += fm.rounding / 4
     else:
         RS, rel_p = 1, 0.0
+    fm.set(quantum=quantum, pq_u=pq_u, p_max=p_max, pq_min=pq_min, E_abs=E_abs, RS=RS, rel_p=rel_p)
 
-    # ---- the time unit -------------------------------------------------------------
+
+def _time_unit(fm) -> None:
+    """The time unit: a power of ten giving >= 1e5 units and a rounding <= `rounding` of the shape's lower bound."""
+    (E_abs, admissible, domains, instance, m, ref_s, require, rounding, sb, shape, slots, space) = fm.read(
+        "E_abs admissible domains instance m ref_s require rounding sb shape slots space")
     lb_min = min(sb[S] for S in admissible)
-    known = _heuristic_plan(instance, space, shape, admissible, domains, slots, set(require), m)
-    known_te = None
+    known = _heuristic_plan(instance, space, shape, admissible, domains, slots, set(require), m, fm.spec)
+    known_te = known_cost = None
     if known is not None:
         from ...scoring.evaluator import Evaluator
 
-        ev = Evaluator(instance, known)
+        ev = Evaluator(instance, known, spec=fm.spec)
         known_te = float(ev.estimate_times()[0])
         known_cost = float(ev.cost(known_te))
     # the reference is the shape's lower bound, so the rounding bound is <= `rounding` x T_est of every plan
     ref = ref_s if ref_s and math.isfinite(ref_s) and ref_s > 0 else (lb_min if lb_min > 0 else (known_te or 1.0))
     unit = min(_pow10_floor(ref / 1e5), _pow10_floor(ref * rounding / E_abs))
     q = lambda seconds: int(round(seconds / unit))
+    fm.set(lb_min=lb_min, known=known, known_te=known_te, known_cost=known_cost, unit=unit, q=q)
 
+
+def _compute_tables(fm) -> None:
+    """Prefix sums over units of f and c = f + g (units), read at the cuts."""
+    N, bwd, instance, q, rate, t, tok, units = fm.read("N bwd instance q rate t tok units")
     # compute prefix tables (units)
     # (with the tensor-parallel all-reduces of SPEC 5 v2, y per unit, forward and backward)
     flops, ys = [0.0], [0.0]
@@ -375,8 +431,20 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         ys.append(ys[-1] + float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)))
     FPt = [q(fl * tok / rate + yy) for fl, yy in zip(flops, ys)]
     CPt = [q((1 + bwd) * fl * tok / rate + 2 * yy) for fl, yy in zip(flops, ys)]
+    o = instance.gpu.unit_overhead_ms * MS if fm.spec >= 3 else 0.0
+    if o:  # SPEC v3 (f): n_j o forward, beta n_j o backward, n_j the units with FLOPs
+        n = [0]
+        for u in units:
+            n.append(n[-1] + (u.fwd_flops_per_token > 0))
+        FPt = [q(fl * tok / rate + yy + k * o) for fl, yy, k in zip(flops, ys, n)]
+        CPt = [q((1 + bwd) * (fl * tok / rate + k * o) + 2 * yy) for fl, yy, k in zip(flops, ys, n)]
     ctot = CPt[N]
+    fm.set(FPt=FPt, CPt=CPt, ctot=ctot)
 
+
+def _memory_tables(fm) -> None:
+    """Memory: the last end a stage starting at a may have, per in-flight count w."""
+    N, admissible, gpipe, instance, m, t, tok, units = fm.read("N admissible gpipe instance m t tok units")
     # memory: the last end a stage starting at a may have, per in-flight count w
     limit = instance.memory_limit_bytes
     def maxend_table(w):
@@ -397,13 +465,19 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
 
     w_values = sorted({w_of(S, j) for S in admissible for j in range(S)})
     MAXEND = {w: maxend_table(w) for w in w_values}
+    fm.set(w_of=w_of, MAXEND=MAXEND)
 
+
+def _route_tables(fm) -> None:
+    """Pipeline transfers: tables over the pair index p = d (D + 1) + e of two consecutive stages' domains."""
+    A, D, NONE, Q, R, domains, instance, q = fm.read("A D NONE Q R domains instance q")
     # routes between hostable domains (index pairs); tables over pair index p = d*(D+1)+e
+    all_routes = instance.routes_for(fm.spec)
     routes = {}
     for i, d in enumerate(domains):
         for k, e in enumerate(domains):
-            if i != k and (d, e) in instance.routes:
-                routes[(i, k)] = instance.routes[(d, e)]
+            if i != k and (d, e) in all_routes:
+                routes[(i, k)] = all_routes[(d, e)]
     link_bw = [l.bandwidth_gbps * GBPS for l in instance.links]  # bytes/s
     intra_bw = [instance.domain(d).intra_bandwidth_gbps * GBPS for d in domains]
     W = D + 1
@@ -421,12 +495,27 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                     allowed.append(p)
             elif e == NONE:  # a last used stage, or two unused ones
                 allowed.append(p)
-    pipe_links = sorted({l for r in routes.values() for l in r.links})
-    Umax = R * (Q - 1)
-    ST = {l: [q(n * A / link_bw[l]) for n in range(Umax + 1)] for l in pipe_links}
+    if fm.spec < 3:
+        pipe_links = sorted({l for r in routes.values() for l in r.links})
+        Umax = R * (Q - 1)
+        ST = {l: [q(n * A / link_bw[l]) for n in range(Umax + 1)] for l in pipe_links}
+    else:  # directed resources; n(q) = max(n_F, n_B) or n_F + n_B users
+        res = {(i, k): _transfer_resources(instance, rt, domains[i], domains[k]) for (i, k), rt in routes.items()}
+        pipe_links = sorted({x for ids in res.values() for x in ids} | {_reverse(instance, x) for ids in res.values()
+                                                                         for x in ids})
+        Umax = R * (Q - 1) * (1 if fm.gpipe_shaped else 2)
+        ST = {x: [q(n * A / _capacity(instance, x)) for n in range(Umax + 1)] for x in pipe_links}
+        fm.set(res=res)
     x_max = max([0] + [max(XIN)] + [ST[l][-1] for l in pipe_links])
     lat_max = max([0] + LATP)
+    fm.set(routes=routes, link_bw=link_bw, intra_bw=intra_bw, W=W, allowed=allowed, XIN=XIN, LATP=LATP,
+           CROSS=CROSS, pipe_links=pipe_links, Umax=Umax, ST=ST, x_max=x_max, lat_max=lat_max)
 
+
+def _sync_tables(fm) -> None:
+    """Gradient synchronisation tables (phi: units x RS per parameter quantum)."""
+    (D, Kmax, Q, R, RS, intra_bw, link_bw, quantum, routes, t, unit) = fm.read(
+        "D Kmax Q R RS intra_bw link_bw quantum routes t unit")
     # gradient synchronisation tables (phi: units x RS per parameter quantum)
     G_q = BYTES_PER_PARAM_GRAD * quantum  # gradient bytes per quantum
     HT, RT, ring_links, Umax_ring = [], {}, [], 0
@@ -436,19 +525,27 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         ring_links = sorted({l for r in routes.values() for l in r.links})
         Umax_ring = Q * Kmax if Kmax > 1 else 0
         RT = {l: [int(round(U * G_q / link_bw[l] / unit * RS)) for U in range(Umax_ring + 1)] for l in ring_links}
+    if fm.spec >= 3:
+        _sync_tables_v3(fm, G_q)
+        HT, ring_links, RT = fm.HT, [], {}
+    fm.set(HT=HT, RT=RT, ring_links=ring_links, Umax_ring=Umax_ring)
 
-    def phi_bound():
-        hi = max([0] + [max(h) for h in HT])
-        ro = max([0] + [RT[l][-1] for l in ring_links])
-        return hi, ro, hi + (2 * (Kmax - 1) * ro + Kmax - 1) // max(Kmax, 1) + 1
 
-    # ---- an upper bound on T (units) --------------------------------------------------
+def _upper_bound(fm) -> None:
+    """An upper bound T_ub on T (units), the stage-count lower bounds, and every table clamped at T_ub + 1."""
+    (E_abs, HT, Kmax, LATP, N, Q, R, RS, RT, ST, XIN, admissible, ctot, cutoff, domains, gpipe, instance, known,
+     known_cost, known_te, lat_max, m, objective, p_max, pq_min, pq_u, rel_p, ring_links, sb, shape, t, unit,
+     x_max) = fm.read(
+        "E_abs HT Kmax LATP N Q R RS RT ST XIN admissible ctot cutoff domains gpipe instance known known_cost "
+        "known_te lat_max m objective p_max pq_min pq_u rel_p ring_links sb shape t unit x_max")
     # structural, then the cutoff, then a plan of the shape that is known (no better plan
     # is lost: any plan slower than a known one is not optimal)
-    _, _, phi_max = phi_bound()
+    _, _, phi_max = _phi_bound(HT, RT, ring_links, Kmax)
     Q0_max = ctot + 2 * (Q - 1) * (x_max + lat_max)
     tau_max = 2 * max(ctot, x_max) if gpipe else max(ctot, x_max, Q0_max)
     AR_max = (int(math.ceil(p_max * phi_max / RS)) + 2 * (Kmax - 1) * lat_max) if R > 1 else 0
+    if fm.spec >= 3 and R > 1:
+        AR_max += fm.cross_max
     T_ub = (m - 1) * tau_max + Q0_max + AR_max + 1
     kind_cost = objective == "cost"
     prices = [instance.domain(d).price_per_gpu_hour for d in domains]
@@ -477,14 +574,18 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     phi_cap = int(math.ceil(big * RS / pq_min)) + 1  # a stage with parameters and more phi: AR > T_ub
     HT = [[min(v, phi_cap) for v in h] for h in HT]
     RT = {l: [min(v, phi_cap) for v in RT[l]] for l in RT}
-    phiI_max, rho_max, phi_max = phi_bound()
+    phiI_max, rho_max, phi_max = _phi_bound(HT, RT, ring_links, Kmax)
     AR_dom = min(big, int(math.ceil(p_max * phi_max / RS))) + 2 * (Kmax - 1) * lat_max if R > 1 else 0
     if R > 1 and sum(pq_u[u] * min(phi_max, big * RS / pq_u[u] + 1) for u in range(N) if pq_u[u]) > INT_SAFE:
         raise ValueError(f"shape {shape}: gradient-synchronisation figures overflow 64-bit integers")
+    fm.set(phi_max=phi_max, Q0_max=Q0_max, tau_max=tau_max, T_ub=T_ub, kind_cost=kind_cost, prices=prices, wp=wp,
+           lb_units=lb_units, big=big, XIN=XIN, LATP=LATP, ST=ST, x_max=x_max, lat_max=lat_max, HT=HT, RT=RT,
+           phiI_max=phiI_max, rho_max=rho_max, AR_dom=AR_dom)
 
-    M = cp_model.CpModel()
 
-    # ---- partition --------------------------------------------------------------
+def _partition(M, fm) -> None:
+    """Partition: the cuts, the used stages and the one-hot stage count; compute f_j, c_j, g_j at the cuts."""
+    CPt, FPt, N, Q, admissible, shape = fm.read("CPt FPt N Q admissible shape")
     cut = [M.new_constant(0)] + [M.new_int_var(1, N, f"cut{i}") for i in range(1, Q)] + [M.new_constant(N)]
     used = [M.new_bool_var(f"used{j}") for j in range(Q)]
     M.add(used[0] == 1)
@@ -509,6 +610,12 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     f = [ef[j + 1] - ef[j] for j in range(Q)]
     c = [ec[j + 1] - ec[j] for j in range(Q)]
     g = [c[j] - f[j] for j in range(Q)]
+    fm.set(cut=cut, used=used, is_s=is_s, ef=ef, ec=ec, f=f, c=c, g=g)
+
+
+def _memory(M, fm) -> None:
+    """Memory: each stage ends no later than its start's MAXEND for its in-flight count."""
+    MAXEND, N, Q, admissible, cut, is_s, w_of = fm.read("MAXEND N Q admissible cut is_s w_of")
     # memory: cut[j+1] <= the last end a stage starting at cut[j] may have with w_j in flight
     for j in range(Q):
         me = {}
@@ -519,7 +626,11 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             if S > j:
                 M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if(is_s[S])
 
-    # ---- placement ------------------------------------------------------------------
+
+def _placement(M, fm) -> None:
+    """Placement and GPU capacity: one domain (or none) per (replica, stage), the slots, the required domains, replica
+    symmetry."""
+    D, NONE, Q, R, W, domains, require, slots, used = fm.read("D NONE Q R W domains require slots used")
     b = [[[M.new_bool_var(f"b{r}_{j}_{d}") for d in range(W)] for j in range(Q)] for r in range(R)]
     dom = [[M.new_int_var(0, D, f"dom{r}_{j}") for j in range(Q)] for r in range(R)]
     for r in range(R):
@@ -549,8 +660,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                 M.add(a < bb).only_enforce_if([eq_prev, ~eq])
             M.add(a == bb).only_enforce_if(eq)
             eq_prev = eq
+    fm.set(b=b, dom=dom)
 
-    # ---- pipeline transfers -----------------------------------------------------------
+
+def _pipeline_transfers(M, fm) -> None:
+    """Communication: boundary transfers x_{r,k} and latencies l_{r,k}, links shared by their user counts."""
+    (CROSS, LATP, Q, R, ST, Umax, W, XIN, allowed, dom, kind_cost, lat_max, pipe_links, routes, wp,
+     x_max) = fm.read(
+        "CROSS LATP Q R ST Umax W XIN allowed dom kind_cost lat_max pipe_links routes wp x_max")
     xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
     crossing = []
     uses = {}
@@ -592,49 +709,65 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             x = M.new_int_var(0, x_max, f"x{r}_{k}")
             M.add_max_equality(x, terms)
             xs[r][k] = x
+    fm.set(xs=xs, ls=ls, crossing=crossing)
 
-    # ---- gradient synchronisation -------------------------------------------------------
+
+def _ring_members(M, fm):
+    """The members of every stage's gradient sync: y[u][j] (unit u on stage j), Pq_j (its
+    parameters in quanta), o_{j,d} (a replica of stage j in domain d), the one-hot K_j and
+    h[j, a, e] (the sync of stage j has the hop a -> e: consecutive members in instance order)."""
+    D, Kmax, N, Q, R, b, cut, pq_u, routes = fm.read("D Kmax N Q R b cut pq_u routes")
+    order = list(range(D))  # hostable domains in instance order
+    hops = [(a, e) for a in range(D) for e in range(D) if a != e]
+
+    def between(a, e):
+        return [c for c in order[a + 1:e]] if a < e else order[a + 1:] + order[:e]
+
+    # unit u on stage j (exactly one j with cut[j] <= u < cut[j+1]); Pq_j its parameters in quanta
+    y = [[M.new_bool_var(f"y{u}_{j}") for j in range(Q)] for u in range(N)]
+    for u in range(N):
+        M.add_exactly_one(y[u])
+        for j in range(Q):
+            M.add(cut[j] <= u).only_enforce_if(y[u][j])
+            M.add(cut[j + 1] >= u + 1).only_enforce_if(y[u][j])
+    Pq = [M.new_int_var(0, sum(pq_u), f"Pq{j}") for j in range(Q)]
+    for j in range(Q):
+        M.add(Pq[j] == sum(pq_u[u] * y[u][j] for u in range(N) if pq_u[u]))
+    h, o, Kis, K = {}, {}, {}, {}
+    for j in range(Q):
+        for d in range(D):
+            o[j, d] = M.new_bool_var(f"o{j}_{d}")
+            M.add_max_equality(o[j, d], [b[r][j][d] for r in range(R)])
+        K[j] = M.new_int_var(0, Kmax, f"K{j}")
+        M.add(K[j] == sum(o[j, d] for d in range(D)))
+        for k in range(Kmax + 1):
+            Kis[j, k] = M.new_bool_var(f"K{j}is{k}")
+        M.add_exactly_one(Kis[j, k] for k in range(Kmax + 1))
+        M.add(sum(k * Kis[j, k] for k in range(Kmax + 1)) == K[j])
+        for a, e in hops:
+            v = M.new_bool_var(f"hop{j}_{a}_{e}")
+            h[j, a, e] = v
+            btw = between(a, e)
+            M.add_implication(v, o[j, a])
+            M.add_implication(v, o[j, e])
+            for cc in btw:
+                M.add_implication(v, ~o[j, cc])
+            M.add_bool_or([~o[j, a], ~o[j, e], v] + [o[j, cc] for cc in btw])
+            if (a, e) not in routes:
+                M.add(v == 0)  # no route: such a ring cannot synchronise
+    return y, Pq, h, Kis, hops
+
+
+def _gradient_sync(M, fm) -> None:
+    """Gradient synchronisation AR_j: intra ring plus cross ring over the stage's K domains."""
+    (AR_dom, D, HT, Kmax, N, Q, R, RS, RT, Umax_ring, b, big, kind_cost, lat_max, phiI_max, phi_max, pq_u, q,
+     rho_max, ring_links, routes, wp) = fm.read(
+        "AR_dom D HT Kmax N Q R RS RT Umax_ring b big kind_cost lat_max phiI_max phi_max pq_u q rho_max "
+        "ring_links routes wp")
     AR = [0] * Q
     ring_bytes = []
     if R > 1:
-        order = list(range(D))  # hostable domains in instance order
-        hops = [(a, e) for a in range(D) for e in range(D) if a != e]
-
-        def between(a, e):
-            return [c for c in order[a + 1:e]] if a < e else order[a + 1:] + order[:e]
-
-        # unit u on stage j (exactly one j with cut[j] <= u < cut[j+1]); Pq_j its parameters in quanta
-        y = [[M.new_bool_var(f"y{u}_{j}") for j in range(Q)] for u in range(N)]
-        for u in range(N):
-            M.add_exactly_one(y[u])
-            for j in range(Q):
-                M.add(cut[j] <= u).only_enforce_if(y[u][j])
-                M.add(cut[j + 1] >= u + 1).only_enforce_if(y[u][j])
-        Pq = [M.new_int_var(0, sum(pq_u), f"Pq{j}") for j in range(Q)]
-        for j in range(Q):
-            M.add(Pq[j] == sum(pq_u[u] * y[u][j] for u in range(N) if pq_u[u]))
-        h, o, Kis, K = {}, {}, {}, {}
-        for j in range(Q):
-            for d in range(D):
-                o[j, d] = M.new_bool_var(f"o{j}_{d}")
-                M.add_max_equality(o[j, d], [b[r][j][d] for r in range(R)])
-            K[j] = M.new_int_var(0, Kmax, f"K{j}")
-            M.add(K[j] == sum(o[j, d] for d in range(D)))
-            for k in range(Kmax + 1):
-                Kis[j, k] = M.new_bool_var(f"K{j}is{k}")
-            M.add_exactly_one(Kis[j, k] for k in range(Kmax + 1))
-            M.add(sum(k * Kis[j, k] for k in range(Kmax + 1)) == K[j])
-            for a, e in hops:
-                v = M.new_bool_var(f"hop{j}_{a}_{e}")
-                h[j, a, e] = v
-                btw = between(a, e)
-                M.add_implication(v, o[j, a])
-                M.add_implication(v, o[j, e])
-                for cc in btw:
-                    M.add_implication(v, ~o[j, cc])
-                M.add_bool_or([~o[j, a], ~o[j, e], v] + [o[j, cc] for cc in btw])
-                if (a, e) not in routes:
-                    M.add(v == 0)  # no route: such a ring cannot synchronise
+        y, Pq, h, Kis, hops = _ring_members(M, fm)
         ring_share = {}
         for l in ring_links:
             U = M.new_int_var(0, Umax_ring, f"ringusers{l}")
@@ -709,8 +842,14 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
                 for k in range(Kmax + 1):
                     M.add(rb == max(k - 1, 0) * Pq[j]).only_enforce_if(Kis[j, k])
                 ring_bytes.append(rb)
+    fm.set(AR=AR, ring_bytes=ring_bytes)
 
-    # ---- T_est ----------------------------------------------------------------------------
+
+def _estimate(M, fm) -> None:
+    """T_est: the period tau_r, the round trip Q_0, the drains, T >= every (replica, stage) term."""
+    (AR, FPt, N, Q, Q0_max, R, T_ub, admissible, c, ctot, ec, ef, f, g, gpipe, is_s, lb_units, ls, m, tau_max, x_max,
+     xs) = fm.read(
+        "AR FPt N Q Q0_max R T_ub admissible c ctot ec ef f g gpipe is_s lb_units ls m tau_max x_max xs")
     T = M.new_int_var(0, T_ub, "T")
     terms = []
     taus = []
@@ -718,6 +857,22 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
         qrt0 = M.new_int_var(0, Q0_max, f"Q{r}_0")  # the round trip from stage 0
         M.add(qrt0 == ctot - ec[0] + 2 * sum(xl))
+        if gpipe and fm.spec >= 3:
+            # SPEC v3 (e): a gpipe-shaped flush; stage j's backward phase waits only for the
+            # stages and boundaries downstream of it: tau_{r,j} = alpha_r + beta_{r,j}
+            a = M.new_int_var(0, max(FPt[N], x_max), f"alpha{r}")
+            for e in f + [xs[r][k] for k in range(Q - 1)]:
+                M.add(a >= e)
+            for j in range(Q):
+                be = M.new_int_var(-2, max(ctot, x_max), f"beta{r}_{j}")
+                for e in g[j:] + [xs[r][k] for k in range(j, Q - 1)]:
+                    M.add(be >= e)
+                tau = M.new_int_var(-2, tau_max, f"tau{r}_{j}")
+                M.add(tau == a + be)
+                taus.append(tau)
+                drain = (ec[j] - ef[j]) + sum(xl[:j])
+                terms.append(((m - 1) * tau + qrt0 - drain + AR[j], fm.used[j]))
+            continue
         tau = M.new_int_var(-2, tau_max, f"tau{r}")  # a rounded g_j may be -2 for a compute-free stage
         if gpipe:
             a = M.new_int_var(0, max(FPt[N], x_max), f"alpha{r}")
@@ -749,12 +904,22 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
             drain = (ec[j] - ef[j]) + sum(xl[:j])
             terms.append((m - 1) * tau + qrt0 - drain + AR[j])
     for e in terms:  # T >= every (replica, stage) term: T = their max at any optimum
-        M.add(T >= e)
+        if isinstance(e, tuple):  # (v3 gpipe) the terms of used stages only
+            M.add(T >= e[0]).only_enforce_if(e[1])
+        else:
+            M.add(T >= e)
     for S, v in is_s.items():  # valid lower bounds per stage count (cuts)
         if lb_units[S] > 0:
             M.add(T >= lb_units[S]).only_enforce_if(v)
+    fm.set(T=T, taus=taus)
 
-    # ---- objective -------------------------------------------------------------------------
+
+def _objective(M, fm) -> None:
+    """Objective: T (time) or T x the price of the GPUs used + WAN bytes (cost), and its rounding bound."""
+    (A, D, E_abs, Q, R, T, T_ub, b, crossing, domains, kind_cost, lb_min, m, prices, quantum, rel_p, ring_bytes, shape,
+     slots, t, unit, wp) = fm.read(
+        "A D E_abs Q R T T_ub b crossing domains kind_cost lb_min m prices quantum rel_p ring_bytes shape "
+        "slots t unit wp")
     if kind_cost:
         cap_total = {d: slots[domains[d]] for d in range(D)}
         pmax = max(prices) if prices else 0.0
@@ -806,6 +971,330 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         obj = T
         obj_scale = 1.0 / unit
         err_abs, err_rel = E_abs * unit, rel_p
+    fm.set(obj=obj, obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel)
+
+
+# -- SPEC v3 (a)-(d): directed resources, uplinks, processor-shared syncs ---------------------
+def stage_bounds_v3(space: PlanSpace, shape: Shape) -> dict[int, float]:
+    """S -> a lower bound on the SPEC v3 T_est of the plans of ``shape`` with S stages:
+    :func:`planner.solvers.shapesearch.shape_lower_bound` (compute of the best memory-feasible
+    partition, the WAN crossings at the largest link bandwidth and smallest latency), which
+    holds under v3: unit overhead only lengthens stages, a route's bandwidth is at most the
+    largest link's and its latency at least the smallest link's, and T_est >= its stage-0 term,
+    whose gpipe period is v2's.  (The finer v2 bounds of ``milp_bounds`` count halved 2-member
+    rings and equal sync shares, which v3 no longer has.)"""
+    from ..shapesearch import shape_lower_bound
+
+    inst = space.instance
+    top = min(inst.max_stages, inst.num_units, sum(space.slots(shape.tp).values()) // shape.replicas)
+    out = {}
+    for S in ([shape.stages] if shape.stages else range(1, top + 1)):
+        lb = shape_lower_bound(space, Shape(shape.tp, shape.micro_batch, shape.schedule, S, shape.replicas))
+        if lb is not None:
+            out[S] = lb
+    return out
+
+
+def _transfer_resources(instance, route, src: str, dst: str) -> list[int]:
+    """The resources (SPEC v3, :class:`planner.problem.network.Resources` ids) a transfer from
+    ``src`` to ``dst`` along ``route`` uses: each link in its direction (link i from its a end
+    is 2 i, from its b end 2 i + 1), the uplink out of ``src`` (2 L + d) and into ``dst``
+    (2 L + D + d) where they have one."""
+    L, idx = len(instance.links), instance.domain_index
+    out, cur = [], src
+    for i in route.links:
+        link = instance.links[i]
+        out.append(2 * i + (cur != link.a))
+        cur = link.b if cur == link.a else link.a
+    if instance.domain(src).uplink_gbps is not None:
+        out.append(2 * L + idx[src])
+    if instance.domain(dst).uplink_gbps is not None:
+        out.append(2 * L + len(idx) + idx[dst])
+    return out
+
+
+def _reverse(instance, x: int) -> int:
+    """The resource the same transfer reversed uses instead of ``x`` (the other direction of a
+    link; the uplink into a domain for the one out of it, and back)."""
+    L, D = len(instance.links), len(instance.domains)
+    if x < 2 * L:
+        return x ^ 1
+    return x + D if x < 2 * L + D else x - D
+
+
+def _capacity(instance, x: int) -> float:
+    """Bytes/s of resource ``x``: a link's bandwidth each way, a domain's uplink."""
+    L, D = len(instance.links), len(instance.domains)
+    if x < 2 * L:
+        return instance.links[x // 2].bandwidth_gbps * GBPS
+    return instance.domains[(x - 2 * L) % D].uplink_gbps * GBPS
+
+
+def _sync_tables_v3(fm, G_q: float) -> None:
+    """SPEC v3 gradient syncs: the intra part with phi(n) of the sync kind; the stage volumes
+    V_j = phi(K_j) G_j as integers Vv_j (``vbytes`` bytes each: exact, through L_K =
+    lcm(2..Kmax) for rings); every hop's resources; and per resource q the time per Vv unit
+    num_q / den_q (units), within rounding / 4."""
+    D, Kmax, Q, R, RS, intra_bw, t, unit, routes, domains, instance, p_max, rounding, sync = fm.read(
+        "D Kmax Q R RS intra_bw t unit routes domains instance p_max rounding sync")
+    rb = sync == "reduce_broadcast"
+    phi = (lambda n: 2.0) if rb else (lambda n: 2 * (n - 1) / n)
+    HT = [[int(round(phi(n) * (G_q / t) / intra_bw[d] / unit * RS)) if n > 1 else 0
+           for n in range(R + 1)] for d in range(D)]
+    LK = 1 if rb else math.lcm(*range(1, Kmax + 1))
+    vfac = [0] * (Kmax + 1)  # Vv_j = vfac[K] Pq_j
+    for k in range(2, Kmax + 1):
+        vfac[k] = 1 if rb else (k - 1) * (LK // k)
+    vbytes = 2 * G_q / LK  # bytes of one Vv unit
+    Vmax = max(vfac) * p_max
+    hop_res = {(a, e): _transfer_resources(instance, rt, domains[a], domains[e]) for (a, e), rt in routes.items()}
+    ring_res = sorted({x for ids in hop_res.values() for x in ids})
+    num, den = {}, {}
+    for x in ring_res:
+        kappa = vbytes / _capacity(instance, x) / unit  # units per Vv unit
+        d_ = 1
+        while kappa * d_ < 2.0 / rounding:
+            d_ *= 10
+        num[x], den[x] = max(1, int(round(kappa * d_))), d_
+    Umax_ring = Q * Kmax if Kmax > 1 else 0
+    cross_max = max([0] + [int(math.ceil(num[x] * Umax_ring * Vmax / den[x])) for x in ring_res])
+    fm.set(HT=HT, vfac=vfac, Vmax=Vmax, hop_res=hop_res, ring_res=ring_res, num=num, den=den, cross_max=cross_max)
+
+
+def _pipeline_transfers_v3(M, fm) -> None:
+    """Communication (SPEC v3 (a)-(c)): boundary k of replica r between domains d -> e has a
+    forward channel on the resources of route(d, e) in its direction (uplinks included) and a
+    backward channel on their reverses; n(q) = max(n_F(q), n_B(q)) when the schedule is
+    gpipe-shaped, else n_F(q) + n_B(q); x_{r,k} = max(intra time, A n(q) / cap(q) over the
+    resources of either channel); l_{r,k} the route's latency."""
+    (CROSS, LATP, Q, R, ST, Umax, W, XIN, allowed, dom, kind_cost, lat_max, pipe_links, res, wp, x_max,
+     gpipe_shaped, instance) = fm.read(
+        "CROSS LATP Q R ST Umax W XIN allowed dom kind_cost lat_max pipe_links res wp x_max gpipe_shaped instance")
+    tab_F = {x: [0] * (W * W) for x in pipe_links}
+    tab_B = {x: [0] * (W * W) for x in pipe_links}
+    for (d, e), ids in res.items():
+        for x in ids:
+            tab_F[x][d * W + e] = 1
+            tab_B[_reverse(instance, x)][d * W + e] = 1
+    xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
+    crossing, uF, uB, uAny = [], {}, {}, {}
+    for r in range(R):
+        for k in range(Q - 1):
+            pidx = M.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"pair{r}_{k}")
+            M.add(pidx == W * dom[r][k] + dom[r][k + 1])
+            xin = M.new_int_var(0, max(XIN), f"xin{r}_{k}")
+            M.add_element(pidx, XIN, xin)
+            lat = M.new_int_var(0, lat_max, f"lat{r}_{k}")
+            M.add_element(pidx, LATP, lat)
+            ls[r][k] = lat
+            if kind_cost and wp > 0:
+                cr = M.new_bool_var(f"cross{r}_{k}")
+                M.add_element(pidx, CROSS, cr)
+                crossing.append(cr)
+            for x in pipe_links:
+                for tab, u, nm in ((tab_F, uF, "F"), (tab_B, uB, "B")):
+                    if any(tab[x]):
+                        u[r, k, x] = M.new_bool_var(f"use{nm}{r}_{k}_{x}")
+                        M.add_element(pidx, tab[x], u[r, k, x])
+                either = [u[r, k, x] for u in (uF, uB) if (r, k, x) in u]
+                if either:
+                    uAny[r, k, x] = M.new_bool_var(f"use{r}_{k}_{x}")
+                    M.add_max_equality(uAny[r, k, x], either)
+            xs[r][k] = xin
+    share = {}
+    for x in pipe_links:
+        nF = sum(uF[r, k, x] for r in range(R) for k in range(Q - 1) if (r, k, x) in uF)
+        nB = sum(uB[r, k, x] for r in range(R) for k in range(Q - 1) if (r, k, x) in uB)
+        n_x = M.new_int_var(0, Umax, f"users{x}")
+        if gpipe_shaped:
+            a, b_ = M.new_int_var(0, Umax, f"usersF{x}"), M.new_int_var(0, Umax, f"usersB{x}")
+            M.add(a == nF)
+            M.add(b_ == nB)
+            M.add_max_equality(n_x, [a, b_])
+        else:
+            M.add(n_x == nF + nB)
+        share[x] = M.new_int_var(0, ST[x][-1], f"share{x}")
+        M.add_element(n_x, ST[x], share[x])
+    for r in range(R):
+        for k in range(Q - 1):
+            terms = [xs[r][k]]
+            for x in pipe_links:
+                if (r, k, x) not in uAny:
+                    continue
+                z = M.new_int_var(0, ST[x][-1], f"xl{r}_{k}_{x}")
+                M.add(z == share[x]).only_enforce_if(uAny[r, k, x])
+                M.add(z == 0).only_enforce_if(~uAny[r, k, x])
+                terms.append(z)
+            xv = M.new_int_var(0, x_max, f"x{r}_{k}")
+            M.add_max_equality(xv, terms)
+            xs[r][k] = xv
+    fm.set(xs=xs, ls=ls, crossing=crossing)
+
+
+def _gradient_sync_v3(M, fm) -> None:
+    """Gradient synchronisation (SPEC v3 (a), (d)): AR_j = intra part + cross part +
+    2 (K_j - 1) x the largest hop latency.  Every (stage, hop) is a user of each resource its
+    hop uses, with its stage's volume V_j; processor sharing gives stage j on resource q the
+    time sum_i n_{i,q} min(V_i, V_j) / cap(q) (n_{i,q} the hops of stage i on q), and its
+    cross part is the largest over the resources it uses (exact: mins of integer volumes,
+    coefficients within rounding / 4)."""
+    (D, HT, Kmax, N, Q, R, RS, b, big, kind_cost, lat_max, phiI_max, pq_u, q, routes, wp, vfac, Vmax,
+     hop_res, ring_res, num, den) = fm.read(
+        "D HT Kmax N Q R RS b big kind_cost lat_max phiI_max pq_u q routes wp vfac Vmax hop_res ring_res num den")
+    AR = [0] * Q
+    ring_bytes = []
+    if R > 1:
+        y, Pq, h, Kis, hops = _ring_members(M, fm)
+        # the stage volumes V_j (Vv units) and their pairwise minima
+        V = []
+        for j in range(Q):
+            v = M.new_int_var(0, Vmax, f"V{j}")
+            for k in range(Kmax + 1):
+                M.add(v == vfac[k] * Pq[j]).only_enforce_if(Kis[j, k])
+            V.append(v)
+        mv = {}
+        for i in range(Q):
+            mv[i, i] = V[i]
+            for j in range(i + 1, Q):
+                z = M.new_int_var(0, Vmax, f"mv{i}_{j}")
+                M.add_min_equality(z, [V[i], V[j]])
+                mv[i, j] = mv[j, i] = z
+        # ge[i, x][k-1]: stage i's sync has >= k hops on resource x (lower-bounded literals)
+        ge = {}
+        on = {x: [(a, e) for (a, e) in hops if (a, e) in routes and x in hop_res[a, e]] for x in ring_res}
+        for x in ring_res:
+            top = min(Kmax, len(on[x]))
+            for i in range(Q):
+                n = sum(h[i, a, e] for (a, e) in on[x])
+                lits = []
+                for k in range(1, top + 1):
+                    lit = M.new_bool_var(f"ge{i}_{x}_{k}")
+                    M.add(n <= k - 1).only_enforce_if(~lit)
+                    lits.append(lit)
+                ge[i, x] = lits
+        cross = []
+        for j in range(Q):
+            cj = M.new_int_var(0, 2 * big, f"cross{j}")
+            for x in ring_res:
+                if not ge[j, x]:
+                    continue
+                zs = []
+                for i in range(Q):
+                    z = M.new_int_var(0, len(ge[i, x]) * Vmax, f"ps{i}_{j}_{x}")
+                    for k, lit in enumerate(ge[i, x], 1):
+                        M.add(z >= k * mv[i, j]).only_enforce_if(lit)
+                    zs.append(z)
+                if num[x] * Q * Kmax * Vmax > INT_SAFE or den[x] * 2 * big > INT_SAFE:
+                    raise ValueError(f"shape {fm.shape}: gradient-synchronisation figures overflow 64-bit integers")
+                M.add(den[x] * cj >= num[x] * sum(zs)).only_enforce_if(ge[j, x][0])
+            cross.append(cj)
+        AR_dom = min(big, int(math.ceil(sum(pq_u) * phiI_max / RS))) + 2 * big + 2 * (Kmax - 1) * lat_max
+        for j in range(Q):
+            # intra part: the slowest domain holding n > 1 replicas of stage j
+            intra = []
+            for d in range(D):
+                n = M.new_int_var(0, R, f"n{j}_{d}")
+                M.add(n == sum(b[r][j][d] for r in range(R)))
+                v = M.new_int_var(0, max(HT[d]), f"phiI{j}_{d}")
+                M.add_element(n, HT[d], v)
+                intra.append(v)
+            phiI = M.new_int_var(0, phiI_max, f"phiI{j}")
+            M.add_max_equality(phiI, intra)
+            lat_terms = [0]
+            for (a, e) in hops:
+                if (a, e) in routes:
+                    lv = q(routes[(a, e)].latency_ms * MS)
+                    z = M.new_int_var(0, lv, f"hl{j}_{a}_{e}")
+                    M.add(z == lv).only_enforce_if(h[j, a, e])
+                    M.add(z == 0).only_enforce_if(~h[j, a, e])
+                    lat_terms.append(z)
+            rlat = M.new_int_var(0, lat_max, f"ringlat{j}")
+            M.add_max_equality(rlat, lat_terms)
+            # Pq_j * phiI_j as a linear sum over the stage's units (as in v2)
+            prod = []
+            for u in range(N):
+                if pq_u[u]:
+                    z = M.new_int_var(0, min(phiI_max, int(math.ceil(big * RS / pq_u[u])) + 1), f"phiu{u}_{j}")
+                    M.add(z == phiI).only_enforce_if(y[u][j])
+                    M.add(z == 0).only_enforce_if(~y[u][j])
+                    prod.append(pq_u[u] * z)
+            prod = sum(prod)
+            arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
+            M.add(int(RS) * arv >= prod)
+            M.add(int(RS) * arv <= prod + int(RS) - 1)
+            ar = M.new_int_var(0, AR_dom, f"AR{j}")
+            for k in range(Kmax + 1):
+                lit = Kis[j, k]
+                if k <= 1:
+                    M.add(ar == arv).only_enforce_if(lit)
+                else:
+                    M.add(ar == arv + cross[j] + 2 * (k - 1) * rlat).only_enforce_if(lit)
+            AR[j] = ar
+            if kind_cost and wp > 0 and Kmax > 1:
+                rbv = M.new_int_var(0, (Kmax - 1) * sum(pq_u), f"ringbytes{j}")
+                for k in range(Kmax + 1):
+                    M.add(rbv == max(k - 1, 0) * Pq[j]).only_enforce_if(Kis[j, k])
+                ring_bytes.append(rbv)
+    fm.set(AR=AR, ring_bytes=ring_bytes)
+
+
+def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
+          space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
+          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4, spec: int | None = None
+          ) -> CpsatModel:
+    """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
+
+    ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
+    default: the instance's); ``forbid`` domains host nothing, ``require``
+    domains host at least one stage; ``ref_s`` overrides the reference
+    iteration time (s) that sets the time unit (default: the shape's
+    smallest stage bound, so the rounding bound holds relative to every
+    plan); ``cutoff`` (s or currency) keeps only plans whose T_est (cost)
+    may be <= it (rounding included); ``stage_bounds`` maps each admissible
+    number of stages to a lower bound on T_est in seconds (default:
+    :func:`planner.solvers.shapesearch.stage_bounds`; other stage counts are excluded);
+    ``rounding`` the largest rounding error allowed relative to the
+    reference.  Plans slower than a greedily built plan of the shape are
+    excluded (T <= its T_est, which never cuts off the optimum).
+
+    ``spec``: the SPEC version modelled (default
+    :data:`~planner.problem.specversion.DEFAULT_SPEC`; see the module docstring).
+
+    Raises ValueError when the shape has no room (no stage slot, no
+    admissible stage count) and NotImplementedError for models whose units
+    send unequal boundary bytes (or, under v3 with replicas, have a unit
+    without parameters).
+    """
+    fm = _Formulation(instance=instance, shape=shape, objective=objective, forbid=forbid, require=require,
+                      space=space, ref_s=ref_s, cutoff=cutoff, stage_bounds=stage_bounds, rounding=rounding,
+                      spec=check_spec(spec))
+    # the data: sets, the rounding budget and the time unit, the tables every group reads
+    _sets(fm)
+    _rounding_budget(fm)
+    _time_unit(fm)
+    _compute_tables(fm)
+    _memory_tables(fm)
+    _route_tables(fm)
+    _sync_tables(fm)
+    _upper_bound(fm)
+    # the model, one group of variables and constraints at a time
+    M = cp_model.CpModel()
+    _partition(M, fm)
+    _memory(M, fm)
+    _placement(M, fm)
+    if fm.spec < 3:
+        _pipeline_transfers(M, fm)
+        _gradient_sync(M, fm)
+    else:
+        _pipeline_transfers_v3(M, fm)
+        _gradient_sync_v3(M, fm)
+    _estimate(M, fm)
+    _objective(M, fm)
+    (objective, shape, Q, N, m, domains, unit, obj_scale, err_abs, err_rel, admissible, cut, used, is_s, b, dom, T,
+     obj, taus, xs, ls, AR, quantum, RS, E_abs, T_ub, ec) = (
+        fm.objective, fm.shape, fm.Q, fm.N, fm.m, fm.domains, fm.unit, fm.obj_scale, fm.err_abs, fm.err_rel,
+        fm.admissible, fm.cut, fm.used, fm.is_s, fm.b, fm.dom, fm.T, fm.obj, fm.taus, fm.xs, fm.ls, fm.AR,
+        fm.quantum, fm.RS, fm.E_abs, fm.T_ub, fm.ec)
     cm = CpsatModel(model=M, shape=shape, objective=objective, Q=Q, N=N, m=m, domains=domains, unit_s=unit,
                     obj_scale=obj_scale, err_abs=err_abs, err_rel=err_rel, admissible=admissible, cut=cut,
                     used=used, is_s=is_s, b=b, dom=dom, T=T, obj_expr=obj,
