@@ -20,7 +20,7 @@ from planner.scoring.evaluator import Evaluator, check_plan
 GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
 
 
-def tiny_v3(seed: int, domains: int = 3, gpus: int = 2, slow: float = 1.0):
+def tiny_v3(seed: int, domains: int = 3, gpus: int = 2, slow: float = 1.0, mbs=(2,), objective="time"):
     """Three domains (a triangle whose direct a-c link is slower than a-b-c on odd seeds),
     three units with the same boundary bytes; seeds turn on an uplink (seed % 4 in (1, 3)),
     reduce_broadcast (seed % 3 == 1) and a unit overhead (seed % 2 == 0)."""
@@ -44,16 +44,16 @@ def tiny_v3(seed: int, domains: int = 3, gpus: int = 2, slow: float = 1.0):
         link["bandwidth_gbps"] /= slow
     gpu = dict(GPU, unit_overhead_ms=rng.uniform(0.5, 5.0) if seed % 2 == 0 else 0.0)
     wl = {"model": ModelSpec(name="rand", units=units), "global_batch_size": 4, "seq_len": 256,
-          "micro_batch_sizes": [2], "tensor_parallel": [1], "recompute": False,
+          "micro_batch_sizes": list(mbs), "tensor_parallel": [1], "recompute": False,
           "gradient_sync": "reduce_broadcast" if seed % 3 == 1 else "ring"}
     return Instance.from_dict({"name": f"v3-{seed}", "gpu": gpu, "domains": doms, "links": links,
-                               "workload": wl, "options": {"objective": "time"}})
+                               "workload": wl, "options": {"objective": objective, "wan_price_per_gb": 0.05}})
 
 
-def evaluated(instance, explicit: bool = True):
+def evaluated(instance, explicit: bool = True, max_gpus=None):
     """(plan, evaluator at spec=3) for every feasible plan of a tiny instance (1f1b
     plans also with every explicit in-flight variant when ``explicit``)."""
-    for p in all_plans(instance):
+    for p in all_plans(instance, max_gpus):
         variants = [p]
         if explicit and p.schedule == "1f1b" and p.num_stages > 1:
             variants += list(inflight_variants(instance, p))
@@ -144,7 +144,7 @@ def test_milp_v3_bound_holds_and_finds_the_shape_optimum(seed):
     assert exact >= len(best_est) - 1, (exact, len(best_est))
 
 
-def _fixed_plan_values(inst, plans, spec=3):
+def _fixed_plan_values(inst, plans, spec=3, objective="time"):
     """(model T_est with the plan's partition and placement fixed, evaluator T_est) per plan."""
     from planner.problem.space import Shape
     from planner.solvers.formulations.milp import build
@@ -154,8 +154,8 @@ def _fixed_plan_values(inst, plans, spec=3):
     for p in plans:
         key = (p.tp, p.micro_batch_size, p.schedule, p.replicas)
         if key not in models:
-            models[key] = build(inst, Shape(*key[:3], 0, key[3]), objective="time", ts=1.0, spec=spec,
-                                symmetry="none")
+            models[key] = build(inst, Shape(*key[:3], 0, key[3]), objective=objective, ts=1.0, spec=spec,
+                                symmetry="none", cost_scale=1.0)
         M = models[key]
         start = _plan_start(M, p)
         for v, val in start.items():
@@ -163,24 +163,25 @@ def _fixed_plan_values(inst, plans, spec=3):
         res = _run(M, 30.0, 0, 1, gap=1e-9)
         for v in start:
             v.unfix()
-        est = float(Evaluator(inst, p, spec=spec).estimate_times()[0])
+        ev = Evaluator(inst, p, spec=spec)
+        est = float(ev.objective(ev.estimate_times())[0])
         out.append((p, res.objective if res.objective is not None else float("inf"), est))
     return out
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_milp_v3_models_the_evaluators_t_est_plan_by_plan(seed):
+@pytest.mark.parametrize("seed,objective", [(s, "time") for s in range(6)] + [(6, "cost"), (7, "cost")])
+def test_milp_v3_models_the_evaluators_t_est_plan_by_plan(seed, objective):
     """Slow links (opposite-direction boundaries, relays, uplinks matter): the model with a
     plan fixed gives the evaluator's v3 T_est, exactly with one replica or one stage (no
     unequal syncs sharing a resource), never above it otherwise."""
     rng = random.Random(seed)
-    inst = tiny_v3(seed + 100, gpus=3, slow=20.0)
-    pool = [q for q, ev in evaluated(inst, explicit=False)]
+    inst = tiny_v3(seed + 100, gpus=3, slow=20.0, mbs=(1, 2), objective=objective)
+    pool = [q for q, ev in evaluated(inst, explicit=False, max_gpus=4)]
     simple = [q for q in pool if q.replicas == 1 or q.num_stages == 1]
     shared = [q for q in pool if q.replicas > 1 and q.num_stages > 1]
     plans = rng.sample(simple, min(15, len(simple))) + rng.sample(shared, min(25, len(shared)))
     exact = checked = 0
-    for p, value, est in _fixed_plan_values(inst, plans):
+    for p, value, est in _fixed_plan_values(inst, plans, objective=objective):
         assert value <= est * (1 + 1e-6), (p.placement, p.stages, p.schedule, value, est)
         if p.replicas == 1 or p.num_stages == 1:
             checked += 1
