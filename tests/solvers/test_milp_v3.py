@@ -226,3 +226,21 @@ def test_milp_planner_at_spec3():
     best_T, best_est = _brute(1)
     p = milp(inst, time_limit=20, spec=3)
     assert p.solver.estimate_bound <= min(best_est.values()) * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_shape_bounds_used_at_spec3_hold(seed):
+    """shape_lower_bound (the stage bounds MilpShape uses at spec=3) stays below the best v3
+    T_est of its shape; milp_bounds' v2 bounds are withheld under spec=3."""
+    from planner.problem.space import PlanSpace, Shape
+    from planner.solvers.formulations.milp_bounds import cost_stage_bounds, stage_count_bounds
+    from planner.solvers.shapesearch import shape_lower_bound
+
+    inst = tiny_v3(seed)
+    _, best_est = _brute(seed)
+    space = PlanSpace(inst)
+    for (tp, b, sched, R), best in best_est.items():
+        lbs = [v for S in range(1, 4) if (v := shape_lower_bound(space, Shape(tp, b, sched, S, R))) is not None]
+        assert min(lbs) <= best * (1 + 1e-9)
+        assert stage_count_bounds(inst, Shape(tp, b, sched, 0, R), spec=3) == {}
+        assert cost_stage_bounds(inst, Shape(tp, b, sched, 0, R), spec=3) == {}
