@@ -16,11 +16,11 @@ the evaluator's T_est (or cost with T_est), which the MILP value matches.
 
 ``spec`` (default :data:`~planner.problem.specversion.DEFAULT_SPEC`) is the
 SPEC version planned for.  Under 3 each shape is solved with the per-replica
-model's v3 form (:func:`planner.solvers.formulations.milp.build`; the
-aggregated model and the stage-count bounds of
-:mod:`planner.solvers.formulations.milp_bounds` still model v2 and are not
-used), whose dual bound is a lower bound on the v3 T_est (its processor
-sharing is a relaxation), and the shapes' bounds are
+model's v3 form (:func:`planner.solvers.formulations.milp.build`, and
+first the aggregated one's, :mod:`planner.solvers.formulations.milp_agg`;
+the stage-count bounds of :mod:`planner.solvers.formulations.milp_bounds`
+still model v2 and are not used), whose dual bound is a lower bound on the
+v3 T_est (its processor sharing is a relaxation), and the shapes' bounds are
 :func:`planner.solvers.shapesearch.shape_lower_bound`'s, which hold under v3.
 
 Example
@@ -147,9 +147,9 @@ class MilpShape:
 
         instance, seed, threads, gap, warm_start = self.instance, self.seed, self.threads, self.gap, self.warm_start
         kind = instance.options.objective
-        if kind == "time" and self.aggregate and shape.replicas > 1 and self.spec == 2:
-            # (one replica: nothing to aggregate; the aggregated model is v2's)
-            return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start)
+        if kind == "time" and self.aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
+            return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start,
+                                    spec=self.spec, stage_bounds=self.stage_bounds(ctx, shape))
         tb = time.perf_counter()
         ts, best = self.ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
@@ -189,7 +189,8 @@ def _first_start(M, shape, ctx, to_start) -> dict | None:
     return None
 
 
-def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start) -> ShapeOutcome:
+def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start, spec: int = 2,
+                     stage_bounds: dict | None = None) -> ShapeOutcome:
     """One shape, time objective: the aggregated model's optimum is a lower bound on
     the shape's T_est; its solution, split into replica paths, a plan.  When the
     plan's T_est is above that bound (a replica crosses the WAN more than once and
@@ -198,13 +199,18 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     import pyomo.environ as pyo
 
     from .formulations import milp_agg
-    from .shapesearch import score
+
+    def score(instance, plan) -> float:  # shapesearch.score, at the version planned for
+        ev = Evaluator(instance, plan, spec=spec)
+        return float(ev.objective(ev.estimate_times())[0])
 
     tb = time.perf_counter()
     best = ctx.incumbent
+    stage_bounds = ctx.stage_bounds if stage_bounds is None else stage_bounds
     M, none = build_model(lambda: milp_agg.build(
         instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
-        cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}))
+        cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in stage_bounds.items()},
+        spec=spec))
     if none is not None:
         return none
     if best < math.inf:
@@ -241,7 +247,8 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     cut = min(best, value)
     try:
         E = build(instance, shape, objective="time", forbid=ctx.forbid, require=ctx.require, space=ctx.space,
-                  ts=ts, cost_cutoff=cut, stage_bounds={S: max(v * ts, db) for S, v in ctx.stage_bounds.items()})
+                  ts=ts, cost_cutoff=cut, stage_bounds={S: max(v * ts, db) for S, v in stage_bounds.items()},
+                  spec=spec)
     except (ValueError, NotImplementedError):
         return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
     E.cutoff = pyo.Constraint(expr=E.obj.expr <= cut * ts * (1 + 1e-9))
