@@ -275,3 +275,28 @@ def test_milp_agg_v3_is_a_lower_bound_plan_by_plan(seed, objective):
                                                                                   res.objective, est)
         exact += res.objective >= est * (1 - 1e-6)
     assert exact >= 0.3 * len(plans), (exact, len(plans))
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_opposite_direction_boundaries(schedule):
+    """Replicas [a, b] and [b, a] on one slow link: under v3 their boundaries use opposite
+    directions (gpipe-shaped: n = max(n_F, n_B) = 1; 1f1b with m = 2: n_F + n_B = 2); the
+    model with the plan fixed gives the evaluator's T_est (the two stages' syncs have equal
+    volumes, where the processor-sharing relaxation is exact)."""
+    from planner.problem.plan import Plan
+
+    units = [{"name": f"u{i}", "params": 1e7, "fwd_flops_per_token": 1e9, "out_bytes_per_token": 1e4,
+              "stored_bytes_per_token": 1.0} for i in range(2)]
+    inst = Instance.from_dict({
+        "name": "opposite", "gpu": GPU, "links": [{"a": "a", "b": "b", "bandwidth_gbps": 0.5, "latency_ms": 3.0}],
+        "domains": [{"name": n, "gpus": 2, "intra_bandwidth_gbps": 100.0} for n in "ab"],
+        "workload": {"model": ModelSpec(name="two", units=units), "global_batch_size": 4, "seq_len": 256,
+                     "micro_batch_sizes": [1], "tensor_parallel": [1]}})
+    p = Plan.build([(0, 1), (1, 2)], [["a", "b"], ["b", "a"]], tp=1, micro_batch_size=1, instance=inst,
+                   schedule=schedule)
+    ((_, value, est),) = _fixed_plan_values(inst, [p])
+    assert value == pytest.approx(est, rel=1e-6)
+    same = Plan.build([(0, 1), (1, 2)], [["a", "b"], ["a", "b"]], tp=1, micro_batch_size=1, instance=inst,
+                      schedule=schedule)
+    ((_, value_same, est_same),) = _fixed_plan_values(inst, [same])
+    assert value_same == pytest.approx(est_same, rel=1e-6)
