@@ -139,9 +139,10 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
     if spec >= 3:
         pos = [u.params for u in units]
         rb = instance.workload.gradient_sync == "reduce_broadcast"
-        # V = phi(K) G >= G (K >= 2) >= 2 * the smallest unit's parameters, when no unit is
-        # free of them (a stage of only such units has no sync at all, SPEC v3)
-        v3["v_min"] = 2 * min(pos) / GB if pos and min(pos) > 0 else 0.0
+        # V = phi(K) G >= phi_min * 2 * the smallest unit's parameters (phi(K) >= 1 for a ring
+        # of K >= 2, = 2 for reduce_broadcast), when no unit is free of them (a stage of only
+        # such units has no sync at all, SPEC v3)
+        v3["v_min"] = (2.0 if rb else 1.0) * 2 * min(pos) / GB if pos and min(pos) > 0 else 0.0
         v3["reduce_broadcast"] = rb
         v3["gpipe_shaped"] = shape.schedule == "gpipe" or m == 1
     return Data(spec=spec, **v3, shape=shape, m=m, Q=Q, units=list(range(len(units))), domains=doms, f=f,
