@@ -20,6 +20,20 @@ maximum and names the part that binds.  Parts (seconds):
   together send global_batch * seq_len * (cheapest cut's bytes per token)
   each way, through at most the sum of all link bandwidths.
 
+``spec`` (default :data:`~planner.problem.specversion.DEFAULT_SPEC`) is the
+version of the evaluator the bound holds for.  Under SPEC v3 uplink caps,
+processor sharing and the routes' latencies can only slow a plan against
+these parts, but full duplex lets the forward channels use both directions
+of every link: ``wan_volume`` then divides by twice the sum of the link
+bandwidths (or the sum of the domains' uplinks, when every domain has one
+and that is less: every forward channel leaves its first domain through its
+uplink).  The unit overhead (v3) adds ``(1 + beta) * o`` per unit with
+FLOPs and micro-batch to ``compute`` (at the smallest tp, the largest
+micro-batch) and to ``round_trip``; ``stage_work`` is unchanged.  A 2-member
+ring or a direct route changes none of these parts: none charges the
+gradient sync, and every route has at least one link of at least the
+smallest latency.
+
 Example
 -------
 >>> lb = lower_bound(instance)                            # doctest: +SKIP
@@ -33,6 +47,7 @@ from dataclasses import dataclass
 
 from ..problem.network import GBPS, MS
 from ..problem.plan import SolverInfo
+from ..problem.specversion import check_spec
 from ..problem.space import LEAN, PlanSpace
 
 
@@ -66,11 +81,14 @@ def single_domain_possible(space: PlanSpace) -> bool:
     return False
 
 
-def lower_bound(instance, space: PlanSpace | None = None) -> Bound:
-    """The instance's lower bound on iteration time (seconds); see module docstring."""
+def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = None) -> Bound:
+    """The instance's lower bound on iteration time (seconds) under the evaluator of
+    version ``spec``; see module docstring."""
+    spec = check_spec(spec)
+    key = "lower_bound" if spec == 2 else f"lower_bound_v{spec}"
     cache = instance.__dict__.setdefault("_planner_cache", {})
-    if "lower_bound" in cache:
-        return cache["lower_bound"]
+    if key in cache:
+        return cache[key]
     space = space or PlanSpace(instance)
     wl = instance.workload
     gbs, s = wl.global_batch_size, wl.seq_len
@@ -84,21 +102,34 @@ def lower_bound(instance, space: PlanSpace | None = None) -> Bound:
     heaviest = max(u.fwd_flops_per_token for u in units)
     parts["stage_work"] = gbs * s * mult * heaviest / (min(n_gpus, gbs // b_min * t_max) * flops)
     fill = b_min * s * mult * space.flops_total / (t_max * flops)
+    overhead = (instance.gpu.unit_overhead_ms or 0.0) * MS if spec >= 3 else 0.0
+    if overhead > 0:
+        # every unit with FLOPs costs o forward and beta * o backward per micro-batch on
+        # each of its stage's t GPUs: at least gbs / b_max * t_min such passes per unit
+        n_o = sum(1 for u in units if u.fwd_flops_per_token > 0)
+        t_min = min(wl.tensor_parallel)
+        parts["compute"] += gbs / max(wl.micro_batch_sizes) * t_min * mult * n_o * overhead / n_gpus
+        fill += mult * n_o * overhead
     forced = len(instance.domains) > 1 and not single_domain_possible(space)
     if forced and instance.links:
         fill += 2 * min(link.latency_ms for link in instance.links) * MS
         cut = min(u.out_bytes_per_token for u in units[:-1]) if len(units) > 1 else 0.0
         total_bw = sum(link.bandwidth_gbps for link in instance.links) * GBPS
+        if spec >= 3:  # full duplex: forward channels may run both ways on every link
+            total_bw *= 2
+            if all(d.uplink_gbps is not None for d in instance.domains):
+                total_bw = min(total_bw, sum(d.uplink_gbps for d in instance.domains) * GBPS)
         parts["wan_volume"] = gbs * s * cut / total_bw
     parts["round_trip"] = fill
     binding = max(parts, key=parts.get)
     bound = Bound(parts[binding], binding, parts, forced)
-    cache["lower_bound"] = bound
+    cache[key] = bound
     return bound
 
 
-def cost_lower_bound(instance) -> float:
-    """Every FLOP runs on some GPU-second priced at least the cheapest GPU-hour."""
+def cost_lower_bound(instance, spec: int | None = None) -> float:
+    """Every FLOP runs on some GPU-second priced at least the cheapest GPU-hour (any
+    ``spec``: the v3 unit overhead only adds GPU-seconds)."""
     sp = PlanSpace(instance)
     wl = instance.workload
     gpu_seconds = (wl.global_batch_size * wl.seq_len * (1 + sp.bwd) * sp.flops_total
@@ -106,10 +137,13 @@ def cost_lower_bound(instance) -> float:
     return gpu_seconds / 3600.0 * min(d.price_per_gpu_hour for d in instance.domains)
 
 
-def objective_lower_bound(instance) -> float:
+def objective_lower_bound(instance, spec: int | None = None) -> float:
     """A lower bound on the instance's objective for any plan: :func:`lower_bound`
-    (seconds) for a time instance, :func:`cost_lower_bound` for a cost one."""
-    return lower_bound(instance).value if instance.options.objective == "time" else cost_lower_bound(instance)
+    (seconds) for a time instance, :func:`cost_lower_bound` for a cost one, under
+    the evaluator of version ``spec``."""
+    if instance.options.objective == "time":
+        return lower_bound(instance, spec=spec).value
+    return cost_lower_bound(instance, spec)
 
 
 #: a relative gap at most this is called ``optimal`` (the solvers' default tolerance)
@@ -140,7 +174,7 @@ def estimate_family(instance, schedule: str | None = None, pinned: bool = False)
     return f"{'/'.join(names)} plans{' within the pins' if pinned else ''}, by {measure}"
 
 
-def settle_claims(instance, info: SolverInfo, objective: float) -> SolverInfo:
+def settle_claims(instance, info: SolverInfo, objective: float, spec: int | None = None) -> SolverInfo:
     """``info`` with the claims SPEC 7 allows ("Bounds and claims").
 
     ``objective`` is the evaluator's objective of the plan (exact simulation:
@@ -157,6 +191,7 @@ def settle_claims(instance, info: SolverInfo, objective: float) -> SolverInfo:
     ``feasible`` for a search that finished, else the search's own
     (``time_limit``, ``interrupted`` ...); a heuristic stays ``heuristic``.
     Applying it again (a refined plan) recomputes the universal part only.
+    ``spec``: the version of the evaluator that scored ``objective``.
     """
     update: dict = {}
     # a search's own claims (it has a bound of its own); a heuristic stopped early (time_limit,
@@ -168,7 +203,7 @@ def settle_claims(instance, info: SolverInfo, objective: float) -> SolverInfo:
         searched = info.status
     else:
         searched = info.estimate_status or info.status
-    bound = objective_lower_bound(instance)
+    bound = objective_lower_bound(instance, spec)
     gap = None if objective is None or not objective > 0 else max(0.0, (objective - bound) / objective)
     claim = gap_claim(gap, info.requested_gap)
     if searched == "heuristic":

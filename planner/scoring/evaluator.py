@@ -255,13 +255,13 @@ def evaluate(instance, plan, states: NetworkStates | None = None, spec: int | No
 
     The result carries the exact iteration time (s), T_est (s), throughput
     (tokens/s), cost per iteration, memory per GPU (GB), feasibility with
-    every violation, and the ratio to the instance's lower bound (a SPEC v2
-    bound: none is given under ``spec=3`` until the bounds are ported).
+    every violation, and the ratio to the instance's lower bound for the
+    version ``spec`` (:func:`planner.scoring.bounds.lower_bound`).
     """
     from .bounds import lower_bound
 
     ev = Evaluator(instance, plan, spec=spec)
-    return ev.evaluate(states, lower_bound_s=lower_bound(instance).value if ev.spec < 3 else None)
+    return ev.evaluate(states, lower_bound_s=lower_bound(instance, spec=ev.spec).value)
 
 
 def iteration_times(instance, plan, states: NetworkStates, spec: int | None = None) -> np.ndarray:

@@ -14,6 +14,15 @@ warm start; its dual bound becomes the shape's bound; the gap is
 Every returned plan is re-scored by the evaluator; the reported objective is
 the evaluator's T_est (or cost with T_est), which the MILP value matches.
 
+``spec`` (default :data:`~planner.problem.specversion.DEFAULT_SPEC`) is the
+SPEC version planned for.  Under 3 each shape is solved with the per-replica
+model's v3 form (:func:`planner.solvers.formulations.milp.build`, and
+first the aggregated one's, :mod:`planner.solvers.formulations.milp_agg`;
+the stage-count bounds of :mod:`planner.solvers.formulations.milp_bounds`
+still model v2 and are not used), whose dual bound is a lower bound on the
+v3 T_est (its processor sharing is a relaxation), and the shapes' bounds are
+:func:`planner.solvers.shapesearch.shape_lower_bound`'s, which hold under v3.
+
 Example
 -------
 >>> plan = milp(instance, time_limit=30, seed=0)                 # doctest: +SKIP
@@ -47,7 +56,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
          micro_batch_size: int | None = None, schedule: str | None = None,
          forbid=(), require=(), warm_start: bool = True, polish: bool = True, aggregate: bool = True,
          executor: str | None = None, address: str | None = None, jobs: int | None = None,
-         start: Plan | None = None, bounding: float = 0.4, **_) -> Plan:
+         start: Plan | None = None, bounding: float = 0.4, spec: int | None = None, **_) -> Plan:
     """Plan with the MILP; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit), ``gap`` relative
@@ -64,9 +73,22 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     plan may then depend on the machine's load.  ``start``: a plan that joins
     greedy's as a first incumbent (and warm start) when it satisfies the pins;
     ``bounding`` the share of the time the shapes' cheap bounds may take.
+    ``spec``: the SPEC version planned for (see the module docstring).
     """
-    solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate)
+    import inspect
+
+    from ..problem.specversion import check_spec
+
+    spec = check_spec(spec)
+    solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate, spec=spec)
     ts_for = solve_shape.ts_for
+    extra = {}
+    if spec != 2:
+        if "spec" not in inspect.signature(shape_search).parameters:
+            raise NotImplementedError("milp(spec=3): the shape search (shared with CP-SAT) does not take "
+                                      "spec yet; the per-replica formulation does (formulations.milp.build)")
+        extra["spec"] = spec
+        polish = False  # the tie-break re-scores with shapesearch.keep_if_faster (v2)
 
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
@@ -76,7 +98,7 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None, log=log,
-                            executor=ex, start=start, bounding=bounding)
+                            executor=ex, start=start, bounding=bounding, **extra)
 
 
 class MilpShape:
@@ -84,10 +106,29 @@ class MilpShape:
     that it can be pickled to another process or a Ray worker.  ``ts`` is the time scale
     (model units per second), fixed from the first incumbent it sees."""
 
-    def __init__(self, instance, seed: int, threads: int, gap: float, warm_start: bool, aggregate: bool):
+    def __init__(self, instance, seed: int, threads: int, gap: float, warm_start: bool, aggregate: bool,
+                 spec: int | None = None):
+        from ..problem.specversion import check_spec
+
         self.instance, self.seed, self.threads, self.gap = instance, seed, threads, gap
         self.warm_start, self.aggregate = warm_start, aggregate
+        self.spec = check_spec(spec)
         self.ts: float | None = None
+
+    def __setstate__(self, state):  # pickles from before ``spec`` are v2's
+        self.__dict__.update({"spec": 2, **state})
+
+    def stage_bounds(self, ctx, shape) -> dict[int, float]:
+        """S -> bound on T_est (s): the search's (v2), or under v3 the shape's
+        combinatorial ones (:func:`planner.solvers.shapesearch.shape_lower_bound`,
+        valid for v3: its period and round trip take no shares; the search's also
+        take :mod:`planner.solvers.formulations.milp_bounds`, which is v2's)."""
+        if self.spec == 2:
+            return ctx.stage_bounds
+        from ..problem.space import Shape
+
+        return {S: shape_lower_bound(ctx.space, Shape(shape.tp, shape.micro_batch, shape.schedule, S,
+                                                      shape.replicas)) or 0.0 for S in ctx.stage_bounds}
 
     def ts_for(self, ctx) -> float:
         """The time scale (model units per second), fixed from the first incumbent."""
@@ -95,7 +136,8 @@ class MilpShape:
 
         if self.ts is None:
             p = ctx.incumbent_plan
-            self.ts = time_scale(float(Evaluator(self.instance, p).estimate_times()[0]) if p else 1.0)
+            self.ts = time_scale(float(Evaluator(self.instance, p, spec=self.spec).estimate_times()[0])
+                                 if p else 1.0)
         return self.ts
 
     def __call__(self, shape, share, ctx) -> ShapeOutcome:
@@ -106,14 +148,15 @@ class MilpShape:
         instance, seed, threads, gap, warm_start = self.instance, self.seed, self.threads, self.gap, self.warm_start
         kind = instance.options.objective
         if kind == "time" and self.aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
-            return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start)
+            return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start,
+                                    spec=self.spec, stage_bounds=self.stage_bounds(ctx, shape))
         tb = time.perf_counter()
         ts, best = self.ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
         M, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             ts=ts, cost_scale=cs, cost_cutoff=best if best < math.inf else None,
-            stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}))
+            stage_bounds={S: v * ts for S, v in self.stage_bounds(ctx, shape).items()}, spec=self.spec))
         if none is not None:
             return none
         scale = ts if kind == "time" else M.cost_scale
@@ -146,7 +189,8 @@ def _first_start(M, shape, ctx, to_start) -> dict | None:
     return None
 
 
-def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start) -> ShapeOutcome:
+def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start, spec: int = 2,
+                     stage_bounds: dict | None = None) -> ShapeOutcome:
     """One shape, time objective: the aggregated model's optimum is a lower bound on
     the shape's T_est; its solution, split into replica paths, a plan.  When the
     plan's T_est is above that bound (a replica crosses the WAN more than once and
@@ -155,13 +199,18 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     import pyomo.environ as pyo
 
     from .formulations import milp_agg
-    from .shapesearch import score
+
+    def score(instance, plan) -> float:  # shapesearch.score, at the version planned for
+        ev = Evaluator(instance, plan, spec=spec)
+        return float(ev.objective(ev.estimate_times())[0])
 
     tb = time.perf_counter()
     best = ctx.incumbent
+    stage_bounds = ctx.stage_bounds if stage_bounds is None else stage_bounds
     M, none = build_model(lambda: milp_agg.build(
         instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
-        cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}))
+        cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in stage_bounds.items()},
+        spec=spec))
     if none is not None:
         return none
     if best < math.inf:
@@ -198,7 +247,8 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     cut = min(best, value)
     try:
         E = build(instance, shape, objective="time", forbid=ctx.forbid, require=ctx.require, space=ctx.space,
-                  ts=ts, cost_cutoff=cut, stage_bounds={S: max(v * ts, db) for S, v in ctx.stage_bounds.items()})
+                  ts=ts, cost_cutoff=cut, stage_bounds={S: max(v * ts, db) for S, v in stage_bounds.items()},
+                  spec=spec)
     except (ValueError, NotImplementedError):
         return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
     E.cutoff = pyo.Constraint(expr=E.obj.expr <= cut * ts * (1 + 1e-9))

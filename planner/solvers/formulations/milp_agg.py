@@ -39,7 +39,7 @@ from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, arc_f
 
 def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None = None, ts: float = 1.0,
           cutoff: float | None = None, stage_bounds: dict[int, float] | None = None,
-          cuts: bool = True) -> pyo.ConcreteModel:
+          cuts: bool = True, spec: int | None = None) -> pyo.ConcreteModel:
     """The aggregated MILP (time objective) of ``instance`` for ``shape``.
 
     Arguments as in :func:`planner.solvers.formulations.milp.build`; ``cutoff`` is
@@ -47,14 +47,21 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     left out and the big-M values shrink to it); time is in model units of
     1/``ts`` seconds.  The objective ``T`` is a lower bound on the T_est of
     every plan of the shape and equals the T_est of the plans whose
-    most-crossing replica crosses at most once.
+    most-crossing replica crosses at most once.  ``spec=3``: SPEC v3's resources
+    (directed links, uplinks; n(q) = max(n_F, n_B) or n_F + n_B as in
+    :func:`planner.solvers.formulations.milp.build`), its gradient syncs and the
+    flush-based gpipe period (stage j's backward phase from downstream only); the
+    model stays a lower bound on T_est (the stage-count bounds of
+    :mod:`.milp_bounds` are v2's and left out).
     """
     space = space or PlanSpace(instance)
-    D = shape_data(instance, shape, space, frozenset(forbid), ts)
+    D = shape_data(instance, shape, space, frozenset(forbid), ts, spec=spec)
+    v3 = D.spec >= 3
+    cuts_v2 = cuts and not v3
     M = pyo.ConcreteModel(name=f"{instance.name}-agg-t{shape.tp}-b{shape.micro_batch}-{shape.schedule}"
                                f"-R{shape.replicas}")
     M.data = D
-    lbs, dropped = _admissible(instance, shape, D, space, frozenset(forbid), "time", stage_bounds, cutoff, cuts)
+    lbs, dropped = _admissible(instance, shape, D, space, frozenset(forbid), "time", stage_bounds, cutoff, cuts_v2)
     if not lbs:
         if dropped is None:
             raise ShapeInfeasible("no stage count that fits the stage slots of the domains allowed holds the "
@@ -107,12 +114,38 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         M.run_length = pyo.Constraint(M.Dm, rule=runs)
 
     # ---- link sharing of pipeline flows -------------------------------------------------
-    link_pairs = pairs_of_link(D)
+    # v2: users of link l = the flows whose route uses it; v3: per resource q, the forward
+    # (n_F) and backward (n_B) channels using it, n(q) their max (gpipe-shaped) or sum
+    if v3:
+        fw_of: dict = {}
+        for de in D.routes:
+            for q_ in D.res_fwd[de]:
+                fw_of.setdefault(q_, ([], []))[0].append(de)
+            for q_ in D.res_bwd[de]:
+                fw_of.setdefault(q_, ([], []))[1].append(de)
+        link_pairs = {q_: fw + bw for q_, (fw, bw) in fw_of.items()}  # arcs using resource q_
+        cap_of = D.res_cap
+    else:
+        link_pairs = pairs_of_link(D)
+        cap_of = dict(enumerate(D.link_bw))
     M.Lu = pyo.Set(initialize=sorted(link_pairs))
     M.users = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
-    M.users_def = pyo.Constraint(M.Lu, rule=lambda M, l: M.users[l] == sum(
-        M.f[q, d, e] for q in M.B for d, e in link_pairs[l]))
-    k_of = {l: D.A / D.link_bw[l] for l in link_pairs}  # transfer time of one flow alone
+    if v3:
+        M.nF = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
+        M.nB = pyo.Var(M.Lu, domain=pyo.NonNegativeReals)
+        M.users_def = pyo.ConstraintList()
+        for l, (fw, bw) in fw_of.items():
+            M.users_def.add(M.nF[l] == sum(M.f[q, d, e] for q in M.B for d, e in fw))
+            M.users_def.add(M.nB[l] == sum(M.f[q, d, e] for q in M.B for d, e in bw))
+            if D.gpipe_shaped:
+                M.users_def.add(M.users[l] >= M.nF[l])
+                M.users_def.add(M.users[l] >= M.nB[l])
+            else:
+                M.users_def.add(M.users[l] == M.nF[l] + M.nB[l])
+    else:
+        M.users_def = pyo.Constraint(M.Lu, rule=lambda M, l: M.users[l] == sum(
+            M.f[q, d, e] for q in M.B for d, e in link_pairs[l]))
+    k_of = {l: D.A / cap_of[l] for l in link_pairs}  # transfer time of one flow alone
     # a flow on link l takes A * users_l / bw_l per micro-batch; its replica's
     # T_r >= (m - 1) X + Q_0 >= (m + 1) X + c_tot (gpipe: 2 m X + c_tot); with no
     # user the row reads T >= c_tot, true of every plan: no big-M needed
@@ -129,7 +162,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     M.Xa_solo = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.Xa[q, a, b] >= solo[(a, b)] * M.u[q, a, b])
     M.Xa_share = pyo.ConstraintList()
     for (d, e), (links, _) in D.routes.items():
-        for l in links:
+        for l in (set(D.res_fwd[(d, e)] + D.res_bwd[(d, e)]) if v3 else links):
             if umax[l] <= 1:
                 continue
             for q in range(Q - 1):
@@ -215,19 +248,22 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     # ---- gradient synchronisation per slot (exact, on the counts) ---------------------------
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
-        _gradient_sync(M, D, R, Q, P, t, cuts, count=lambda q, d: M.n[q, d], members=None)
+        _gradient_sync(M, D, R, Q, P, t, cuts_v2, count=lambda q, d: M.n[q, d], members=None)
     else:
         for q in range(Q):
             M.AR[q].setub(0.0)
     # T >= T_r - D_j + AR_j with the communication dropped: (m - 1) tau0 + forward compute
     # before slot q + compute from q on + AR_q
-    for q in range(Q):
-        M.est.add(M.T >= (m - 1) * M.tau0 + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * (above[q] + 2 * below[q]))
-    # the same with one boundary's communication (W) and the others at b_min each
-    for k in range(Q - 1):
+    if v3 and gpipe:
+        _gpipe_rows_v3(M, D, Q, m, G, arcs, one, b_min, above, below, used)
+    else:
         for q in range(Q):
-            rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
-            M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
+            M.est.add(M.T >= (m - 1) * M.tau0 + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * (above[q] + 2 * below[q]))
+        # the same with one boundary's communication (W) and the others at b_min each
+        for k in range(Q - 1):
+            for q in range(Q):
+                rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
+                M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
 
     # ---- valid lower bounds per number of stages --------------------------------------------
     if any(v > 0 for v in lbs.values()):
@@ -235,6 +271,32 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         M.T.setlb(min(lbs.values()))
     M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
     return M
+
+
+def _gpipe_rows_v3(M, D, Q, m, G, arcs, one, b_min, above, below, used):
+    """The rows T >= T_r - D_j + AR_j for gpipe under SPEC v3 (e): slot q's period is
+    max(F, X) over all + max(G, X) over the slots downstream of it (q' <= q) and the
+    boundaries between them (k < q), so the backward part is ``Gd[q]`` (the largest G
+    downstream) and a boundary's X joins it only when k < q."""
+    M.Gd = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
+    M.Wq = pyo.Var(M.B, M.Qs, domain=pyo.NonNegativeReals)
+    for q in range(Q):
+        for q2 in range(q + 1):
+            M.est.add(M.Gd[q] >= G[q2])
+        tau_q = M.Fmax + M.Gd[q]
+        M.est.add(M.T >= (m - 1) * tau_q + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * (above[q] + 2 * below[q]))
+        for k in range(Q - 1):
+            twice = k < q  # boundary k is below slot q: in its round trip both ways
+            o_mult = 2 if twice else 1
+            M.est.add(M.Wq[k, q] >= (m - 1) * tau_q + o_mult * M.V[k])
+            for a in arcs:
+                x, o = M.Xa[k, a], one[(k, a)]
+                # X is in the forward phase always, in slot q's backward phase only when k < q
+                periods = [M.Fmax + x, M.Gd[q] + x, 2 * x] if twice else [M.Gd[q] + x]
+                for per in periods:
+                    M.est.add(M.Wq[k, q] >= (m - 1) * per + o_mult * o)
+            rest = above[q] + 2 * below[q] - o_mult * used[q]
+            M.est.add(M.T >= M.Wq[k, q] + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
 
 
 def decompose(M) -> tuple[list[tuple[int, int]], list[list[str]]]:

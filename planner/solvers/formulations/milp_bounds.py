@@ -27,6 +27,14 @@ and why it is valid):
 
 ``tests/test_milp.py`` checks every bound against brute force per stage
 count on small random instances.
+
+``spec``: these bounds are SPEC v2's (routes by least latency, one count per
+undirected link, 2-member rings halved, the gpipe period of every stage);
+under ``spec=3`` direct routes, full duplex and the flush-based gpipe period
+can make a plan faster than they allow, so ``stage_count_bounds`` and
+``cost_stage_bounds`` return no bound there (callers fall back to
+:func:`planner.solvers.shapesearch.shape_lower_bound`, which holds under v3)
+until they are ported.
 """
 
 from __future__ import annotations
@@ -309,9 +317,14 @@ def _min_max(lo: float, hi: float, dec, inc, iters: int = 60) -> float:
 
 
 def stage_count_bounds(instance, shape: Shape, space: PlanSpace | None = None, forbid=(),
-                       max_stages: int | None = None) -> dict[int, float]:
+                       max_stages: int | None = None, spec: int | None = None) -> dict[int, float]:
     """S -> lower bound on T_est (seconds) of the plans of ``shape`` with S stages,
-    for every S that has a memory-feasible partition and room (see module docstring)."""
+    for every S that has a memory-feasible partition and room (see module docstring;
+    ``spec=3``: none yet)."""
+    from ...problem.specversion import check_spec
+
+    if check_spec(spec) >= 3:
+        return {}
     return {S: min(per_k.values()) for S, per_k in
             _bounds_by_domains(instance, shape, space, forbid, max_stages).items()}
 
@@ -500,7 +513,7 @@ def _compute_bounds(instance, shape: Shape, tab, forbid) -> dict[int, dict[int, 
 
 
 def cost_stage_bounds(instance, shape: Shape, space: PlanSpace | None = None, forbid=(),
-                      max_stages: int | None = None) -> dict[int, float]:
+                      max_stages: int | None = None, spec: int | None = None) -> dict[int, float]:
     """S -> lower bound on the cost per iteration (with T_est for T) of the plans of
     ``shape`` with S stages.
 
@@ -510,7 +523,11 @@ def cost_stage_bounds(instance, shape: Shape, space: PlanSpace | None = None, fo
     bound for k).  WAN cost: every boundary that crosses domains moves 2 A m
     bytes (the replicas that cannot sit in one domain cross at least once, the
     most spread replica k - 1 times); when no domain holds all R replicas of a
-    stage, every stage's ring moves at least 2 (k_R - 1) G_j bytes."""
+    stage, every stage's ring moves at least 2 (k_R - 1) G_j bytes.  ``spec=3``: none yet."""
+    from ...problem.specversion import check_spec
+
+    if check_spec(spec) >= 3:
+        return {}
     tab = stage_tables(instance, space)
     space = tab.space
     per = _bounds_by_domains(instance, shape, space, forbid, max_stages)
