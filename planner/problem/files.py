@@ -116,6 +116,17 @@ def available(kind: str) -> list[str]:
         sorted(p.stem for p in root.glob("*.json") if not p.name.startswith("_"))
 
 
+def _plain_mode(path: Path, default: int) -> int:
+    """The permission bits ``path`` has, or (it does not exist) what a plain
+    ``open``/``mkdir`` would give under the umask (``default``: 0o666 or 0o777)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return default & ~mask
+
+
 @contextmanager
 def atomic_path(path: str | Path):
     """Yield a temporary path beside ``path``; when the block ends without an
@@ -132,13 +143,7 @@ def atomic_path(path: str | Path):
     try:
         yield tmp
         # mkstemp makes the file 0600; give it the mode a plain open() would (or the old file's)
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except OSError:
-            mask = os.umask(0)
-            os.umask(mask)
-            mode = 0o666 & ~mask
-        os.chmod(tmp, mode)
+        os.chmod(tmp, _plain_mode(path, 0o666))
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -266,12 +271,7 @@ def new_folder(root: str | Path, option: str = "--out", *, force: bool = False, 
         raise InputError(f"cannot create a folder in {parent}: {err.strerror or err}", option) from None
     try:
         yield tmp
-        try:
-            mode = root.stat().st_mode & 0o7777
-        except OSError:
-            mask = os.umask(0)
-            os.umask(mask)
-            mode = 0o777 & ~mask
+        mode = _plain_mode(root, 0o777)
         try:
             os.chmod(tmp, mode)
             if root.is_dir() and any(root.iterdir()):

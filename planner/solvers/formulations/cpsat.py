@@ -663,6 +663,24 @@ def _placement(M, fm) -> None:
     fm.set(b=b, dom=dom)
 
 
+def _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max, CROSS, crossing):
+    """Boundary k of replica r: the variable of its (domain, next domain) pair, its
+    intra-or-solo transfer time ``xin`` and its latency, each an element of the pair's
+    table; with ``CROSS`` (a cost objective with a WAN price) whether it crosses
+    domains, appended to ``crossing``.  Returns (pair, xin, latency)."""
+    pidx = M.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"pair{r}_{k}")
+    M.add(pidx == W * dom[r][k] + dom[r][k + 1])
+    xin = M.new_int_var(0, max(XIN), f"xin{r}_{k}")
+    M.add_element(pidx, XIN, xin)
+    lat = M.new_int_var(0, lat_max, f"lat{r}_{k}")
+    M.add_element(pidx, LATP, lat)
+    if CROSS is not None:
+        cr = M.new_bool_var(f"cross{r}_{k}")
+        M.add_element(pidx, CROSS, cr)
+        crossing.append(cr)
+    return pidx, xin, lat
+
+
 def _pipeline_transfers(M, fm) -> None:
     """Communication: boundary transfers x_{r,k} and latencies l_{r,k}, links shared by their user counts."""
     (CROSS, LATP, Q, R, ST, Umax, W, XIN, allowed, dom, kind_cost, lat_max, pipe_links, routes, wp,
@@ -675,17 +693,8 @@ def _pipeline_transfers(M, fm) -> None:
                    for p in range(W * W)] for l in pipe_links}
     for r in range(R):
         for k in range(Q - 1):
-            pidx = M.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"pair{r}_{k}")
-            M.add(pidx == W * dom[r][k] + dom[r][k + 1])
-            xin = M.new_int_var(0, max(XIN), f"xin{r}_{k}")
-            M.add_element(pidx, XIN, xin)
-            lat = M.new_int_var(0, lat_max, f"lat{r}_{k}")
-            M.add_element(pidx, LATP, lat)
-            ls[r][k] = lat
-            if kind_cost and wp > 0:
-                cr = M.new_bool_var(f"cross{r}_{k}")
-                M.add_element(pidx, CROSS, cr)
-                crossing.append(cr)
+            pidx, xin, ls[r][k] = _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max,
+                                                 CROSS if kind_cost and wp > 0 else None, crossing)
             for l in pipe_links:
                 u = M.new_bool_var(f"use{r}_{k}_{l}")
                 M.add_element(pidx, use_tab[l], u)
@@ -1080,17 +1089,8 @@ def _pipeline_transfers_v3(M, fm) -> None:
     crossing, uF, uB, uAny = [], {}, {}, {}
     for r in range(R):
         for k in range(Q - 1):
-            pidx = M.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"pair{r}_{k}")
-            M.add(pidx == W * dom[r][k] + dom[r][k + 1])
-            xin = M.new_int_var(0, max(XIN), f"xin{r}_{k}")
-            M.add_element(pidx, XIN, xin)
-            lat = M.new_int_var(0, lat_max, f"lat{r}_{k}")
-            M.add_element(pidx, LATP, lat)
-            ls[r][k] = lat
-            if kind_cost and wp > 0:
-                cr = M.new_bool_var(f"cross{r}_{k}")
-                M.add_element(pidx, CROSS, cr)
-                crossing.append(cr)
+            pidx, xin, ls[r][k] = _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max,
+                                                 CROSS if kind_cost and wp > 0 else None, crossing)
             for x in pipe_links:
                 for tab, u, nm in ((tab_F, uF, "F"), (tab_B, uB, "B")):
                     if any(tab[x]):
