@@ -153,7 +153,12 @@ def tune_inflight(instance, plan: Plan, time_limit: float | None = 10.0, max_eva
     # smallest limits that reach them; the descent starts from the fastest
     c, rounds = _rounds(instance, plan)
     seeds = [w] + [limits_for_period(c, rounds, f * float(np.max(c)), cap) for f in _TARGETS]
-    scored = [(score(v), i) for i, v in enumerate(seeds)]
+    scored = []
+    for i, v in enumerate(seeds):  # the plan's own limits always; the others while time is left
+        if i and (time.perf_counter() >= deadline or stop.requested()
+                  or (max_evals is not None and len(memo) >= max_evals)):
+            break
+        scored.append((score(v), i))
     best, i = min(((v, i) for v, i in scored if v is not None), default=(None, 0))
     w = list(seeds[i])
     if best is None:

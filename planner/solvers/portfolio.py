@@ -340,8 +340,9 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
-            if schedule is None and not stop.requested():
-                tuned = tune(res, TUNE_ENGINE * budget)
+            rest = wall0 + budget - time.time()  # the wall budget left: a tuning never starts past it
+            if schedule is None and not stop.requested() and (deterministic or rest > 0.5):
+                tuned = tune(res, TUNE_ENGINE * budget if deterministic else min(TUNE_ENGINE * budget, 0.5 * rest))
                 if tuned is not res:
                     offer(f"{name}+inflight", tuned)
     finally:
