@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from functools import wraps
 from pathlib import Path
 
@@ -245,8 +246,11 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options.update(robust=robust, robust_stat=robust_stat)
     from .solvers import stop
 
-    with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None):  # also SIGTERM
-        p = run_plan(inst, solver=solver, time_limit=_time_left(time_limit), seed=seed,
+    left = _time_left(time_limit)
+    # the watch also stops a planner that overruns its limit, as time_limit (its incumbent)
+    with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None,  # also SIGTERM
+                    deadline=None if left is None else time.perf_counter() + left):
+        p = run_plan(inst, solver=solver, time_limit=left, seed=seed,
                      refine_schedule=refine_schedule, **options)
     if out_path:
         pio.save_plan(p, out_path)
@@ -932,5 +936,29 @@ def report_cmd(instance, plan_file, out_path):
         sys.exit(EXIT_INFEASIBLE)
 
 
+def run() -> None:
+    """The ``planner`` console script: :func:`main`, then a quick exit.  The
+    interpreter's teardown (unloading torch, OR-Tools and HiGHS: 0.5-1 s) would
+    count against ``--time-limit``, which is wall clock from process start; the
+    exit handlers still run (logging, multiprocessing), only the module
+    teardown is skipped."""
+    import atexit
+
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    if code is not None and not isinstance(code, int):
+        click.echo(code, err=True)
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    run()

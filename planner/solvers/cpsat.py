@@ -124,7 +124,8 @@ class CpsatShape:
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             cutoff=best if best < float("inf") else None, rounding=rounding, spec=self.spec,
             stage_bounds=ctx.stage_bounds if self.spec == 2 else
-            {S: v for S, v in stage_bounds_v3(ctx.space, shape).items() if S in ctx.stage_bounds}))
+            {S: v for S, v in stage_bounds_v3(ctx.space, shape).items() if S in ctx.stage_bounds}),
+            deadline=None if deterministic else tb + share)
         if none is not None:
             return none
         hinted = False

@@ -81,7 +81,7 @@ class _Budget:
         if self.reason is not None:
             return self.reason
         now = time.perf_counter()
-        if now >= self.deadline:
+        if now >= self.deadline or stop.requested() == "time_limit":
             self.reason = "time_limit"
         elif stop.requested():
             self.reason = stop.requested()

@@ -156,7 +156,8 @@ class MilpShape:
         M, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             ts=ts, cost_scale=cs, cost_cutoff=best if best < math.inf else None,
-            stage_bounds={S: v * ts for S, v in self.stage_bounds(ctx, shape).items()}, spec=self.spec))
+            stage_bounds={S: v * ts for S, v in self.stage_bounds(ctx, shape).items()}, spec=self.spec),
+            deadline=tb + share)
         if none is not None:
             return none
         scale = ts if kind == "time" else M.cost_scale
@@ -210,7 +211,7 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     M, none = build_model(lambda: milp_agg.build(
         instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
         cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in stage_bounds.items()},
-        spec=spec))
+        spec=spec), deadline=tb + share)
     if none is not None:
         return none
     if best < math.inf:

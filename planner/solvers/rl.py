@@ -45,6 +45,7 @@ from ..problem.errors import InputError
 from ..problem.files import atomic_path, models_dir, read_mapping, write_atomic
 from ..problem.network import NetworkStates
 from ..problem.plan import Plan, SolverInfo
+from . import stop
 from .rl_env import N_SLOTS, ORDERS, SHAPES, PlacementEnv, _require, gym, shape_menu  # noqa: F401 (re-exported)
 
 SAMPLES = 16  # sampled episodes at inference, besides the deterministic one
@@ -202,7 +203,7 @@ def episode(model, env: PlacementEnv, options: dict | None = None, rng: np.rando
     (an episode over 160 domains takes seconds)."""
     obs, _ = env.reset(seed=0, options=options)
     while True:
-        if deadline is not None and time.perf_counter() > deadline:
+        if (deadline is not None and time.perf_counter() > deadline) or stop.requested():
             raise EpisodeTimeout
         mask = env.action_masks()
         if rng is None:
@@ -222,10 +223,14 @@ class Replanner:
     (the default) one more on each shape and order of the menu, and
     ``samples`` sampled ones (seeded; none by default), and returns the plan
     with the best exact objective under that state.  ``policy``: a path,
-    the zip's bytes, a loaded model, or None for the shipped policy."""
+    the zip's bytes, a loaded model, or None for the shipped policy.
+    ``time_limit`` (s): the budget the construction shares with the first call
+    (greedy's menu gets 40% of what is left once the policy is loaded)."""
 
-    def __init__(self, instance, policy=None, seed: int = 0, samples: int = 0, per_shape: bool = True, menu=None):
+    def __init__(self, instance, policy=None, seed: int = 0, samples: int = 0, per_shape: bool = True, menu=None,
+                 time_limit: float | None = None):
         _require()
+        t0 = time.perf_counter()
         self.policy_path = None
         if policy is None:
             policy = shipped_policy(instance.name)
@@ -238,6 +243,8 @@ class Replanner:
             self.model, self.meta = load_policy(policy)
         else:
             self.model, self.meta = policy, None
+        if menu is None and time_limit is not None:  # 40% of what the policy's loading left
+            menu = shape_menu(instance, time_limit=max(0.05, 0.4 * (time_limit - (time.perf_counter() - t0))))
         self.env = PlacementEnv(instance, menu=menu, base_prob=1.0, rewards=False)
         self.seed, self.samples, self.per_shape = seed, samples, per_shape
 
@@ -309,9 +316,9 @@ def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0
     ``time_limit`` (s) stops the search early (the best plan so far)."""
     t0 = time.perf_counter()
     with one_thread():
-        # the time limit counts the menu too (greedy's shapes, scored exactly): 40% of it at most
-        menu = None if time_limit is None else shape_menu(instance, time_limit=max(0.05, 0.4 * time_limit))
-        rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True, menu=menu)
+        # the time limit counts loading the policy (torch starts: 1-2 s) and the menu (greedy's shapes,
+        # scored exactly), which gets 40% of what is left once the policy is loaded
+        rep = Replanner(instance, policy, seed=seed, samples=samples, per_shape=True, time_limit=time_limit)
         left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
         return rep(states, time_limit=left)
 

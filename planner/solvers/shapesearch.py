@@ -116,14 +116,21 @@ def flat_build_estimate(instance) -> float:
     return arcs / FLAT_BUILD_ARCS_PER_S if arcs > FLAT_ARCS_MAX else 0.0
 
 
-def build_model(make: Callable[[], object]) -> tuple[object | None, "ShapeOutcome | None"]:
+def build_model(make: Callable[[], object], deadline: float | None = None
+                ) -> tuple[object | None, "ShapeOutcome | None"]:
     """A shape's model from ``make()``: ``(model, None)``, or ``(None, outcome)`` when
     the shape gets none -- ``skipped`` when its build proves it holds no plan
     (``ShapeInfeasible``), ``unsearched`` when it could not be built (``ValueError``:
-    no proof, so the search cannot claim optimality).  A formulation that cannot
-    express the instance (``NotImplementedError``) raises ``InfeasibleError``."""
+    no proof, so the search cannot claim optimality), ``unknown`` when the build
+    passed ``deadline`` (``time.perf_counter()``) or a stop was requested.  A
+    formulation that cannot express the instance (``NotImplementedError``) raises
+    ``InfeasibleError``."""
+    t0 = time.perf_counter()
     try:
-        return make(), None
+        with stop.build_deadline(deadline):
+            return make(), None
+    except stop.OutOfTime:
+        return None, ShapeOutcome("unknown", build_s=time.perf_counter() - t0, detail="no time left while building")
     except NotImplementedError as err:
         raise InfeasibleError(str(err)) from None
     except ShapeInfeasible as err:

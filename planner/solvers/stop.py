@@ -114,7 +114,8 @@ _IMPORTED = time.perf_counter()
 
 
 def requested() -> str | None:
-    """The reason a stop was asked for (``"interrupted"``, ``"memory_limit"``), or None."""
+    """The reason a stop was asked for (``"interrupted"``, ``"memory_limit"``,
+    ``"time_limit"``), or None."""
     return _reason
 
 
@@ -130,6 +131,34 @@ def request(reason: str) -> None:
             fn()
         except Exception:  # a solver that already finished
             pass
+
+
+class OutOfTime(Exception):
+    """Raised by :func:`checkpoint` inside a model build that ran out of time (or was
+    asked to stop): the build is abandoned, the shape left unsearched."""
+
+
+_build_deadline: float | None = None  # time.perf_counter() by which the build in progress must end
+
+
+@contextmanager
+def build_deadline(deadline: float | None):
+    """While a model is built: :func:`checkpoint` raises :class:`OutOfTime` past
+    ``deadline`` (``time.perf_counter()``; None: only a stop request ends it)."""
+    global _build_deadline
+    old, _build_deadline = _build_deadline, deadline
+    try:
+        yield
+    finally:
+        _build_deadline = old
+
+
+def checkpoint() -> None:
+    """A place in a long model build where it may stop: raises :class:`OutOfTime`
+    when a stop was requested or the :func:`build_deadline` passed (a build of a
+    large shape takes seconds and cannot otherwise be interrupted)."""
+    if _reason is not None or (_build_deadline is not None and time.perf_counter() > _build_deadline):
+        raise OutOfTime
 
 
 def clear() -> None:
@@ -188,13 +217,19 @@ def rss_bytes(children: bool = True) -> int:
 
 
 class Watch:
-    """Context manager: Ctrl-C, SIGTERM and (optionally) a resident-memory cap become
-    :func:`request`; see the module docstring.  Clears the request on entry and exit
+    """Context manager: Ctrl-C, SIGTERM, (optionally) a resident-memory cap and
+    (optionally) a wall-clock ``deadline`` become :func:`request`; see the module
+    docstring.  The deadline is the backstop of the time limit: every planner
+    watches its own clock, and one that overruns it (a solve that cannot be
+    interrupted between checks, a slow last step) is stopped there with
+    status ``"time_limit"``.  Clears the request on entry and exit
     (the signal, for :func:`interrupt_exit_code`, is kept until the next entry).
     ``sigint=False``: no signal handling (e.g. off the main thread)."""
 
-    def __init__(self, memory_limit_bytes: float | None = None, sigint: bool = True, period_s: float = 0.25):
+    def __init__(self, memory_limit_bytes: float | None = None, sigint: bool = True, period_s: float = 0.25,
+                 deadline: float | None = None):
         self.limit = memory_limit_bytes
+        self.deadline = deadline  # time.perf_counter() past which the run is asked to stop ("time_limit")
         self.sigint = sigint and threading.current_thread() is threading.main_thread()
         self.period = period_s
         self.peak_rss = 0
@@ -225,6 +260,8 @@ class Watch:
                             self._caught(sig)
             else:
                 self._done.wait(self.period)
+            if self.deadline is not None and time.perf_counter() >= self.deadline:
+                request("time_limit")  # the backstop of a solver's own clock: its incumbent, now
             if self.limit is not None:
                 rss = rss_bytes()
                 self.peak_rss = max(self.peak_rss, rss)
@@ -249,7 +286,7 @@ class Watch:
                 self._old_handlers[sig] = signal.signal(sig, self._handler)
         self._done = threading.Event()
         self._thread = None
-        if self.sigint or self.limit is not None:
+        if self.sigint or self.limit is not None or self.deadline is not None:
             self._thread = threading.Thread(target=self._run, name="planner-stop-watch", daemon=True)
             self._thread.start()
         return self

@@ -634,6 +634,7 @@ def _placement(M, fm) -> None:
     b = [[[M.new_bool_var(f"b{r}_{j}_{d}") for d in range(W)] for j in range(Q)] for r in range(R)]
     dom = [[M.new_int_var(0, D, f"dom{r}_{j}") for j in range(Q)] for r in range(R)]
     for r in range(R):
+        stop.checkpoint()
         for j in range(Q):
             M.add_exactly_one(b[r][j])
             M.add(b[r][j][NONE] + used[j] == 1)
@@ -692,6 +693,7 @@ def _pipeline_transfers(M, fm) -> None:
     use_tab = {l: [1 if (p // W, p % W) in routes and l in routes[(p // W, p % W)].links else 0
                    for p in range(W * W)] for l in pipe_links}
     for r in range(R):
+        stop.checkpoint()
         for k in range(Q - 1):
             pidx, xin, ls[r][k] = _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max,
                                                  CROSS if kind_cost and wp > 0 else None, crossing)
@@ -785,6 +787,7 @@ def _gradient_sync(M, fm) -> None:
             ring_share[l] = M.new_int_var(0, RT[l][-1], f"ringshare{l}")
             M.add_element(U, RT[l], ring_share[l])
         for j in range(Q):
+            stop.checkpoint()
             # intra rings: the slowest domain holding n > 1 replicas of stage j
             intra = []
             for d in range(D):
@@ -863,6 +866,7 @@ def _estimate(M, fm) -> None:
     terms = []
     taus = []
     for r in range(R):
+        stop.checkpoint()
         xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
         qrt0 = M.new_int_var(0, Q0_max, f"Q{r}_0")  # the round trip from stage 0
         M.add(qrt0 == ctot - ec[0] + 2 * sum(xl))
@@ -1088,6 +1092,7 @@ def _pipeline_transfers_v3(M, fm) -> None:
     xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
     crossing, uF, uB, uAny = [], {}, {}, {}
     for r in range(R):
+        stop.checkpoint()
         for k in range(Q - 1):
             pidx, xin, ls[r][k] = _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max,
                                                  CROSS if kind_cost and wp > 0 else None, crossing)
@@ -1190,6 +1195,7 @@ def _gradient_sync_v3(M, fm) -> None:
             cross.append(cj)
         AR_dom = min(big, int(math.ceil(sum(pq_u) * phiI_max / RS))) + 2 * big + 2 * (Kmax - 1) * lat_max
         for j in range(Q):
+            stop.checkpoint()
             # intra part: the slowest domain holding n > 1 replicas of stage j
             intra = []
             for d in range(D):
@@ -1277,6 +1283,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     _route_tables(fm)
     _sync_tables(fm)
     _upper_bound(fm)
+    stop.checkpoint()  # a large shape builds for seconds: each group stops here when out of time
     # the model, one group of variables and constraints at a time
     M = cp_model.CpModel()
     _partition(M, fm)
