@@ -953,6 +953,12 @@ def run() -> None:
         click.echo(code, err=True)
         code = 1
     try:
+        import threading
+
+        # what the interpreter's exit does first: join non-daemon threads and run their exit hooks
+        # (concurrent.futures tells idle pool workers to end there; without it the atexit join
+        # of multiprocessing waits for them forever)
+        getattr(threading, "_shutdown", lambda: None)()
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
