@@ -134,3 +134,50 @@ def test_sigint_during_bench_keeps_the_finished_rows(tmp_path):
     rows = (out / "static.csv").read_text().splitlines()
     assert any(r.startswith("tiny-3dc,greedy") for r in rows)
     assert not any(r.startswith("gcp-16,milp") for r in rows)  # cut off: 300 s were asked
+
+
+def test_watch_deadline_asks_for_a_time_limit_stop():
+    """The wall-clock backstop: past its deadline the watch asks every planner to stop
+    with reason time_limit (and the request is cleared after the run)."""
+    with stop.Watch(sigint=False, deadline=time.perf_counter() + 0.1, period_s=0.02):
+        assert stop.requested() is None
+        t0 = time.perf_counter()
+        while stop.requested() is None and time.perf_counter() - t0 < 5:
+            time.sleep(0.01)
+        assert stop.requested() == "time_limit"
+        assert time.perf_counter() - t0 < 1.0
+    assert stop.requested() is None
+
+
+def test_a_model_build_stops_at_its_deadline():
+    """A build that passes its deadline is abandoned at the next checkpoint: the shape
+    is left 'unknown' (no proof), not built to the end."""
+    from planner.solvers.shapesearch import build_model
+
+    calls = []
+
+    def make():
+        for i in range(100):
+            calls.append(i)
+            time.sleep(0.01)
+            stop.checkpoint()
+        return "model"
+
+    model, outcome = build_model(make, deadline=time.perf_counter() + 0.05)
+    assert model is None and outcome.status == "unknown" and "no time" in outcome.detail
+    assert 3 <= len(calls) < 50 and outcome.build_s >= 0.05
+    model, outcome = build_model(make, deadline=None)  # no deadline: built to the end
+    assert model == "model" and outcome is None and len(calls) >= 100
+
+
+def test_cpsat_build_of_a_large_shape_stops_at_its_deadline():
+    """CP-SAT's build of gcp-16 with 32 replicas takes seconds; given 0.2 s it stops."""
+    from planner.problem.space import Shape
+    from planner.solvers.formulations.cpsat import build
+    from planner.solvers.shapesearch import build_model
+
+    inst = load_instance("gcp-16")
+    t0 = time.perf_counter()
+    model, outcome = build_model(lambda: build(inst, Shape(2, 1, "1f1b", 0, 32)), deadline=t0 + 0.2)
+    assert model is None and outcome.status == "unknown"
+    assert time.perf_counter() - t0 < 1.5
