@@ -173,11 +173,14 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     from .formulations.cpsat import build, configure
 
     shape = plan_shape(plan)
+    t0 = time.perf_counter()
     try:
-        cm = build(instance, shape, objective="time", forbid=forbid, require=require, space=space,
-                   cutoff=best, rounding=rounding)
-    except (ValueError, NotImplementedError):
+        with stop.build_deadline(None if deterministic else t0 + time_limit):
+            cm = build(instance, shape, objective="time", forbid=forbid, require=require, space=space,
+                       cutoff=best, rounding=rounding)
+    except (ValueError, NotImplementedError, stop.OutOfTime):
         return plan
+    time_limit = time_limit if deterministic else max(0.05, time_limit - (time.perf_counter() - t0))
     cm.hint(plan)
     x = [v for row in cm.extra["x"] for v in row]
     l = [v for row in cm.extra["l"] for v in row]
@@ -185,7 +188,8 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     cm.model.minimize(secondary)
     solver = configure(cp_model.CpSolver(), time_limit=time_limit, workers=workers, seed=seed,
                        deterministic=deterministic, presolve=presolve)
-    status = solver.solve(cm.model)
+    with stop.stoppable(solver.stop_search):
+        status = solver.solve(cm.model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return plan
     cuts, placement = cm.extract(solver)

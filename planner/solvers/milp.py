@@ -36,6 +36,7 @@ import logging
 import math
 import time
 
+from . import stop
 from ..scoring.evaluator import Evaluator
 from .executor import executor_context
 from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
@@ -305,8 +306,9 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
 
     shape = plan_shape(plan)
     try:
-        M = build(instance, shape, objective="time", forbid=forbid, require=require, space=space, ts=ts)
-    except (ValueError, NotImplementedError):
+        with stop.build_deadline(end):
+            M = build(instance, shape, objective="time", forbid=forbid, require=require, space=space, ts=ts)
+    except (ValueError, NotImplementedError, stop.OutOfTime):
         return plan
     M.obj.deactivate()
     M.keep = pyo.Constraint(expr=M.T <= best * ts * (1 + 1e-9))

@@ -30,6 +30,7 @@ import pyomo.environ as pyo
 
 from ...problem.network import GBPS, MS
 from ...problem.space import PlanSpace, Shape, ShapeInfeasible
+from .. import stop
 
 
 @dataclass
@@ -394,6 +395,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     used, P, C, F, G = _partition(M, D, lbs)
     M.Rr = pyo.RangeSet(0, R - 1)  # replicas
 
+    stop.checkpoint()  # a large shape builds for seconds: stop here when out of time
     # ---- placement: replica r's slot q in domain d --------------------------------
     M.z = pyo.Var(M.Rr, M.Qs, M.Dm, domain=pyo.Binary)
     M.place = pyo.Constraint(M.Rr, M.Qs, rule=lambda M, r, q: sum(M.z[r, q, d] for d in M.Dm) == used[q])
@@ -412,6 +414,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
             setattr(M, f"require_{idx[d]}", pyo.Constraint(
                 expr=sum(M.z[r, q, d] for r in M.Rr for q in M.Qs) >= 1))
 
+    stop.checkpoint()
     # ---- pipeline transfers: arcs ---------------------------------------------------
     # arc[r,q,d,e] = replica r's boundary q goes from d (slot q+1) to e (slot q); a
     # transportation polytope between the two slots' placements, so every cost below is
@@ -472,6 +475,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         M.crossings = pyo.Constraint(M.Rr, rule=lambda M, r: sum(
             M.arc[r, q, d, e] for q in M.B for (d, e) in D.routes) >= sum(M.o_r[r, d] for d in M.Dm) - 1)
 
+    stop.checkpoint()
     # ---- gradient synchronisation per slot ------------------------------------------
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
@@ -482,6 +486,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         for q in range(Q):
             M.AR[q].setub(0.0)
 
+    stop.checkpoint()
     # ---- T_est per replica (SPEC 7) ---------------------------------------------------
     M.tau = pyo.Var(M.Rr, domain=pyo.NonNegativeReals)
     M.T = pyo.Var(domain=pyo.NonNegativeReals)
@@ -553,12 +558,14 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
                 tau_q = M.component(f"alpha_{r}") + M.component(f"beta_q_{r}")[q]
             M.est.add(M.T >= (m - 1) * tau_q + M.Ff[q] + (M.Kc[r, Q - 1] - M.Kc[r, q]) + Qrt[q] + M.AR[q])
 
+    stop.checkpoint()
     # ---- valid lower bounds per number of stages (cuts) ---------------------------------
     if any(v > 0 for v in lbs.values()):
         M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
         # also as a bound on T: the solver reports it even when stopped before its root LP
         M.T.setlb(min(lbs.values()))
 
+    stop.checkpoint()
     # ---- objective ---------------------------------------------------------------------
     if objective == "cost":
         _cost_objective(M, D, R, Q, P, t, cost_scale, cost_cutoff, used)

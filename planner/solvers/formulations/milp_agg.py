@@ -33,6 +33,7 @@ import math
 import pyomo.environ as pyo
 
 from ...problem.space import PlanSpace, Shape, ShapeInfeasible
+from .. import stop
 from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, arc_figures, pairs_of_link,
                    read_partition, shape_data, t_upper_bound)
 
@@ -80,6 +81,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     used, P, C, F, G = _partition(M, D, lbs)
     c_tot = sum(D.f) + sum(D.g)
 
+    stop.checkpoint()  # a large shape builds for seconds: stop here when out of time
     # ---- counts: n[q,d] replicas put slot q in domain d ------------------------------
     M.n = pyo.Var(M.Qs, M.Dm, domain=pyo.NonNegativeIntegers,
                   bounds=lambda M, q, d: (0, min(R, D.cap[d])))
@@ -89,6 +91,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         if d in doms:
             setattr(M, f"require_{i}", pyo.Constraint(expr=sum(M.n[q, d] for q in M.Qs) >= 1))
 
+    stop.checkpoint()
     # ---- flows: f[q,d,e] replicas go from d (slot q+1) to e (slot q) -----------------------
     # integral flows of a layered network with integral margins split into R paths
     arcs, solo, lat = arc_figures(D)
@@ -113,6 +116,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             return sum(M.f[k, d, d] for k in M.B) <= (1 - 1 / L_d) * sum(M.n[q, d] for q in M.Qs)
         M.run_length = pyo.Constraint(M.Dm, rule=runs)
 
+    stop.checkpoint()
     # ---- link sharing of pipeline flows -------------------------------------------------
     # v2: users of link l = the flows whose route uses it; v3: per resource q, the forward
     # (n_F) and backward (n_B) channels using it, n(q) their max (gpipe-shaped) or sum
@@ -157,6 +161,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     for l in link_pairs:
         M.users[l].setub(max(umax[l], 0))
 
+    stop.checkpoint()
     # ---- one boundary of one replica: the arc's transfer X, and its period -------------------
     M.Xa = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeReals)
     M.Xa_solo = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.Xa[q, a, b] >= solo[(a, b)] * M.u[q, a, b])
@@ -245,6 +250,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             M.est.add(M.tau_bar * S >= c_tot + 2 * Kbar - big * S * (1 - M.sigma[S]))
     M.est.add(M.T >= (m - 1) * M.tau_bar + c_tot + 2 * Kbar)
 
+    stop.checkpoint()
     # ---- gradient synchronisation per slot (exact, on the counts) ---------------------------
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
@@ -265,6 +271,7 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
                 rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
                 M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
 
+    stop.checkpoint()
     # ---- valid lower bounds per number of stages --------------------------------------------
     if any(v > 0 for v in lbs.values()):
         M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
