@@ -950,7 +950,12 @@ def calibrate_cmd(instance, runs_path, transfers_path, out_path, as_json):
         pio.check_output(out_path, "--out", [src, runs_path, transfers_path])
     runs = pio.read_runs(runs_path, inst)
     transfers = pio.read_transfers(transfers_path, inst) if transfers_path else None
-    cal = calibrate(inst, runs, transfers)
+    try:
+        cal = calibrate(inst, runs, transfers)
+    except InputError as e:  # too few measurements: name the file they came from
+        if e.file is None:
+            e.file = str(transfers_path if (e.field or "").startswith("transfers") else runs_path)
+        raise
     if out_path:
         header = [f"Calibrated by `planner calibrate` (SPEC v{SPEC}) from {src}: runs {runs_path}"
                   + (f", transfers {transfers_path}" if transfers_path else "") + f"; code {code_version()}.",

@@ -29,8 +29,14 @@ Two fits, by ``scipy.optimize.least_squares`` on relative residuals
    spec=3)``, base network).
 
 **Identifiability.**  In each fit the Jacobian of the residuals is taken at
-the start figures (the instance's; an absent uplink starts at the largest
-total rate measured out of or into its domain).  A figure on which no
+the start figures: the instance's, except that a link direction measured
+alone starts from the line through its (bytes, seconds) points (slope 1 /
+bandwidth, intercept the latency) and an uplink from where it would bind
+the fastest of n transfers measured together (n times its rate, above every
+measured link's start bandwidth), so that which resource binds at the start
+is what the measurements show (the model is a minimum over resources: a
+start that capped the lone transfers by an uplink would hide their links).
+The "before" rows are the instance's own figures.  A figure on which no
 measurement depends is left as it was; with fewer measurements than the
 figures they depend on the fit is refused (``InputError``); then, in the
 order mfu, unit_overhead_ms (runs) and bandwidths, uplinks, latencies
@@ -279,7 +285,8 @@ def _fit(residuals, params: list[_Param], order: list[int], what: str, n_rows: i
     touched = [k for k in range(len(params)) if np.linalg.norm(J[:, k]) > 0]
     if n_rows < len(touched):
         names = ", ".join(params[k].label for k in touched)
-        raise InputError(f"{n_rows} measured {what} for {len(touched)} figures they depend on ({names}): "
+        raise InputError(f"{n_rows} measured {what[:-1] if n_rows == 1 else what} for {len(touched)} figures "
+                         f"they depend on ({names}): "
                          f"a fit needs at least as many measurements as figures"
                          + (" (measure each link at two transfer sizes, a small and a large one)"
                             if what == "transfers" else
@@ -306,6 +313,35 @@ def _clean(x: float) -> float:
     """``x`` to 12 significant digits (what the instance file is written with: a fit
     is not more precise, and the file then reads back to the very figures modelled)."""
     return float(f"{x:.12g}")
+
+
+def _link_starts(transfers: list[Transfer], net: _Network, bw0: np.ndarray, lat0: np.ndarray):
+    """Start figures of the links from the transfers measured alone over one link: per
+    direction, the line through (bytes, seconds) (slope 1 / bandwidth, intercept the
+    latency) when it has two sizes or more; one size: its bytes over its time less the
+    latency.  Figures the line cannot give (a slope <= 0) start from the instance's.
+    A start near the measurements keeps the fit's kinks (which resource binds) where
+    they are measured; ``({(link, direction): Gbit/s}, {link: ms})``."""
+    solo = defaultdict(list)
+    for t, hops in zip(transfers, net.links):
+        if t.group is None and len(hops) == 1:
+            solo[hops[0]].append((t.bytes, t.seconds))
+    bw, lat = {}, defaultdict(list)
+    for hop, pts in solo.items():
+        x, y = np.array(pts).T
+        if len(set(x)) >= 2:
+            slope, icpt = np.polyfit(x, y, 1)
+            if slope > 0:
+                bw[hop] = _clean(1 / slope / GBPS)
+                lat[hop[0]].append(max(icpt, 0.0) / MS)
+    lat = {li: _clean(float(np.mean(v))) for li, v in lat.items()}
+    for hop, pts in solo.items():
+        if hop not in bw:
+            l0 = lat.get(hop[0], lat0[hop[0]]) * MS
+            rate = max(b / max(s - l0, 1e-3 * s) for b, s in pts) / GBPS
+            bw[hop] = _clean(min(max(rate, 1e-6), L.MAX_BANDWIDTH_GBPS))
+    lat = {li: min(v, L.MAX_LATENCY_MS) for li, v in lat.items()}
+    return bw, lat
 
 
 def _check(instance, runs: list[Run], transfers: list[Transfer]) -> None:
@@ -389,22 +425,23 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
         params: list[_Param] = []
         dirs = sorted({hop for hops in net.links for hop in hops})
         measured_links = {li for li, _ in dirs}
+        bw_start, lat_start = _link_starts(transfers, net, bw0, lat0)
         for li, d in dirs:
             link = instance.links[li]
             arrow = f"{link.a}->{link.b}" if d == 0 else f"{link.b}->{link.a}"
+            b0 = bw_start.get((li, d), link.bandwidth_gbps)
             params.append(_Param(f"links[{li}].bandwidth_gbps", f"links[{li}] {arrow} bandwidth_gbps",
-                                 link.bandwidth_gbps, 1e-9, L.MAX_BANDWIDTH_GBPS, link.bandwidth_gbps,
-                                 "bandwidth", "transfers", (li, d)))
+                                 b0, 1e-9, L.MAX_BANDWIDTH_GBPS, b0, "bandwidth", "transfers", (li, d)))
         together = defaultdict(lambda: defaultdict(list))  # domain -> group -> transfer indices (out or in)
         for i, t in enumerate(transfers):
             if t.group is not None:
                 together[("out", t.a)][t.group].append(i)
                 together[("in", t.b)][t.group].append(i)
-        # an absent uplink starts where it would bind the fastest of n transfers measured together
+        # an uplink starts where it would bind the fastest of n transfers measured together
         # (each gets cap / n of it), above every transfer's own rate: a start that capped the
         # transfers measured alone would hide their links from the fit
-        rates = [t.bytes / max(t.seconds - sum(lat0[li] for li, _ in hops) * MS, 1e-3 * t.seconds) / GBPS
-                 for t, hops in zip(transfers, net.links)]
+        rates = [t.bytes / max(t.seconds - sum(lat_start.get(li, lat0[li]) for li, _ in hops) * MS,
+                               1e-3 * t.seconds) / GBPS for t, hops in zip(transfers, net.links)]
         up_domains: dict[str, float] = {}
         for (way, dom), groups in together.items():
             for members in groups.values():
@@ -412,18 +449,17 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
                     guess = len(members) * max(rates[i] for i in members)
                     up_domains[dom] = max(up_domains.get(dom, 0.0), guess)
         for i, (t, hops) in enumerate(zip(transfers, net.links)):
-            slowest = min(bw0[li, d] for li, d in hops)
+            slowest = min(bw_start.get((li, d), bw0[li, d]) for li, d in hops)
             for dom in (t.a, t.b):
                 if dom in up_domains:
                     up_domains[dom] = max(up_domains[dom], slowest * (1 + 1e-3))
         for di, dom in enumerate(instance.domains):
-            if dom.name in up_domains:
-                s = dom.uplink_gbps if dom.uplink_gbps is not None else min(up_domains[dom.name],
-                                                                           L.MAX_BANDWIDTH_GBPS)
+            if dom.name in up_domains:  # the start is the guess, whatever the instance gives (it may hide the links)
+                s = min(up_domains[dom.name], L.MAX_BANDWIDTH_GBPS)
                 params.append(_Param(f"domains[{di}].uplink_gbps", f"domains[{di}] {dom.name} uplink_gbps", s,
                                      1e-9, L.MAX_BANDWIDTH_GBPS, s, "uplink", "transfers", di))
         for li in sorted(measured_links):
-            l0 = instance.links[li].latency_ms
+            l0 = lat_start.get(li, instance.links[li].latency_ms)
             params.append(_Param(f"links[{li}].latency_ms", f"links[{li}] {_link_label(instance, li)} latency_ms",
                                  l0, 0.0, L.MAX_LATENCY_MS, max(l0, 1.0), "latency", "transfers", li))
 
