@@ -164,6 +164,7 @@ class _Param:
     kind: str  # mfu, overhead, bandwidth, latency, uplink
     source: str
     key: object = None  # (link, direction), link or domain index
+    orig: float | None = None  # the instance's value, held while the figure is not fitted (None: start)
 
 
 # -- the network model of the transfers ---------------------------------------------
@@ -292,12 +293,14 @@ def _fit(residuals, params: list[_Param], order: list[int], what: str, n_rows: i
                             if what == "transfers" else
                             " (measure more plans, with different micro-batch sizes)"), what)
     kept, dropped = _select(J, params, order)
-    values = np.array([p.start for p in params])
+    # a figure left out is held at the instance's value: what the fitted instance will have
+    values = np.array([p.start if k in kept or p.orig is None else p.orig for k, p in enumerate(params)])
+    zfix = values / scale
     if kept:
         idx = np.array(kept)
 
         def sub(zk):
-            z = z0.copy()
+            z = zfix.copy()
             z[idx] = zk
             return full(z)
 
@@ -431,7 +434,8 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
             arrow = f"{link.a}->{link.b}" if d == 0 else f"{link.b}->{link.a}"
             b0 = bw_start.get((li, d), link.bandwidth_gbps)
             params.append(_Param(f"links[{li}].bandwidth_gbps", f"links[{li}] {arrow} bandwidth_gbps",
-                                 b0, 1e-9, L.MAX_BANDWIDTH_GBPS, b0, "bandwidth", "transfers", (li, d)))
+                                 b0, 1e-9, L.MAX_BANDWIDTH_GBPS, b0, "bandwidth", "transfers", (li, d),
+                                 link.bandwidth_gbps))
         together = defaultdict(lambda: defaultdict(list))  # domain -> group -> transfer indices (out or in)
         for i, t in enumerate(transfers):
             if t.group is not None:
@@ -457,11 +461,13 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
             if dom.name in up_domains:  # the start is the guess, whatever the instance gives (it may hide the links)
                 s = min(up_domains[dom.name], L.MAX_BANDWIDTH_GBPS)
                 params.append(_Param(f"domains[{di}].uplink_gbps", f"domains[{di}] {dom.name} uplink_gbps", s,
-                                     1e-9, L.MAX_BANDWIDTH_GBPS, s, "uplink", "transfers", di))
+                                     1e-9, L.MAX_BANDWIDTH_GBPS, s, "uplink", "transfers", di,
+                                     L.MAX_BANDWIDTH_GBPS if dom.uplink_gbps is None else dom.uplink_gbps))
         for li in sorted(measured_links):
             l0 = lat_start.get(li, instance.links[li].latency_ms)
             params.append(_Param(f"links[{li}].latency_ms", f"links[{li}] {_link_label(instance, li)} latency_ms",
-                                 l0, 0.0, L.MAX_LATENCY_MS, max(l0, 1.0), "latency", "transfers", li))
+                                 l0, 0.0, L.MAX_LATENCY_MS, max(l0, 1.0), "latency", "transfers", li,
+                                 instance.links[li].latency_ms))
 
         def figures_of(values):
             bw, lat, up = bw0.copy(), lat0.copy(), up0.copy()
@@ -490,12 +496,12 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
                 unchanged.append(Unchanged(p.field, p.label, instance.domains[p.key].uplink_gbps,
                                            f"limits no measured transfer at the fitted figures (the links do); "
                                            f"any value above {values[k]:.6g} Gbit/s fits as well"))
-                values[k] = p.start
+                values[k] = p.orig
         for k, others in dropped.items():
             p = params[k]
             if p.kind == "bandwidth":
                 continue  # said per link below
-            value = instance.domains[p.key].uplink_gbps if p.kind == "uplink" else p.start
+            value = instance.domains[p.key].uplink_gbps if p.kind == "uplink" else p.orig
             unchanged.append(Unchanged(p.field, p.label, value, _why(p, [params[o] for o in others])))
         per_link = defaultdict(list)
         for k, p in enumerate(params):
@@ -524,7 +530,8 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
             p = params[k]
             if p.kind == "latency":
                 net_values[p.field] = values[k]
-                fitted.append(Figure(p.field, p.label, p.start, float(values[k]), "ms", "transfers"))
+                fitted.append(Figure(p.field, p.label, instance.links[p.key].latency_ms, float(values[k]), "ms",
+                                     "transfers"))
             elif p.kind == "uplink":
                 net_values[p.field] = values[k]
                 fitted.append(Figure(p.field, p.label, instance.domains[p.key].uplink_gbps, float(values[k]),
