@@ -957,7 +957,7 @@ def calibrate_cmd(instance, runs_path, transfers_path, out_path, as_json):
             e.file = str(transfers_path if (e.field or "").startswith("transfers") else runs_path)
         raise
     if out_path:
-        header = [f"Calibrated by `planner calibrate` (SPEC v{SPEC}) from {src}: runs {runs_path}"
+        header = [f"Calibrated by `planner calibrate` (SPEC v{SPEC}) from {instance}: runs {runs_path}"
                   + (f", transfers {transfers_path}" if transfers_path else "") + f"; code {code_version()}.",
                   f"rms relative residual {cal.rms_before:.4g} before, {cal.rms_after:.4g} after, over "
                   f"{len(cal.rows)} measurements."]
@@ -968,7 +968,7 @@ def calibrate_cmd(instance, runs_path, transfers_path, out_path, as_json):
                                                 "no transfers out of or into"))]
         pio.write_calibrated(src, cal.figures(), header, out_path)
     if as_json:
-        click.echo(strict_json({"instance": str(src), "out": out_path, "spec": SPEC, **cal.to_dict()}))
+        click.echo(strict_json({"instance": instance, "out": out_path, "spec": SPEC, **cal.to_dict()}))
         return
     for table in calibration_tables(cal):
         out.print(table)
