@@ -15,6 +15,7 @@ from test_calibrate import PLANS, TRUTH, measured_runs, measured_transfers  # no
 
 from planner.cli import main  # noqa: E402
 from planner.problem.io import load_instance, save_plan  # noqa: E402
+from planner.problem.plan import Plan  # noqa: E402
 from planner.scoring.evaluator import Evaluator  # noqa: E402
 
 
@@ -100,6 +101,8 @@ HOSTILE_RUNS = {
     "unknown domain": ("plan,seconds\np0.json,1\nomega.json,1\n", "line 3, column plan"),
     "not a plan": ("plan,seconds\nruns.csv,1\n", "line 2, column plan"),
     "one run": ("plan,seconds\np0.json,0.4\n", "runs"),
+    "deadlocking plan": ("plan,seconds\np0.json,0.4\ndead.json,0.3\n", "line 3: plan dead.json: its simulated"),
+    "binary plan": ("plan,seconds\np0.json,0.4\nbin.json,0.3\n", "line 3, column plan"),
 }
 
 
@@ -110,6 +113,12 @@ def test_hostile_runs_csv_exits_2_naming_file_and_field(measured, name):
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
     omega = PLANS[0].model_copy(update={"placement": [["omega"]]})
     save_plan(omega, measured / "omega.json")
+    (measured / "bin.json").write_bytes(b"\x94\x00\xff" * 50)
+    ops = [f"{k}{i}" for i in range(4) for k in "FB"]
+    dead = Plan(replicas=1, tp=4, micro_batch_size=4, num_micro_batches=4, stages=PLANS[1].stages,
+                placement=[["alpha", "beta"]],  # stage 1 runs F1 before F0; stage 0 sends F1 after B0
+                schedule={"kind": "explicit", "ops": [ops, ["F1", "F0"] + ops[1:2] + ops[3:]]})
+    save_plan(dead, measured / "dead.json")
     r = run("calibrate", "tiny-3dc", p)
     assert r.exit_code == 2, r.output
     lines = [l for l in r.output.splitlines() if l.strip()]

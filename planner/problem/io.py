@@ -213,7 +213,7 @@ def read_runs(path: str | Path, instance: Instance):
         except InputError as err:
             inner = ": ".join(p for p in (err.field, err.message) if p)
             raise InputError(f"plan {row.plan}: {inner} (instance {instance.name})", where, str(path)) from None
-        out.append(Run(plan, row.seconds, row.plan, f"{path}: {row.where}"))
+        out.append(Run(plan, row.seconds, row.plan, row.where, str(path)))
     return out
 
 

@@ -57,12 +57,13 @@ class RunRow:
 class Run:
     """A measured run: a plan (:class:`planner.problem.plan.Plan`) and its
     measured iteration time in seconds; ``label`` names it in tables (the plan
-    file) and ``where`` in messages (``runs.csv: line 3``)."""
+    file), ``where`` and ``source`` in messages (``line 3`` of ``runs.csv``)."""
 
     plan: object
     seconds: float
     label: str = ""
     where: str = ""
+    source: str = ""  # the CSV it came from (messages name it)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Transfer:
     seconds: float
     group: str | None = None
     where: str = ""
+    source: str = ""  # the CSV it came from (messages name it)
 
     @property
     def label(self) -> str:
@@ -183,5 +185,5 @@ def parse_transfers(text: str, source: str = "", domains=None) -> list[Transfer]
         group = cells[4] if len(cells) > 4 and cells[4] else None
         if group is not None and name_problem(group):
             raise InputError(f"group {name_problem(group)} ({WHY})", f"{where}, column group", src)
-        out.append(Transfer(ends[0], ends[1], size, secs, group, f"{source}: {where}" if source else where))
+        out.append(Transfer(ends[0], ends[1], size, secs, group, where, source))
     return out

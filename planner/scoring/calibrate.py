@@ -351,23 +351,24 @@ def _check(instance, runs: list[Run], transfers: list[Transfer]) -> None:
     for i, r in enumerate(runs):
         where = r.where or f"runs[{i}]"
         if not (isinstance(r.seconds, (int, float)) and math.isfinite(r.seconds) and r.seconds > 0):
-            raise InputError(f"measured seconds must be finite and > 0 (got {r.seconds!r})", f"{where}.seconds")
+            raise InputError(f"measured seconds must be finite and > 0 (got {r.seconds!r})", f"{where}.seconds",
+                             r.source or None)
         try:
             r.plan.check_against(instance)
         except InputError as err:
             raise InputError(f"plan {r.label or i}: {err.field + ': ' if err.field else ''}{err.message}",
-                             where) from None
+                             where, r.source or None) from None
     for i, t in enumerate(transfers):
         where = t.where or f"transfers[{i}]"
         for key in ("bytes", "seconds"):
             v = getattr(t, key)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise InputError(f"{key} must be finite and > 0 (got {v!r})", f"{where}.{key}")
+                raise InputError(f"{key} must be finite and > 0 (got {v!r})", f"{where}.{key}", t.source or None)
         for end in ("a", "b"):
             if getattr(t, end) not in instance.domain_index:
-                raise InputError(f"unknown domain {getattr(t, end)!r}", f"{where}.{end}")
+                raise InputError(f"unknown domain {getattr(t, end)!r}", f"{where}.{end}", t.source or None)
         if t.a == t.b or (t.a, t.b) not in instance.routes_for(SPEC):
-            raise InputError(f"no WAN route from {t.a!r} to {t.b!r}", where)
+            raise InputError(f"no WAN route from {t.a!r} to {t.b!r}", where, t.source or None)
 
 
 def _run_times(instance, runs: list[Run]) -> np.ndarray:
@@ -562,7 +563,7 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
         for r, t in zip(runs, _start_times(start, runs)):
             if not math.isfinite(t):
                 raise InputError(f"plan {r.label}: its simulated iteration time is not finite (a link it uses "
-                                 "is down, or its schedule deadlocks)", r.where or "runs")
+                                 "is down, or its schedule deadlocks)", r.where or "runs", r.source or None)
         params = [_Param("gpu.mfu", "gpu.mfu", gpu.mfu, 1e-9, 1.0, gpu.mfu, "mfu", "runs"),
                   _Param("gpu.unit_overhead_ms", "gpu.unit_overhead_ms", gpu.unit_overhead_ms, 0.0,
                          L.MAX_UNIT_OVERHEAD_MS, max(gpu.unit_overhead_ms, 0.1), "overhead", "runs")]
