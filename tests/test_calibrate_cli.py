@@ -168,3 +168,18 @@ def test_json_is_strict(measured):
     doc = json.loads(r.output, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert doc["spec"] == 3 and doc["out"] is None
     assert all(math.isfinite(row["after_s"]) for row in doc["rows"])
+
+
+def test_a_model_named_by_path_is_rewritten_relative_to_the_new_file(measured):
+    root = Path(__file__).resolve().parents[1]
+    src = measured / "src"
+    src.mkdir()
+    (src / "tiny-copy.toml").write_text((root / "models" / "tiny.toml").read_text())
+    text = (root / "instances" / "tiny-3dc.toml").read_text().replace('model = "tiny"', 'model = "tiny-copy.toml"')
+    (src / "inst.toml").write_text(text)
+    (measured / "elsewhere").mkdir()
+    out = measured / "elsewhere" / "fitted.toml"
+    r = run("calibrate", src / "inst.toml", measured / "runs.csv", "--out", out)
+    assert r.exit_code == 0, r.output
+    assert 'model = "../src/tiny-copy.toml"' in out.read_text()
+    assert load_instance(out, spec=3).workload.model == load_instance(src / "inst.toml").workload.model
