@@ -35,6 +35,7 @@ GBPS = 1e9 / 8
 
 
 def main() -> None:
+    code = code_version()  # before this script rewrites its tracked outputs (which would read as -dirty)
     inst = load_instance("tiny-3dc", spec=3)
     truth = _with_figures(inst, TRUTH)
     gbs = inst.workload.global_batch_size
@@ -78,7 +79,7 @@ def main() -> None:
                          text=True, check=True).stdout
     (HERE / "result.md").write_text(
         f"# planner calibrate on the synthetic example\n\ncommand (from the repository root): `{' '.join(cmd)}`\n"
-        f"code: `{code_version()}`; inputs written by `python docs/examples/calibrate/_make.py`\n\n"
+        f"code: `{code}`; inputs written by `python docs/examples/calibrate/_make.py`\n\n"
         f"```\n{out}```\n")
 
 
