@@ -106,6 +106,16 @@ HOSTILE_RUNS = {
 }
 
 
+def _one_error_line(r, path, field):
+    """Exit 2 with one line, ``error: ...``, naming the file and (when given) the field."""
+    assert r.exit_code == 2, r.output
+    lines = [l for l in r.output.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert str(path) in lines[0], lines[0]
+    if field:
+        assert field in lines[0], lines[0]
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE_RUNS))
 def test_hostile_runs_csv_exits_2_naming_file_and_field(measured, name):
     text, field = HOSTILE_RUNS[name]
@@ -119,13 +129,7 @@ def test_hostile_runs_csv_exits_2_naming_file_and_field(measured, name):
                 placement=[["alpha", "beta"]],  # stage 1 runs F1 before F0; stage 0 sends F1 after B0
                 schedule={"kind": "explicit", "ops": [ops, ["F1", "F0"] + ops[1:2] + ops[3:]]})
     save_plan(dead, measured / "dead.json")
-    r = run("calibrate", "tiny-3dc", p)
-    assert r.exit_code == 2, r.output
-    lines = [l for l in r.output.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
-    assert str(p) in lines[0], lines[0]
-    if field:
-        assert field in lines[0], lines[0]
+    _one_error_line(run("calibrate", "tiny-3dc", p), p, field)
 
 
 HOSTILE_TRANSFERS = {
@@ -153,13 +157,7 @@ def test_hostile_transfers_csv_exits_2_naming_file_and_field(measured, name):
     text, field = HOSTILE_TRANSFERS[name]
     p = measured / "transfers.csv"
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
-    r = run("calibrate", "tiny-3dc", measured / "runs.csv", "--transfers", p)
-    assert r.exit_code == 2, r.output
-    lines = [l for l in r.output.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
-    assert str(p) in lines[0], lines[0]
-    if field:
-        assert field in lines[0], lines[0]
+    _one_error_line(run("calibrate", "tiny-3dc", measured / "runs.csv", "--transfers", p), p, field)
 
 
 def test_json_is_strict(measured):
