@@ -769,6 +769,21 @@ def _ring_members(M, fm):
     return y, Pq, h, Kis, hops
 
 
+def _intra_ring(M, b, j: int, R: int, D: int, HT, phiI_max: int):
+    """Stage j's intra-domain part of the gradient sync: the slowest domain holding
+    n > 1 of its replicas (``HT[d][n]``: that ring's time in units, by n)."""
+    intra = []
+    for d in range(D):
+        n = M.new_int_var(0, R, f"n{j}_{d}")
+        M.add(n == sum(b[r][j][d] for r in range(R)))
+        v = M.new_int_var(0, max(HT[d]), f"phiI{j}_{d}")
+        M.add_element(n, HT[d], v)
+        intra.append(v)
+    phiI = M.new_int_var(0, phiI_max, f"phiI{j}")
+    M.add_max_equality(phiI, intra)
+    return phiI
+
+
 def _gradient_sync(M, fm) -> None:
     """Gradient synchronisation AR_j: intra ring plus cross ring over the stage's K domains."""
     (AR_dom, D, HT, Kmax, N, Q, R, RS, RT, Umax_ring, b, big, kind_cost, lat_max, phiI_max, phi_max, pq_u, q,
@@ -788,16 +803,7 @@ def _gradient_sync(M, fm) -> None:
             M.add_element(U, RT[l], ring_share[l])
         for j in range(Q):
             stop.checkpoint()
-            # intra rings: the slowest domain holding n > 1 replicas of stage j
-            intra = []
-            for d in range(D):
-                n = M.new_int_var(0, R, f"n{j}_{d}")
-                M.add(n == sum(b[r][j][d] for r in range(R)))
-                v = M.new_int_var(0, max(HT[d]), f"phiI{j}_{d}")
-                M.add_element(n, HT[d], v)
-                intra.append(v)
-            phiI = M.new_int_var(0, phiI_max, f"phiI{j}")
-            M.add_max_equality(phiI, intra)
+            phiI = _intra_ring(M, b, j, R, D, HT, phiI_max)  # the slowest domain's ring inside it
             # cross ring: slowest share over the links its hops cross (1 / ring bandwidth)
             terms = [0]
             for l in ring_links:
@@ -1196,16 +1202,7 @@ def _gradient_sync_v3(M, fm) -> None:
         AR_dom = min(big, int(math.ceil(sum(pq_u) * phiI_max / RS))) + 2 * big + 2 * (Kmax - 1) * lat_max
         for j in range(Q):
             stop.checkpoint()
-            # intra part: the slowest domain holding n > 1 replicas of stage j
-            intra = []
-            for d in range(D):
-                n = M.new_int_var(0, R, f"n{j}_{d}")
-                M.add(n == sum(b[r][j][d] for r in range(R)))
-                v = M.new_int_var(0, max(HT[d]), f"phiI{j}_{d}")
-                M.add_element(n, HT[d], v)
-                intra.append(v)
-            phiI = M.new_int_var(0, phiI_max, f"phiI{j}")
-            M.add_max_equality(phiI, intra)
+            phiI = _intra_ring(M, b, j, R, D, HT, phiI_max)  # the slowest domain's ring inside it
             lat_terms = [0]
             for (a, e) in hops:
                 if (a, e) in routes:
