@@ -359,7 +359,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     final_s = 0.0  # the time kept back for it
     try:
         # as the greedy solver alone (the result is never slower than it), within half the time limit
-        g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) else None)
+        # (deterministic mode: greedy's own budget, never a share of a deterministic one, which would
+        # make the incumbent depend on the machine's speed)
+        g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) and not deterministic else None)
         if plan_matches(g, pins, forbid, require):
             best_plan, best = g, score(instance, g, spec)
             greedy_plans.append(g)
