@@ -1412,12 +1412,23 @@ UPLINK_RESULTS = HERE.parent / "benchmarks" / "results" / "uplinks.md"
 def uplink_readme(insts: list[dict]) -> list[str]:
     """README section on uplink_gbps: what each instance has, its source, and the table of
     benchmarks/results/uplinks.md (made by benchmarks/uplinks.py) when it exists."""
+    def span(values) -> str:
+        v = sorted(set(values))
+        return f"{v[0]:,.0f}" if len(v) == 1 else f"{v[0]:,.0f}-{v[-1]:,.0f}"
+
+    def bullet(text: str) -> list[str]:
+        return textwrap.wrap(text, width=92, initial_indent="- ", subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+
     rows = []
     for inst in insts:
-        ups = sorted({d["uplink_gbps"] for d in inst["domains"] if "uplink_gbps" in d})
-        if ups:
-            rng = f"{ups[0]:,.0f}" if len(ups) == 1 else f"{ups[0]:,.0f}-{ups[-1]:,.0f}"
-            rows.append(f"| `{inst['name']}` | {rng} | {UPLINK_HOW[inst['name']]} |")
+        doms = [d for d in inst["domains"] if "uplink_gbps" in d]
+        if doms:
+            vms = [d["gpus"] // d["gpus_per_node"] for d in doms]
+            per_vm = span(d["uplink_gbps"] / v for d, v in zip(doms, vms))
+            vm, why = UPLINK_VM[inst["name"]]
+            rows.append(f"| `{inst['name']}` | {span(d['uplink_gbps'] for d in doms)} | "
+                        f"{span(vms)} {vm} x {per_vm} ({why}) |")
     out = [
         "## Uplinks (SPEC v3)",
         "",
@@ -1427,13 +1438,13 @@ def uplink_readme(insts: list[dict]) -> list[str]:
         "transfers leave from and arrive at the GPUs' own VMs. SPEC v3 has one figure for both",
         "directions; the clouds state per-VM egress caps, and the same figure is used for ingress.",
         "",
-        "| instance | uplink_gbps per domain | per VM, and its source |",
+        "| instance | uplink_gbps per domain | VMs x Gbit/s per VM (what caps a VM) |",
         "|---|---|---|",
     ] + rows + [
         "",
-        f"- **AWS**: {AWS_BANDWIDTH_DOC}; the row 'AWS inter-region per-instance egress cap' of",
-        f"  `interconnect_facts.csv` says the same. p4d.24xlarge: {AWS_P4D_SRC}.",
-        f"- **Azure**: {AZURE_NDH100_SRC}.",
+    ] + bullet(f"**AWS**: {AWS_BANDWIDTH_DOC}; the row 'AWS inter-region per-instance egress cap' of "
+               f"`interconnect_facts.csv` says the same. p4d.24xlarge: {AWS_P4D_SRC}.") + bullet(
+        f"**Azure**: {AZURE_NDH100_SRC}.") + [
         "- **GCP**: `interconnect_facts.csv`, 'GCP VM egress to external IP / other cloud' = 7 Gbit/s per",
         "  VM, the ceiling observed in the Skyplane GCP grid; the GCP documentation of that cap was",
         "  **not verified**. It holds for traffic to external IP addresses, the path the links were",
@@ -1452,12 +1463,13 @@ def uplink_readme(insts: list[dict]) -> list[str]:
     return out
 
 
-UPLINK_HOW = {
-    "aws-multiregion": "2 p4d.24xlarge x 200 (AWS inter-region cap: 50% of 400 Gbit/s)",
-    "two-dc": "4 p4d.24xlarge x 200 (as aws-multiregion)",
-    "azure-multiregion": "2 ND96isr_H100_v5 x 80 (VM network bandwidth, all destinations)",
-    "gcp-16": "8-16 a3-megagpu-8g x 7 (egress to external IPs; not verified)",
-    "azure-zones": "16-128 ND96isr_H100_v5 x 80 (as azure-multiregion)",
+# README: the VM type of each instance with uplinks, and what caps one VM's WAN traffic
+UPLINK_VM = {
+    "aws-multiregion": ("p4d.24xlarge", "AWS inter-region cap: 50% of its 400 Gbit/s"),
+    "two-dc": ("p4d.24xlarge", "as aws-multiregion"),
+    "azure-multiregion": ("ND96isr_H100_v5", "its network bandwidth, all destinations"),
+    "gcp-16": ("a3-megagpu-8g", "egress to external IPs; not verified"),
+    "azure-zones": ("ND96isr_H100_v5", "as azure-multiregion"),
 }
 
 
