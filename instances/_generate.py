@@ -15,7 +15,8 @@ named by the environment variable ``PLANNER_SHARED_DATA``.
     python instances/_generate.py --summary  # also print feasibility figures
 
 After building, each instance is checked against the SPEC (sections 2-5):
-keys, names, a connected WAN, t <= gpus_per_node, and that at least one
+keys, names, a connected WAN, uplinks (v3) finite and positive, the v3 routes
+(a linked pair takes its link) that the header lists, t <= gpus_per_node, and that at least one
 feasible plan exists (memory per GPU of every stage within
 memory_gb * (1 - memory_reserve_fraction), enough GPUs, a whole number of
 micro-batches). The check searches replicas R = 1, stages S <= max_stages,
@@ -259,10 +260,10 @@ def uplink_hdr(vm: str, vm_gbps: float, why: list[str], domains: list[dict], lin
 
 def uplink_absent_note(what: str) -> list[str]:
     return [
-        f"uplink_gbps absent (no cap): no sourced per-{what} WAN-port figure exists in the shared data or",
-        "  the public sources consulted (china_edwc_facts.csv gives backbone capacity -- 32 Tb/s per fibre,",
-        "  >660 Tb/s in all -- not what one hub or datacenter can send); the leased wavelengths (links)",
-        "  are the only network caps here.",
+        f"uplink_gbps absent (no cap): no sourced per-{what} WAN-port figure exists in the shared data or "
+        "the public sources consulted (china_edwc_facts.csv gives backbone capacity -- 32 Tb/s per fibre, "
+        ">660 Tb/s in all -- not what one hub or datacenter can send); the leased wavelengths (links) are the "
+        "only network caps here.",
     ]
 
 # Approximate on-demand list prices per GPU-hour (USD), ASSUMED (general knowledge of 2023-24
