@@ -10,6 +10,8 @@ of functions over them, and every solver answers ``plan(instance, solver=...)``.
 """
 
 from .scoring.bounds import lower_bound
+from .scoring.calibrate import Calibration, calibrate
+from .problem.measurements import Run, Transfer
 from .problem.errors import InfeasibleError, InputError, PlannerError
 from .presentation.explain import explain
 from .scoring.evaluator import Evaluation, Evaluator, Violation, check_plan, evaluate, iteration_times
@@ -26,8 +28,9 @@ from .scoring.trace import trace
 from .presentation import display as _display, plot as _plot  # noqa: F401  (register the views)
 
 __all__ = [
-    "Deadlock", "Evaluation", "Evaluator", "InfeasibleError", "InputError", "Instance",
-    "ModelSpec", "NetworkStates", "Plan", "PlannerError", "SOLVERS", "Violation", "check_plan",
+    "Calibration", "Deadlock", "Evaluation", "Evaluator", "InfeasibleError", "InputError", "Instance",
+    "ModelSpec", "NetworkStates", "Plan", "PlannerError", "Run", "SOLVERS", "Transfer", "Violation", "calibrate",
+    "check_plan",
     "evaluate", "explain", "greedy", "iteration_times", "load_instance", "load_model", "load_plan",
     "lower_bound", "plan", "save_plan", "schedule", "trace",
 ]

@@ -913,6 +913,71 @@ def import_network_cmd(latency_path, throughput_path, latency_unit, sites_path, 
               + (f"; left out, half-measured: {', '.join(built.left_out)}" if built.left_out else ""))
 
 
+@main.command("calibrate")
+@click.argument("instance")
+@click.argument("runs_path", metavar="RUNS")
+@click.option("--transfers", "transfers_path", type=click.Path(dir_okay=False), default=None,
+              help="measured transfers CSV: a,b,bytes,seconds[,group] (rows of one group ran together)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable, default=None,
+              help="write the fitted instance (TOML) here; without it, only the tables")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON document instead of the tables")
+@_guard
+def calibrate_cmd(instance, runs_path, transfers_path, out_path, as_json):
+    """Fit INSTANCE's optional figures to measured runs (and transfers).
+
+    RUNS is a CSV with the header plan,seconds: a plan file (relative to the
+    CSV's folder) and its measured iteration time in seconds, one row per
+    run.  --transfers adds measured point-to-point transfers, header
+    a,b,bytes,seconds and optionally group (rows with the same group ran at
+    the same time, started together).
+
+    Least squares (bounds respected) on modelled / measured - 1, the model
+    being SPEC v3: the transfers fit each measured link's bandwidth (the
+    smaller of its two directions) and latency, and the uplink_gbps of a
+    domain with transfers measured together; then the runs, simulated by the
+    evaluator on that network, fit gpu.mfu and gpu.unit_overhead_ms.  A
+    figure the measurements cannot separate from others (Jacobian rank at
+    the start figures) is left as it was and named with the reason.  Prints
+    measured vs modelled before and after with the residuals; exit 2 for a
+    bad CSV or fewer measurements than the figures they depend on.
+    """
+    from .presentation.calibration import calibration_tables
+    from .scoring.calibrate import SPEC, calibrate
+
+    inst = pio.load_instance(instance, spec=SPEC)
+    src = pio.resolve_instance_path(instance)
+    if out_path:
+        pio.check_output(out_path, "--out", [src, runs_path, transfers_path])
+    runs = pio.read_runs(runs_path, inst)
+    transfers = pio.read_transfers(transfers_path, inst) if transfers_path else None
+    try:
+        cal = calibrate(inst, runs, transfers)
+    except InputError as e:  # too few measurements: name the file they came from
+        if e.file is None:
+            e.file = str(transfers_path if (e.field or "").startswith("transfers") else runs_path)
+        raise
+    if out_path:
+        header = [f"Calibrated by `planner calibrate` (SPEC v{SPEC}) from {instance}: runs {runs_path}"
+                  + (f", transfers {transfers_path}" if transfers_path else "") + f"; code {code_version()}.",
+                  f"rms relative residual {cal.rms_before:.4g} before, {cal.rms_after:.4g} after, over "
+                  f"{len(cal.rows)} measurements."]
+        header += [f"fitted {f.field}: {'absent' if f.before is None else f'{f.before:.12g}'} -> {f.after:.12g}" + (f" ({f.note})" if f.note else "")
+                   for f in cal.fitted]
+        header += [f"left as it was: {u.field} ({u.reason})" for u in cal.unchanged
+                   if not u.reason.startswith(("no measured transfer crosses", "no transfers given",
+                                                "no transfers out of or into"))]
+        pio.write_calibrated(src, cal.figures(), header, out_path)
+    if as_json:
+        click.echo(strict_json({"instance": instance, "out": out_path, "spec": SPEC, **cal.to_dict()}))
+        return
+    for table in calibration_tables(cal):
+        out.print(table)
+    for note in cal.notes:
+        out.print(f"note: {note}")
+    if out_path:
+        out.print(f"fitted instance written to {out_path}")
+
+
 @main.command("report")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")

@@ -159,12 +159,13 @@ def read_sites(path: str | Path | None):
     return parse_sites(read_mapping(Path(path)), str(path))
 
 
-def write_instance(data: dict, header: list[str], path: str | Path, blame=None) -> Instance:
+def write_instance(data: dict, header: list[str], path: str | Path, blame=None, spec: int | None = None) -> Instance:
     """Write ``data`` (an instance dict) as TOML to ``path`` atomically, after
     loading it back with :func:`load_instance` (the model looked up from
     ``path``'s folder); when the loader refuses it, ``path`` is left untouched
     and the ``InputError`` names ``path`` and the field, or the file and field
-    that ``blame(field)`` returns as ``(file, field)`` (None: keep ``path``)."""
+    that ``blame(field)`` returns as ``(file, field)`` (None: keep ``path``).  ``spec``: the
+    model version it is loaded back for (3 lets SPEC v3 fields through, see :func:`load_instance`)."""
     from .files import atomic_path, toml_text
 
     path = Path(path)
@@ -174,7 +175,7 @@ def write_instance(data: dict, header: list[str], path: str | Path, blame=None) 
             fh.flush()
             os.fsync(fh.fileno())
         try:
-            inst = load_instance(tmp)
+            inst = load_instance(tmp, spec=spec)
         except InputError as err:
             where = blame(err.field) if blame else None
             if where is not None:
@@ -183,3 +184,71 @@ def write_instance(data: dict, header: list[str], path: str | Path, blame=None) 
                 err.file = str(path)
             raise err from None
     return inst
+
+
+# -- measured runs and transfers (planner calibrate) ------------------------------------
+def read_runs(path: str | Path, instance: Instance):
+    """The measured runs of a CSV (``plan,seconds``; :mod:`planner.problem.measurements`),
+    each plan file read relative to the CSV's folder and checked against ``instance``.
+    ``InputError`` names the CSV and the line (and the plan file and its field).
+
+    >>> runs = read_runs("runs.csv", inst)          # doctest: +SKIP
+    >>> runs[0].plan.replicas, runs[0].seconds      # doctest: +SKIP
+    (2, 12.5)
+    """
+    from .measurements import Run, parse_runs
+
+    path = Path(path)
+    rows = parse_runs(read_text(path), str(path))
+    out = []
+    for row in rows:
+        where = f"{row.where}, column plan"
+        plan_path = path.parent / row.plan
+        if not plan_path.is_file():
+            raise InputError(f"no such plan file {row.plan!r} (looked for {plan_path}; a path relative to "
+                             "the CSV's folder)", where, str(path))
+        try:
+            plan = load_plan(plan_path)
+            plan.check_against(instance)
+        except InputError as err:
+            inner = ": ".join(p for p in (err.field, err.message) if p)
+            raise InputError(f"plan {row.plan}: {inner} (instance {instance.name})", where, str(path)) from None
+        out.append(Run(plan, row.seconds, row.plan, row.where, str(path)))
+    return out
+
+
+def read_transfers(path: str | Path, instance: Instance):
+    """The measured transfers of a CSV (``a,b,bytes,seconds[,group]``), their domains
+    checked against ``instance``; ``InputError`` names the CSV, line and column."""
+    from .measurements import parse_transfers
+
+    path = Path(path)
+    return parse_transfers(read_text(path), str(path), instance.domain_names)
+
+
+def write_calibrated(source: str | Path, figures: dict, header: list[str], path: str | Path) -> Instance:
+    """Write the instance file ``source`` (TOML or JSON) as TOML to ``path``, atomically,
+    with the fields ``figures`` names set (``{"gpu.mfu": 0.42, "links[0].latency_ms": 2.5}``)
+    and everything else as the file gives it; a model named by a path (``model =
+    "m.toml"``) or found beside ``source`` is written as a path relative to ``path``'s
+    folder.  The result is loaded back at SPEC v3 (its ``unit_overhead_ms`` and
+    ``uplink_gbps`` are v3 fields) before it replaces anything."""
+    source = resolve_instance_path(source)
+    data = read_mapping(source)
+    out_dir = Path(path).resolve().parent
+    wl = data.get("workload")
+    if isinstance(wl, dict) and isinstance(wl.get("model"), str):
+        name = wl["model"]
+        here = (source.parent / name) if name.endswith(".toml") else find_model(name, source.parent)
+        there = None if name.endswith(".toml") else find_model(name, out_dir)
+        if here is not None and (there is None or Path(there).resolve() != Path(here).resolve()):
+            wl["model"] = os.path.relpath(Path(here).resolve(), out_dir)
+    for dotted, value in figures.items():
+        head, _, key = dotted.rpartition(".")
+        table, _, index = head.partition("[")
+        target = data[table] if not index else data[table][int(index.rstrip("]"))]
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = float(value)
+    return write_instance(data, header, path, spec=3)

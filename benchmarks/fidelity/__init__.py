@@ -1,0 +1,1 @@
+"""The fidelity benchmark's data and the code that rebuilds its runs (issue 24)."""
