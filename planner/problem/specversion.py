@@ -59,3 +59,20 @@ def refuse_v3_fields(data, spec: int | None = None) -> None:
     if used:
         raise InputError("a SPEC v3 field; SPEC v2 does not model it (spec=2 was asked for; the default, "
                          "SPEC v3, does: docs/model.md, section 10)", used[0])
+
+
+def without_v3_fields(instance):
+    """``instance`` with every v3-only field at its v2 default (no ``uplink_gbps``,
+    ``gradient_sync = "ring"``, ``unit_overhead_ms = 0``): what SPEC v2 can read.
+    ``instance`` itself when it has none.  For features that follow v2 on purpose
+    (the RL policy's observation), never for scores."""
+    if not v3_only_fields(instance):
+        return instance
+    data = instance.to_dict()
+    data["workload"]["model"] = instance.workload.model
+    for d in data["domains"]:
+        d.pop("uplink_gbps", None)
+    data["workload"]["gradient_sync"] = "ring"
+    data["gpu"]["unit_overhead_ms"] = 0.0
+    return type(instance).from_dict(data)
+

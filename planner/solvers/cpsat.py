@@ -53,8 +53,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
     it is CP-SAT deterministic time summed over the shapes' solves (so a
-    seed gives the same plan whatever the load, wall time varies; several
-    workers then interleave deterministically).  ``gap`` relative optimality
+    seed gives the same plan whatever the load, wall time varies; it runs
+    on one worker, see :func:`~planner.solvers.formulations.cpsat.configure`).  ``gap`` relative optimality
     tolerance, ``workers`` and ``seed`` for CP-SAT, ``rounding`` the largest
     relative rounding error of the integer time unit (see
     :mod:`planner.solvers.formulations.cpsat`).  Pins (``stages``, ``replicas``,
