@@ -15,7 +15,8 @@ named by the environment variable ``PLANNER_SHARED_DATA``.
     python instances/_generate.py --summary  # also print feasibility figures
 
 After building, each instance is checked against the SPEC (sections 2-5):
-keys, names, a connected WAN, t <= gpus_per_node, and that at least one
+keys, names, a connected WAN, uplinks (v3) finite and positive, the v3 routes
+(a linked pair takes its link) that the header lists, t <= gpus_per_node, and that at least one
 feasible plan exists (memory per GPU of every stage within
 memory_gb * (1 - memory_reserve_fraction), enough GPUs, a whole number of
 micro-batches). The check searches replicas R = 1, stages S <= max_stages,
@@ -28,6 +29,7 @@ import heapq
 import math
 import os
 import random
+import re
 import sys
 import textwrap
 import tomllib
@@ -70,8 +72,9 @@ def read_matrix(name: str) -> tuple[str, dict[tuple[str, str], float]]:
     return comment, out
 
 
-def routes(domains: list[str], links: list[dict]) -> dict[tuple[str, str], list[str]]:
-    """SPEC section 2 routes: least total latency, then fewer hops, then the
+def routes(domains: list[str], links: list[dict], direct: bool = True) -> dict[tuple[str, str], list[str]]:
+    """SPEC section 2 routes: a linked pair takes its link (v3; ``direct=False``: v2, which
+    does not); any other pair the path of least total latency, then fewer hops, then the
     lexicographically smallest list of domain names."""
     adj: dict[str, list[tuple[str, float]]] = {d: [] for d in domains}
     for l in links:
@@ -97,6 +100,9 @@ def routes(domains: list[str], links: list[dict]) -> dict[tuple[str, str], list[
                     heapq.heappush(heap, cand)
         for dst, key in best.items():
             out[(src, dst)] = key[2]
+    if direct:
+        for l in links:
+            out[(l["a"], l["b"])], out[(l["b"], l["a"])] = [l["a"], l["b"]], [l["b"], l["a"]]
     return out
 
 
@@ -162,16 +168,103 @@ MFU_H100_REASON = ("published H100 bf16 runs report 43% / 41% (Llama 3 405B on 8
 # Per-GPU bandwidth between GPUs of one domain (interconnect_facts.csv):
 IB_HDR_GBPS = 200.0   # InfiniBand HDR port, one per A100 (DGX A100: 8 x 200G ConnectX-6)
 IB_NDR_GBPS = 400.0   # InfiniBand NDR port, one per H100 (DGX H100: 8 x 400G ConnectX-7)
-# AWS p4d.24xlarge (8 x A100-40GB) has 400 Gbit/s of EFA per instance, i.e. 50 per GPU
-# (AWS instance-type page / EC2 Capacity Blocks price table "p4d.24xlarge ... 400 Gigabit";
-# general knowledge, not in the shared data).
-AWS_P4D_GBPS_PER_GPU = 400.0 / 8
+# AWS p4d.24xlarge (8 x A100-40GB, 96 vCPUs) has 400 Gbit/s of EFA-enabled networking per
+# instance, i.e. 50 per GPU (AWS_P4D_SRC below; not in the shared data).
+AWS_P4D_NIC_GBPS = 400.0
+AWS_P4D_VCPUS = 96
+AWS_P4D_SRC = ("AWS Compute Blog, 'Amazon EC2 P4d instances deep dive' (2020-11-03, "
+               "aws.amazon.com/blogs/compute/amazon-ec2-p4d-instances-deep-dive/): 96 vCPUs, "
+               "400 Gbps EFA-enabled networking")
+AWS_P4D_GBPS_PER_GPU = AWS_P4D_NIC_GBPS / 8
 # Azure ND96isr_H100_v5 (8 x H100): one 400 Gbit/s NDR InfiniBand link per GPU (general
 # knowledge); equals the NDR figure above.
 AZURE_NDH100_GBPS_PER_GPU = IB_NDR_GBPS
 # GCP a3-megagpu-8g (8 x H100): 8 GPU NICs (NVIDIA AICR "GKE TCPXO networking" guide) of
 # 200 Gbit/s each (general knowledge, not verified this session).
 GCP_A3MEGA_GBPS_PER_GPU = 200.0
+
+# --------------------------------------------------------------------------
+# Uplinks (SPEC v3 sections 2 and 5): what a domain can send to the WAN in total, and
+# separately receive from it
+# --------------------------------------------------------------------------
+# A domain's uplink is its GPU hosts (gpus / gpus_per_node VMs) times the most one such VM may
+# send to other regions: the transfers of a plan (pipeline boundaries, gradient syncs) leave
+# from and arrive at the GPUs' own VMs, so whatever striping the links assume, a region cannot
+# move more than its VMs' WAN caps together. SPEC v3 has one figure for both directions; the
+# clouds state per-VM caps (AWS: inbound and outbound alike; Azure: all destinations), and the
+# same figure is used for ingress. Only the cloud instances have one: no sourced per-hub or
+# per-datacenter WAN-port figure exists for the EDWC clusters (see uplink_absent_note), and
+# the tiny instances are synthetic.
+AWS_BANDWIDTH_DOC = ("AWS EC2 User Guide, 'Amazon EC2 instance network bandwidth' "
+                     "(docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html): "
+                     "traffic to other Regions may use up to 50% of an instance's bandwidth with >= 32 "
+                     "vCPUs (or 5 Gbps, whichever is larger), else 5 Gbps; bandwidth figures apply to "
+                     "inbound and outbound traffic alike")
+# Azure ND96isr_H100_v5: 8 NICs, 80,000 Mbps expected network bandwidth per VM ("the maximum
+# aggregated bandwidth allocated per VM type across all NICs, for all destinations").
+AZURE_NDH100_VM_GBPS = 80.0
+AZURE_NDH100_SRC = ("Azure VM sizes, ND H100 v5 series (MicrosoftDocs/azure-docs "
+                    "articles/virtual-machines/sizes/gpu-accelerated/includes/nd-h100-v5-series-specs.md "
+                    "@44d9173: Network 8 NICs, 80000 Mbps; includes/virtual-machines-common-sizes-table-defs.md: "
+                    "'maximum aggregated bandwidth allocated per VM type across all NICs, for all destinations')")
+
+
+def aws_interregion_vm_gbps(nic_gbps: float, vcpus: int) -> tuple[float, str]:
+    """Most one AWS instance sends to other Regions, Gbit/s, from interconnect_facts.csv's
+    "AWS inter-region per-instance egress cap" row ("5 Gbps (or 50% of NIC for >=32 vCPU)"):
+    max(5, 50% x NIC) with >= 32 vCPUs, else 5.  p4d.24xlarge (400 Gbit/s, 96 vCPUs): 200."""
+    _, rows = read_csv("interconnect_facts.csv")
+    r = fact(rows, "AWS inter-region per-instance egress cap", "item")
+    m = re.fullmatch(r"([\d.]+) Gbps \(or ([\d.]+)% of NIC for >=(\d+) vCPU\)", r["value"])
+    assert m, ("interconnect_facts.csv: unexpected AWS inter-region cap", r["value"])
+    floor, pct, min_vcpus = float(m[1]), float(m[2]), int(m[3])
+    cap = max(floor, pct / 100 * nic_gbps) if vcpus >= min_vcpus else floor
+    return cap, (f"interconnect_facts.csv 'AWS inter-region per-instance egress cap' = {r['value']} "
+                 f"({r['source']}); checked against {AWS_BANDWIDTH_DOC}")
+
+
+def gcp_external_vm_gbps() -> tuple[float, str]:
+    """Most one GCP VM sends to an external IP address (the path the Skyplane GCP grid
+    measured), Gbit/s, from interconnect_facts.csv: 7."""
+    _, rows = read_csv("interconnect_facts.csv")
+    r = fact(rows, "GCP VM egress to external IP", "item")
+    return float(r["value"]), (f"interconnect_facts.csv '{r['item']}' = {r['value']} {r['unit']} ({r['source']})")
+
+
+def uplink(domain: dict, vm_gbps: float, note: str) -> None:
+    """Give ``domain`` its uplink: VMs (gpus / gpus_per_node) x ``vm_gbps``, with a comment."""
+    vms, rest = divmod(domain["gpus"], domain["gpus_per_node"])
+    assert rest == 0, (domain["name"], "GPUs not a whole number of VMs")
+    domain["uplink_gbps"] = round(vms * vm_gbps, 6)
+    domain["_comment"] = f"uplink: {vms} VMs x {vm_gbps:g} Gbit/s ({note})"
+
+
+def uplink_hdr(vm: str, vm_gbps: float, why: list[str], domains: list[dict], links: list[dict]) -> list[str]:
+    ups = sorted({d["uplink_gbps"] for d in domains})
+    rng = f"{ups[0]:,.0f}" if len(ups) == 1 else f"{ups[0]:,.0f}-{ups[-1]:,.0f}"
+    total = {d["name"]: 0.0 for d in domains}
+    for l in links:
+        total[l["a"]] += l["bandwidth_gbps"]
+        total[l["b"]] += l["bandwidth_gbps"]
+    ratio = sorted(d["uplink_gbps"] / total[d["name"]] for d in domains)
+    return [
+        f"uplink_gbps (SPEC v3 sections 2, 5: a domain's total WAN egress, and separately its ingress) = its",
+        f"  {vm} VMs (gpus / 8) x {vm_gbps:g} Gbit/s, the most one VM may send to other regions: {rng} Gbit/s.",
+    ] + why + [
+        "  SPEC v3 has one figure for both directions; the per-VM egress cap is used for ingress too.",
+        f"  A domain's uplink is {ratio[0]:.2f}-{ratio[-1]:.2f}x the sum of its links' bandwidths "
+        + ("(it binds only when many transfers leave or enter one domain at once)." if ratio[0] < 1
+           else "(it never binds: the links cap first)."),
+    ]
+
+
+def uplink_absent_note(what: str) -> list[str]:
+    return [
+        f"uplink_gbps absent (no cap): no sourced per-{what} WAN-port figure exists in the shared data or "
+        "the public sources consulted (china_edwc_facts.csv gives backbone capacity -- 32 Tb/s per fibre, "
+        ">660 Tb/s in all -- not what one hub or datacenter can send); the leased wavelengths (links) are the "
+        "only network caps here.",
+    ]
 
 # Approximate on-demand list prices per GPU-hour (USD), ASSUMED (general knowledge of 2023-24
 # list prices; not in the shared data; per-GPU = per-instance / 8):
@@ -274,7 +367,7 @@ def edwc_network(ids: list[str], gpus: dict[str, int], prices: dict[str, float],
         f"{EDWC_400G_GBPS:.0f} Gbit/s on the",
         "    corridors with reported 400G service (Beijing->Inner Mongolia, first inter-provincial",
         "    400G backbone, commercial 2024-03-08; Ningbo(YRD)->Gui'an 400G OTN link).",
-    ]
+    ] + uplink_absent_note("hub")
     return domains, links, hdr
 
 
@@ -346,9 +439,11 @@ SKYPLANE_TPUT_SRC = ("Skyplane profiles/throughput.csv (iperf3, 64 TCP connectio
 
 
 def cloud_network(cloud: str, regions: list[str], key_of, gpus: dict[str, int], price: float,
-                  intra: float, vm_pairs: int) -> tuple[list[dict], list[dict], dict]:
+                  intra: float, vm_pairs: int, uplink_vm: tuple[float, str] | None = None
+                  ) -> tuple[list[dict], list[dict], dict]:
     """Full mesh over the chosen regions. latency = mean of the two measured RTT directions / 2;
-    bandwidth = min of the two measured throughput directions x vm_pairs."""
+    bandwidth = min of the two measured throughput directions x vm_pairs.  ``uplink_vm``
+    (Gbit/s per VM, a short note): each region's uplink is its VMs x that figure."""
     _, rtt = read_matrix(f"matrix_{cloud}_rtt_ms_skyplane2022.csv")
     _, tput = read_matrix(f"matrix_{cloud}_tput_gbps_skyplane2022.csv")
     domains = []
@@ -358,6 +453,8 @@ def cloud_network(cloud: str, regions: list[str], key_of, gpus: dict[str, int], 
                         "intra_bandwidth_gbps": intra, "price_per_gpu_hour": price,
                         "region": f"{key_of(r)} ({city})", "lat": lat, "lon": lon,
                         "utc_offset_hours": utc})
+        if uplink_vm is not None:
+            uplink(domains[-1], *uplink_vm)
     links = []
     stats = {"lat": [], "bw": [], "asym": 0, "missing": []}
     for i, a in enumerate(regions):
@@ -395,8 +492,8 @@ def cloud_hdr(cloud: str, vm_pairs: int, stats: dict, vm_note: list[str]) -> lis
         f" ({stats['asym']} pairs differ by > 10%).",
     ] + vm_note + [
         f"  links: full mesh over the chosen regions ({len(lat)} pair{'s' if len(lat) > 1 else ''})"
-        + ("; the least-latency route may still relay via a third region where the measured RTTs"
-           " violate the triangle inequality." if len(lat) > 1 else "."),
+        + ("; every route is therefore direct (SPEC v3 section 2), also where the measured RTTs"
+           " break the triangle inequality (see Routes below)." if len(lat) > 1 else "."),
         f"  one-way latency {min(lat):.1f}-{max(lat):.1f} ms (mean {sum(lat) / len(lat):.1f}); "
         f"bandwidth {min(bw):.2f}-{max(bw):.2f} Gbit/s (mean {sum(bw) / len(bw):.2f}).",
     ]
@@ -604,8 +701,10 @@ def inst_aws_multiregion():
                "eu-west-1", "eu-west-2", "eu-central-1"]
     gpus = {r: 16 for r in regions}
     g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    cap, cap_src = aws_interregion_vm_gbps(AWS_P4D_NIC_GBPS, AWS_P4D_VCPUS)
     domains, links, st = cloud_network("aws", regions, lambda r: f"aws:{r}", gpus,
-                                       AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, 1)
+                                       AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, 1,
+                                       (cap, "AWS inter-region cap: 50% of a p4d.24xlarge's 400 Gbit/s"))
     mdl = load_model("llama2-7b")
     act = 2 * mdl["hidden_size"] * 4096          # boundary bytes per micro-batch, b = 1
     x_lo, x_hi = (act / (bw * 1e9 / 8) * 1e3 for bw in (max(st["bw"]), min(st["bw"])))
@@ -633,10 +732,12 @@ def inst_aws_multiregion():
     ] + ghdr + [
         "  (p4d.24xlarge carries A100-40GB; MFU as for A100-80GB.)",
         f"intra_bandwidth_gbps {AWS_P4D_GBPS_PER_GPU:g}: p4d.24xlarge has 400 Gbit/s EFA per 8-GPU instance",
-        "  (AWS instance page; general knowledge, not in the shared data).",
+        f"  ({AWS_P4D_SRC}; not in the shared data).",
         f"price_per_gpu_hour {AWS_P4D_USD_PER_GPU_H:.2f}: ASSUMED on-demand p4d.24xlarge ~ $32.77/h / 8 (us-east-1 list",
         "  price, general knowledge); the same in every region for simplicity.",
         "gpus: ASSUMED 16 per region (2 x p4d.24xlarge), a typical on-demand quota.",
+    ] + uplink_hdr("p4d.24xlarge", cap, [f"  Sources: {cap_src}; NIC and vCPUs: {AWS_P4D_SRC}."],
+                   domains, links) + [
         "",
     ] + cloud_hdr("aws", 1, st, note) + whdr + [
         "",
@@ -652,6 +753,11 @@ def inst_aws_multiregion():
 
 
 AZURE_VM_PAIRS = 8
+AZURE_UPLINK_WHY = [
+    f"  Source: {AZURE_NDH100_SRC}.",
+    "  (The 8 x 400 Gbit/s InfiniBand links of the VM do not leave the region; the 80 Gbit/s is its",
+    "  Ethernet bandwidth, the part that reaches other regions.)",
+]
 
 
 def inst_azure_multiregion():
@@ -660,7 +766,7 @@ def inst_azure_multiregion():
     g, ghdr = gpu("H100", MFU_H100, MFU_H100_REASON)
     domains, links, st = cloud_network("azure", regions, lambda r: f"azure:{r}", gpus,
                                        AZURE_NDH100_USD_PER_GPU_H, AZURE_NDH100_GBPS_PER_GPU,
-                                       AZURE_VM_PAIRS)
+                                       AZURE_VM_PAIRS, (AZURE_NDH100_VM_GBPS, "ND96isr_H100_v5: 80,000 Mbps per VM"))
     note = [
         f"  Aggregate bandwidth ASSUMPTION: {AZURE_VM_PAIRS} gateway VM pairs per region pair, striped in",
         f"    parallel (Skyplane-style), so {AZURE_VM_PAIRS} x the measured per-VM D32_v5 throughput (~8-22",
@@ -686,6 +792,7 @@ def inst_azure_multiregion():
         "gpus: ASSUMED 16 per region (2 VMs of 8).",
         "Region choice: one or two regions per continent, skipping near neighbours (e.g. uksouth",
         "  4 ms from westeurope) so that every cross-region hop is long.",
+    ] + uplink_hdr("ND96isr_H100_v5", AZURE_NDH100_VM_GBPS, AZURE_UPLINK_WHY, domains, links) + [
         "",
     ] + cloud_hdr("azure", AZURE_VM_PAIRS, st, note) + [
         f"  wan_price_per_gb {wan}: ASSUMED; Azure prices are not in the shared data, so the 0.02 USD/GB",
@@ -710,8 +817,10 @@ def inst_two_dc():
     regions = ["us-east-1", "us-west-2"]
     gpus = {r: 32 for r in regions}
     g, ghdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    cap, cap_src = aws_interregion_vm_gbps(AWS_P4D_NIC_GBPS, AWS_P4D_VCPUS)
     domains, links, st = cloud_network("aws", regions, lambda r: f"aws:{r}", gpus,
-                                       AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, TWO_DC_VM_PAIRS)
+                                       AWS_P4D_USD_PER_GPU_H, AWS_P4D_GBPS_PER_GPU, TWO_DC_VM_PAIRS,
+                                       (cap, "AWS inter-region cap: 50% of a p4d.24xlarge's 400 Gbit/s"))
     note = [
         f"  Aggregate bandwidth ASSUMPTION: {TWO_DC_VM_PAIRS} gateway VM pairs striped in parallel (Skyplane-style),",
         "    each at the measured m5.8xlarge rate, which sits at AWS's 5 Gbit/s per-instance",
@@ -727,9 +836,11 @@ def inst_two_dc():
         "  second region's GPUs are worth a WAN pipeline boundary or a cross-country gradient ring.",
         "",
     ] + ghdr + [
-        f"intra_bandwidth_gbps {AWS_P4D_GBPS_PER_GPU:g}: p4d.24xlarge 400 Gbit/s EFA per 8 GPUs (general knowledge).",
+        f"intra_bandwidth_gbps {AWS_P4D_GBPS_PER_GPU:g}: p4d.24xlarge 400 Gbit/s EFA per 8 GPUs ({AWS_P4D_SRC}).",
         f"price_per_gpu_hour {AWS_P4D_USD_PER_GPU_H:.2f}: ASSUMED p4d.24xlarge on-demand ~ $32.77/h / 8.",
         "gpus: ASSUMED 32 per region (4 x p4d.24xlarge).",
+    ] + uplink_hdr("p4d.24xlarge", cap, [f"  Sources: {cap_src}; NIC and vCPUs: {AWS_P4D_SRC}."],
+                   domains, links) + [
         "",
     ] + cloud_hdr("aws", TWO_DC_VM_PAIRS, st, note) + whdr + [
         "",
@@ -758,8 +869,10 @@ def inst_gcp_16():
     # ASSUMED allocation: 128 H100 in each North American region, 64 elsewhere.
     gpus = {r: (128 if r in na else 64) for r in regions}
     g, ghdr = gpu("H100", MFU_H100, MFU_H100_REASON)
+    cap, cap_src = gcp_external_vm_gbps()
     domains, links, st = cloud_network("gcp", regions, lambda r: zone_of[r], gpus,
-                                       GCP_A3_USD_PER_GPU_H, GCP_A3MEGA_GBPS_PER_GPU, GCP_VM_PAIRS)
+                                       GCP_A3_USD_PER_GPU_H, GCP_A3MEGA_GBPS_PER_GPU, GCP_VM_PAIRS,
+                                       (cap, "GCP per-VM egress to external IPs, NOT verified in GCP docs"))
     _, var = read_csv("skyplane_snapshot_variability.csv")
     v = fact(var, "gcp_2022-01_vs_2022-04", "comparison")
     worst = min(links, key=lambda l: l["bandwidth_gbps"])
@@ -789,6 +902,15 @@ def inst_gcp_16():
         f"price_per_gpu_hour {GCP_A3_USD_PER_GPU_H:.2f}: ASSUMED a3-highgpu-8g on-demand ~ $88/h / 8 (general knowledge).",
         "gpus: ASSUMED.",
         "Domain names: region = Skyplane zone without its zone letter (gcp:us-central1-a -> us-central1).",
+    ] + uplink_hdr("a3-megagpu-8g", cap, [
+        f"  Source: {cap_src}.",
+        "  CAVEAT: the 7 Gbit/s is the ceiling observed in the Skyplane grid; the GCP documentation of the "
+        "external-IP egress cap was NOT verified. It applies to traffic to external IP addresses, the path "
+        "the link figures were measured on; inside one VPC network (internal IPs) an A3 Mega VM may send far "
+        "more (1,800 Gbit/s total, GCP 'Networking and GPU machines', "
+        "docs.cloud.google.com/compute/docs/gpus/gpu-network-bandwidth), so this uplink holds for the "
+        "measured path only.",
+    ], domains, links) + [
         "",
     ] + cloud_hdr("gcp", GCP_VM_PAIRS, st, note) + [
         f"  wan_price_per_gb {wan}: GCP inter-region us-central1<->us-west1 price (interconnect_facts.csv,",
@@ -945,6 +1067,7 @@ def edwc_datacenters(name: str, per_cluster: dict[str, int]) -> tuple[dict, list
         "(ASSUMED, as edwc-full).",
         "  links: not a full mesh (that would be n(n-1)/2 links); routes between clusters relay through",
         "    the gateways and share the backbone, as traffic on a real backbone does.",
+    ] + uplink_absent_note("datacenter") + [
         "wan_price_per_gb 0: leased wavelengths are flat-rate.",
         "",
         "Workload: model llama3-70b (../models/llama3-70b.toml from llm_configs.csv: Llama 3 paper / HF",
@@ -1081,6 +1204,7 @@ def inst_azure_zones():
                             "price_per_gpu_hour": AZURE_NDH100_USD_PER_GPU_H,
                             "region": f"azure:{key[r]} ({city})", "lat": zlat, "lon": zlon,
                             "utc_offset_hours": utc})
+            uplink(domains[-1], AZURE_NDH100_VM_GBPS, "ND96isr_H100_v5: 80,000 Mbps per VM")
         for z in range(AZURE_ZONES):
             for w in range(z + 1, AZURE_ZONES):
                 links.append({"a": domains[first[r] + z]["name"], "b": domains[first[r] + w]["name"],
@@ -1124,6 +1248,7 @@ def inst_azure_zones():
         "azure-multiregion).",
         f"gpus: ASSUMED, log-uniform {AZURE_ZONE_GPUS[0]}-{AZURE_ZONE_GPUS[1]} per zone in multiples of 64, drawn with "
         f"Python's random.Random({SCALE_SEED}).",
+    ] + uplink_hdr("ND96isr_H100_v5", AZURE_NDH100_VM_GBPS, AZURE_UPLINK_WHY, domains, links) + [
         f"Zones: ASSUMED {AZURE_ZONES} per region for every region (Azure's availability-zone regions have three;",
         "  in reality some regions have none). Domain name = region name in lower case without spaces",
         "  + '-z1'..'-z3'; lat/lon = the region's approximate city (general knowledge) offset by",
@@ -1146,8 +1271,8 @@ def inst_azure_zones():
         "a fit on those,",
         f"      per-VM Gbit/s = {math.exp(icpt):.2f} x (P95 RTT ms)^{slope:.3f} (least squares in logs, R^2 {r2:.2f}),",
         f"      capped at the {AZURE_NIC_GBPS:g} Gbit/s D32_v5 NIC; {min(bw_all):.1f}-{max(bw_all):.1f} Gbit/s.",
-        "  links: not a full mesh over zones; routes between regions relay through zones 1 and 2, and",
-        "    relay via a third region where the P95 RTTs break the triangle inequality.",
+        "  links: not a full mesh over zones; routes between regions relay through zones 1 and 2; a linked",
+        "    pair takes its link (SPEC v3), also where the P95 RTTs break the triangle inequality.",
         "  wan_price_per_gb 0.02: ASSUMED as azure-multiregion (Azure prices are not in the shared data).",
         "",
         "Workload: model llama2-70b (../models/llama2-70b.toml from llm_configs.csv: Touvron et al. 2023);",
@@ -1183,16 +1308,21 @@ def inst_tiny_3dc():
     doms = [("alpha", 16, 1.0), ("beta", 8, 2.0), ("gamma", 12, 0.5)]
     domains = [{"name": n, "gpus": k, "gpus_per_node": 4, "intra_bandwidth_gbps": 100.0,
                 "price_per_gpu_hour": p} for n, k, p in doms]
+    # No alpha-gamma link: their traffic must relay via beta (SPEC v3 routes a linked pair over
+    # its link, so the slower direct alpha-gamma link of SPEC v2 days, 1 Gbit/s and 8 ms, which
+    # the 5 ms relay beat, would no longer relay anything; v2 never used it).
     links = [
         {"a": "alpha", "b": "beta", "bandwidth_gbps": 10.0, "latency_ms": 2.0},
-        {"a": "beta", "b": "gamma", "bandwidth_gbps": 5.0, "latency_ms": 3.0},
-        {"a": "alpha", "b": "gamma", "bandwidth_gbps": 1.0, "latency_ms": 8.0,
-         "_comment": "slower than alpha-beta-gamma (5 ms): the alpha-gamma route relays via beta"},
+        {"a": "beta", "b": "gamma", "bandwidth_gbps": 5.0, "latency_ms": 3.0,
+         "_comment": "no alpha-gamma link: alpha-gamma traffic relays via beta (2 + 3 = 5 ms)"},
     ]
-    hdr = ["tiny-3dc: 3 domains in a triangle, model tiny.",
-           "Regime: small test case; the direct alpha-gamma link (8 ms) loses to the 2-hop route",
-           "  via beta (5 ms), so routing, link sharing and relaying are exercised."] + TOY_HDR
-    inst = {"name": "tiny-3dc", "description": "Synthetic test: 3 domains, tiny model, toy GPU",
+    hdr = ["tiny-3dc: 3 domains, alpha-beta-gamma with no alpha-gamma link, model tiny.",
+           "Regime: small test case; alpha and gamma are not linked, so their traffic relays via beta",
+           "  (5 ms) and shares the alpha-beta and beta-gamma links with the one-hop flows: routing,",
+           "  link sharing and relaying are exercised under SPEC v3 (which routes a linked pair over",
+           "  its link). Until v3 a slower direct alpha-gamma link (1 Gbit/s, 8 ms) forced the relay; v2",
+           "  routed nothing over it, so v2 figures are as they were."] + TOY_HDR
+    inst = {"name": "tiny-3dc", "description": "Synthetic test: 3 domains, alpha-gamma relayed via beta, tiny model, toy GPU",
             "gpu": dict(TOY_GPU), "domains": domains, "links": links,
             "workload": workload("tiny", 16, 512, tps=(1, 2, 4)),
             "options": options(max_stages=8, wan_price=0.01)}
@@ -1268,11 +1398,79 @@ README_ROWS = {
         "azure_p95_rtt_ms_full, matrix_azure_tput_skyplane2022, interconnect_facts, gpu_specs, "
         "mfu_reported, llm_configs"),
     "tiny-3dc": (
-        "tests: triangle whose direct alpha-gamma link loses to the 2-hop route; toy GPU",
+        "tests: alpha-beta-gamma without an alpha-gamma link, so that traffic relays via beta (SPEC v3); "
+        "toy GPU",
         "synthetic"),
     "tiny-line": (
         "tests: line a-b-c-d, multi-hop routes sharing a slow middle link; toy GPU",
         "synthetic"),
+}
+
+
+UPLINK_RESULTS = HERE.parent / "benchmarks" / "results" / "uplinks.md"
+
+
+def uplink_readme(insts: list[dict]) -> list[str]:
+    """README section on uplink_gbps: what each instance has, its source, and the table of
+    benchmarks/results/uplinks.md (made by benchmarks/uplinks.py) when it exists."""
+    def span(values) -> str:
+        v = sorted(set(values))
+        return f"{v[0]:,.0f}" if len(v) == 1 else f"{v[0]:,.0f}-{v[-1]:,.0f}"
+
+    def bullet(text: str) -> list[str]:
+        return textwrap.wrap(text, width=92, initial_indent="- ", subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+
+    rows = []
+    for inst in insts:
+        doms = [d for d in inst["domains"] if "uplink_gbps" in d]
+        if doms:
+            vms = [d["gpus"] // d["gpus_per_node"] for d in doms]
+            per_vm = span(d["uplink_gbps"] / v for d, v in zip(doms, vms))
+            vm, why = UPLINK_VM[inst["name"]]
+            rows.append(f"| `{inst['name']}` | {span(d['uplink_gbps'] for d in doms)} | "
+                        f"{span(vms)} {vm} x {per_vm} ({why}) |")
+    out = [
+        "## Uplinks (SPEC v3)",
+        "",
+        "`uplink_gbps` caps what a domain sends to the WAN in total and, separately, what it",
+        "receives (SPEC v3 sections 2 and 5). The cloud instances have one per region (zone): its",
+        "GPU VMs (gpus / 8) times the most one VM may send to other regions, since a plan's",
+        "transfers leave from and arrive at the GPUs' own VMs. SPEC v3 has one figure for both",
+        "directions; the clouds state per-VM egress caps, and the same figure is used for ingress.",
+        "",
+        "| instance | uplink_gbps per domain | VMs x Gbit/s per VM (what caps a VM) |",
+        "|---|---|---|",
+    ] + rows + [
+        "",
+    ] + bullet(f"**AWS**: {AWS_BANDWIDTH_DOC}; the row 'AWS inter-region per-instance egress cap' of "
+               f"`interconnect_facts.csv` says the same. p4d.24xlarge: {AWS_P4D_SRC}.") + bullet(
+        f"**Azure**: {AZURE_NDH100_SRC}.") + [
+        "- **GCP**: `interconnect_facts.csv`, 'GCP VM egress to external IP / other cloud' = 7 Gbit/s per",
+        "  VM, the ceiling observed in the Skyplane GCP grid; the GCP documentation of that cap was",
+        "  **not verified**. It holds for traffic to external IP addresses, the path the links were",
+        "  measured on; inside one VPC network an A3 Mega VM may send up to 1,800 Gbit/s.",
+        "- **EDWC** (`edwc-*`, `cost-edwc`, `memory-bound`): no uplink. No sourced figure exists for",
+        "  what one hub, cluster or datacenter can send to the backbone: `china_edwc_facts.csv` gives",
+        "  the backbone's capacity (32 Tb/s per fibre, > 660 Tb/s in all) and 400G services on two",
+        "  corridors, not a per-hub WAN port. The leased wavelengths (links) stay the only caps.",
+        "- **tiny-\\***: synthetic, no uplink.",
+        "",
+    ]
+    if UPLINK_RESULTS.exists():
+        text = UPLINK_RESULTS.read_text(encoding="utf-8").rstrip("\n").splitlines()
+        out += ["What the uplinks change, from `benchmarks/results/uplinks.md` (command and commit in its",
+                "first lines; regenerate it, then this README):", ""] + text
+    return out
+
+
+# README: the VM type of each instance with uplinks, and what caps one VM's WAN traffic
+UPLINK_VM = {
+    "aws-multiregion": ("p4d.24xlarge", "AWS inter-region cap: 50% of its 400 Gbit/s"),
+    "two-dc": ("p4d.24xlarge", "as aws-multiregion"),
+    "azure-multiregion": ("ND96isr_H100_v5", "its network bandwidth, all destinations"),
+    "gcp-16": ("a3-megagpu-8g", "egress to external IPs; not verified"),
+    "azure-zones": ("ND96isr_H100_v5", "as azure-multiregion"),
 }
 
 
@@ -1314,8 +1512,8 @@ def readme(insts: list[dict]) -> str:
         "  except in `cost-edwc`.",
         "- **Cloud latency**: mean of the two measured RTT directions / 2. **Cloud bandwidth**: the",
         "  smaller of the two measured VM-to-VM throughputs x N gateway VM pairs, N = 1 (AWS",
-        "  multi-region, bandwidth-bound on purpose), 8 (Azure, two-dc, GCP). Full meshes; where",
-        "  measured RTTs break the triangle inequality the route relays via a third region.",
+        "  multi-region, bandwidth-bound on purpose), 8 (Azure, two-dc, GCP). Full meshes, so every",
+        "  route is direct (SPEC v3), also where measured RTTs break the triangle inequality.",
         "- **MFU**: 0.45 for A100, 0.42 for H100 (`mfu_reported.csv`).",
         "- **Intra-domain bandwidth per GPU**: 200 Gbit/s InfiniBand HDR (EDWC A100 clusters),",
         "  400 NDR (Azure ND H100 v5), 50 (AWS p4d: 400 Gbit/s EFA per 8 GPUs), 200 (GCP a3-mega).",
@@ -1327,6 +1525,10 @@ def readme(insts: list[dict]) -> str:
         "- **GPU counts per domain** are assumed allocations for one job.",
         "- `tiny-*` are synthetic: a toy GPU (1 TFLOP/s, 80 MB, MFU 0.5) scaled to the 6.8M-parameter",
         "  `tiny` model so that compute, transfers, latency and memory all matter at millisecond scale.",
+        "  `tiny-3dc` has no alpha-gamma link, so alpha-gamma traffic relays via beta under SPEC v3,",
+        "  which routes every linked pair over its link.",
+        "",
+    ] + uplink_readme(insts) + [
         "",
         "## National scale (issue 15)",
         "",
@@ -1407,12 +1609,13 @@ def render(inst: dict, header: list[str], summary: list[str]) -> str:
 # Checks against the SPEC (sections 2-5)
 # --------------------------------------------------------------------------
 
-RELAYS_LISTED = 30  # a header lists at most this many relayed pairs
+RELAYS_LISTED = 30  # a header lists at most this many links that a relay would beat
+RELAYS_UNLINKED_LISTED = 10  # ... and at most this many relayed pairs without a link
 TOP_KEYS = {"name", "description", "gpu", "domains", "links", "workload", "options"}
 GPU_KEYS = {"name", "peak_tflops", "memory_gb", "mfu"}
 GPU_OPTIONAL_KEYS = {"nvlink_bandwidth_gbps"}  # SPEC 2, v2
 DOMAIN_KEYS = {"name", "gpus", "gpus_per_node", "intra_bandwidth_gbps", "price_per_gpu_hour",
-               "region", "lat", "lon", "utc_offset_hours"}
+               "region", "lat", "lon", "utc_offset_hours", "uplink_gbps"}  # uplink_gbps: SPEC 2, v3
 LINK_KEYS = {"a", "b", "bandwidth_gbps", "latency_ms"}
 WORKLOAD_KEYS = {"model", "global_batch_size", "seq_len", "micro_batch_sizes",
                  "tensor_parallel", "recompute"}
@@ -1468,6 +1671,8 @@ def check(inst: dict) -> list[str]:
     for d in inst["domains"]:
         assert set(k for k in d if not k.startswith("_")) <= DOMAIN_KEYS, (name, d)
         assert d["gpus"] >= 1 and d["gpus_per_node"] >= 1
+        up = d.get("uplink_gbps")
+        assert up is None or (isinstance(up, float) and math.isfinite(up) and 0 < up <= 1e9), (name, d)
     pairs = set()
     for l in inst["links"]:
         assert set(k for k in l if not k.startswith("_")) == LINK_KEYS, (name, l)
@@ -1491,8 +1696,13 @@ def check(inst: dict) -> list[str]:
     assert set(w) == WORKLOAD_KEYS and set(o) == OPTION_KEYS, name
     assert all(t <= d["gpus_per_node"] for t in w["tensor_parallel"] for d in inst["domains"]), name
     assert o["objective"] in ("time", "cost") and set(o["schedules"]) <= {"1f1b", "gpipe"}, name
-    rt = routes(names, inst["links"])
+    rt = routes(names, inst["links"])  # SPEC v3: linked pairs direct
     relayed = sorted(f"{a}-{b} via {'-'.join(p[1:-1])}" for (a, b), p in rt.items()
+                     if a < b and len(p) > 2)
+    assert all(frozenset((a, b)) not in pairs for (a, b), p in rt.items() if len(p) > 2), name
+    n_unlinked = len(names) * (len(names) - 1) // 2 - len(pairs)
+    v2 = routes(names, inst["links"], direct=False)
+    detours = sorted(f"{a}-{b} (via {'-'.join(p[1:-1])})" for (a, b), p in v2.items()
                      if a < b and len(p) > 2 and frozenset((a, b)) in pairs)
     total = sum(d["gpus"] for d in inst["domains"])
     P_total, cap = weight_params(inst), usable_bytes(inst)
@@ -1504,10 +1714,21 @@ def check(inst: dict) -> list[str]:
              f"{count} params = {size(16 * P_total)}; "
              f"{size(cap)} usable per GPU; {total:,} GPUs in {len(names)} domains.",
              "  Smallest feasible replica count R and, for it, fewest stages S, per schedule and t:"]
-    routes_line = (f"Routes (SPEC section 2): {len(relayed)} of {len(pairs)} linked pairs route via a relay "
-                   "because the direct link has more latency"
-                   + (": " + ", ".join(relayed[:RELAYS_LISTED]) if relayed else "")
-                   + (f", ... ({len(relayed) - RELAYS_LISTED} more)" if len(relayed) > RELAYS_LISTED else "") + ".")
+    def listed(items: list[str], most: int) -> str:
+        return (": " + ", ".join(items[:most]) if items else "") + (
+            f", ... ({len(items) - most} more)" if len(items) > most else "")
+
+    def count(n: int, what: str) -> str:
+        return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+    routes_line = (f"Routes (SPEC v3 section 2): every linked pair takes its link ({count(len(pairs), 'link')}); "
+                   + (f"the {count(n_unlinked, 'pair')} without a link "
+                      + ("routes via a relay" if n_unlinked == 1 else "route via relays")
+                      + listed(relayed, RELAYS_UNLINKED_LISTED) + "." if n_unlinked
+                      else "every pair is linked, so every route is direct.")
+                   + (f" {count(len(detours), 'link')} {'has' if len(detours) == 1 else 'have'} more latency "
+                      "than a relay (measured delays break the triangle inequality), which v3 does not "
+                      "take (v2 did)" + listed(detours, RELAYS_LISTED) + "." if detours else ""))
     any_ok = False
     for sched in o["schedules"]:
         row = []

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scoring"))
-from test_calibrate import PLANS, TRUTH, measured_runs, measured_transfers  # noqa: E402
+from test_calibrate import INST, PLANS, TRUTH, measured_runs, measured_transfers  # noqa: E402
 
 from planner.cli import main  # noqa: E402
 from planner.problem.io import load_instance, save_plan  # noqa: E402
@@ -27,7 +27,13 @@ def run(*args, env=None):
 
 @pytest.fixture
 def measured(tmp_path):
-    """runs.csv (four plans), transfers.csv, at the figures of TRUTH."""
+    """runs.csv (four plans), transfers.csv, at the figures of TRUTH; tiny-3dc.toml, the
+    instance measured (the packaged one with its alpha-gamma link back: test_calibrate.INST)."""
+    from planner.problem.io import write_instance
+
+    data = INST.to_dict()
+    data["workload"]["model"] = "tiny"
+    write_instance(data, ["tiny-3dc with an alpha-gamma link"], tmp_path / "tiny-3dc.toml")
     lines = ["# measured at TRUTH", "plan,seconds"]
     for i, r in enumerate(measured_runs(TRUTH)):
         save_plan(r.plan, tmp_path / f"p{i}.json")
@@ -41,7 +47,7 @@ def measured(tmp_path):
 
 def test_round_trip_the_written_instance_evaluates_to_the_fitted_figures(measured):
     out = measured / "fitted.toml"
-    r = run("calibrate", "tiny-3dc", measured / "runs.csv", "--transfers", measured / "transfers.csv",
+    r = run("calibrate", measured / "tiny-3dc.toml", measured / "runs.csv", "--transfers", measured / "transfers.csv",
             "--out", out, "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
@@ -70,7 +76,7 @@ def test_round_trip_the_written_instance_evaluates_to_the_fitted_figures(measure
 
 def test_table_names_what_was_left_and_why(measured):
     (measured / "one-size.csv").write_text("a,b,bytes,seconds\nalpha,beta,1e8,0.12\nalpha,beta,1e8,0.121\n")
-    r = run("calibrate", "tiny-3dc", measured / "runs.csv", "--transfers", measured / "one-size.csv",
+    r = run("calibrate", measured / "tiny-3dc.toml", measured / "runs.csv", "--transfers", measured / "one-size.csv",
             env={"COLUMNS": "400"})
     assert r.exit_code == 0, r.output
     out = " ".join(r.output.split())
@@ -129,7 +135,7 @@ def test_hostile_runs_csv_exits_2_naming_file_and_field(measured, name):
                 placement=[["alpha", "beta"]],  # stage 1 runs F1 before F0; stage 0 sends F1 after B0
                 schedule={"kind": "explicit", "ops": [ops, ["F1", "F0"] + ops[1:2] + ops[3:]]})
     save_plan(dead, measured / "dead.json")
-    _one_error_line(run("calibrate", "tiny-3dc", p), p, field)
+    _one_error_line(run("calibrate", measured / "tiny-3dc.toml", p), p, field)
 
 
 HOSTILE_TRANSFERS = {
@@ -157,11 +163,11 @@ def test_hostile_transfers_csv_exits_2_naming_file_and_field(measured, name):
     text, field = HOSTILE_TRANSFERS[name]
     p = measured / "transfers.csv"
     p.write_bytes(text if isinstance(text, bytes) else text.encode())
-    _one_error_line(run("calibrate", "tiny-3dc", measured / "runs.csv", "--transfers", p), p, field)
+    _one_error_line(run("calibrate", measured / "tiny-3dc.toml", measured / "runs.csv", "--transfers", p), p, field)
 
 
 def test_json_is_strict(measured):
-    r = run("calibrate", "tiny-3dc", measured / "runs.csv", "--json")
+    r = run("calibrate", measured / "tiny-3dc.toml", measured / "runs.csv", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert doc["spec"] == 3 and doc["out"] is None

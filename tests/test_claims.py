@@ -173,10 +173,17 @@ def test_milp_and_cpsat_optimal_claims_under_pins_agree_with_brute_force():
     for solver in ("milp", "cpsat"):
         p = plan(inst, solver=solver, time_limit=30, forbid="a", refine_schedule=False, **pins)
         assert plan_matches(p, pins, forbid=("a",))
-        # the search's claims, on T_est over 1f1b/gpipe plans within the pins (SPEC 7: estimate_*)
-        assert p.solver.estimate_status == "optimal", (solver, p.solver)
+        # the search's claims, on T_est over 1f1b/gpipe plans within the pins (SPEC 7: estimate_*).
+        # CP-SAT models SPEC v3's T_est exactly and proves the optimum; the MILP's v3 model is a
+        # relaxation (processor sharing and duplex counts bounded from below: docs/formulations.md
+        # section 2b), so its bound holds but may stay short of its plan: "optimal" only if it closes
+        if solver == "cpsat" or p.solver.estimate_status == "optimal":
+            assert p.solver.estimate_status == "optimal", (solver, p.solver)
+            assert p.solver.estimate_objective == pytest.approx(best, rel=2e-3), solver
+        else:
+            assert p.solver.estimate_status == "feasible", (solver, p.solver)
+            assert best * (1 - 1e-9) <= p.solver.estimate_objective <= best * 1.01, solver
         assert "1f1b/gpipe plans within the pins" in p.solver.estimate_family
-        assert p.solver.estimate_objective == pytest.approx(best, rel=2e-3), solver
         assert p.solver.estimate_bound <= best * (1 + 1e-6)
         assert p.solver.bound <= p.solver.objective
 

@@ -135,7 +135,18 @@ def test_a_cpsat_schedule_not_kept_is_not_credited(tmp_path):
     res = run("plan", "tiny-3dc", "--solver", "cpsat", "--time-limit", "8", "--deterministic", "--out", out, "-q")
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
-    assert data["schedule"] in ("1f1b", "gpipe") and data["solver"]["schedule_makespan_s"] is not None
+    assert data["solver"]["schedule_makespan_s"] is not None
+    if data["schedule"] not in ("1f1b", "gpipe"):
+        # the schedule was kept here (SPEC v3: it beats 1f1b on tiny-3dc); the case of a schedule
+        # found and not kept (the plan keeps 1f1b, the solver record keeps the schedule's claims) is
+        # the same file with 1f1b, as registry.plan writes it when the schedule loses
+        from planner.problem.io import load_plan, save_plan
+
+        inst = planner.load_instance("tiny-3dc")
+        kept = load_plan(out)
+        name = kept.solver.name.removesuffix("+schedule")
+        save_plan(kept.model_copy(update={"schedule": "1f1b", "solver": kept.solver.model_copy(
+            update={"name": name})}).stamped(inst), out)
     text = " ".join(run("evaluate", "tiny-3dc", out).output.split())
     assert "not kept" in text and "makespan" not in text
     html = tmp_path / "c.html"

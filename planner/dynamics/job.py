@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..problem.network import MS, flow_bandwidth
 from ..problem.plan import Plan
 from ..scoring.evaluator import Evaluator
+from ..scoring.figures import concurrent_transfers
 
 
 @dataclass
@@ -83,15 +83,18 @@ class RolloutResult:
                 "completed": self.completed}
 
 
-def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.ndarray) -> float:
+def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.ndarray,
+                spec: int | None = None) -> float:
     """Seconds to move state from ``old``'s placement to ``new``'s under one state
     (``bw_gbps``, ``lat_ms``: per link, Gbit/s and ms).
 
     For every (replica, unit) whose domain changes, the unit's 16 bytes per
-    parameter move over the route; all moves run in parallel sharing links
-    equally (SPEC 5); the switch takes the longest move (transfer + route
-    latency).  Replica r of the new plan takes over from replica r mod R_old.
-    0.0 for the same placement, inf when a needed link is down.
+    parameter move over the route; all moves start together and share each
+    resource (SPEC 8: by processor sharing under v3, equally under v2, see
+    :func:`planner.scoring.figures.concurrent_transfers`); the switch takes the
+    longest move (its route's latency plus its bytes over its smallest share).
+    Replica r of the new plan takes over from replica r mod R_old.  0.0 for
+    the same placement, inf when a needed link is down.
     """
     units = instance.units
     moves: dict[tuple[str, str], float] = defaultdict(float)
@@ -108,14 +111,10 @@ def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.
                     moves[(src[u], d)] += 16.0 * units[u].params
     if not moves:
         return 0.0
-    pairs = list(moves)
-    routes = [instance.routes[p].links for p in pairs]
-    bw = flow_bandwidth(bw_gbps[None, :], routes)[0]
-    worst = 0.0
-    for (p, nbytes), b, links in zip(moves.items(), bw, routes):
-        t = nbytes / b if b > 0 else np.inf
-        worst = max(worst, t + sum(lat_ms[l] for l in links) * MS)
-    return float(worst)
+    idx = {name: i for i, name in enumerate(instance.domain_names)}
+    src, dst = zip(*((idx[a], idx[b]) for a, b in moves))
+    times = concurrent_transfers(instance, src, dst, list(moves.values()), bw_gbps, lat_ms, spec=spec)
+    return float(times.max())
 
 
 def plan_key(plan: Plan) -> str:

@@ -161,7 +161,7 @@ def transfer_rows(instance, plan) -> list[dict]:
     for r, row in enumerate(plan.placement):
         for k in range(plan.num_stages - 1):
             a, b = row[k], row[k + 1]
-            route = instance.routes[(a, b)].nodes if a != b else (a,)
+            route = ev.fig.routes[(a, b)].nodes if a != b else (a,)  # the version scored
             rows.append({"replica": r, "boundary": k, "from": a, "to": b, "route": list(route),
                          "bytes": float(ev.fig.A[k]), "transfer_s": float(comm.x[0, r, k]),
                          "latency_s": float(comm.l[0, r, k])})

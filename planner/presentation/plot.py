@@ -34,6 +34,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..problem.specversion import check_spec
 from ..problem.views import register
 
 # picture files matplotlib writes without anything beyond its own dependencies
@@ -397,7 +398,7 @@ def pipeline_flows(instance, plan) -> Counter:
     for row in plan.placement:
         for u, v in zip(row, row[1:]):
             if u != v:
-                for li in instance.routes[(u, v)].links:
+                for li in instance.routes_for(check_spec(None))[(u, v)].links:
                     flows[li] += 1
     return flows
 

@@ -1,14 +1,13 @@
 """Which version of the performance model (SPEC) the package uses by default.
 
-The evaluator implements SPEC v2 and SPEC v3 changes (a)-(f), chosen per call
-(``Evaluator(instance, plan, spec=3)``); the planners (greedy, MILP, CP-SAT,
-hierarchy, annealing, bounds) still model v2 only, so the default stays 2 until
-they are ported (docs/model.md, section 10).  This is the one place the default
-is set; ``planner.scoring.DEFAULT_SPEC`` is the same constant (it lives here,
-below the scoring family, because loading an instance consults it too).
+The evaluator, the bounds and the planners implement SPEC v3 changes (a)-(f)
+and, chosen per call with ``spec=2``, SPEC v2 (docs/model.md, section 10).
+The default is 3.  This is the one place the default is set;
+``planner.scoring.DEFAULT_SPEC`` is the same constant (it lives here, below
+the scoring family, because loading an instance consults it too).
 
-An instance that uses a field only v3 gives meaning to is refused while the
-version in force is 2, so that nothing ignores such a field silently:
+An instance that uses a field only v3 gives meaning to is refused when SPEC v2
+is asked for, so that nothing ignores such a field silently:
 
 >>> v3_only_fields({"domains": [{"name": "a", "uplink_gbps": 400.0}]})
 ['domains[0].uplink_gbps']
@@ -16,7 +15,7 @@ version in force is 2, so that nothing ignores such a field silently:
 
 from __future__ import annotations
 
-DEFAULT_SPEC = 2
+DEFAULT_SPEC = 3
 SPECS = (2, 3)
 
 
@@ -51,12 +50,29 @@ def v3_only_fields(data) -> list[str]:
 
 def refuse_v3_fields(data, spec: int | None = None) -> None:
     """Raise ``InputError`` naming the first v3-only field of ``data`` when the
-    version in force (``spec``, default :data:`DEFAULT_SPEC`) is 2."""
+    version asked for (``spec``, default :data:`DEFAULT_SPEC`) is 2."""
     from .errors import InputError
 
     if check_spec(spec) >= 3:
         return
     used = v3_only_fields(data)
     if used:
-        raise InputError("a SPEC v3 field; the planners model SPEC v2 and do not yet support it "
-                         "(the evaluator scores it with spec=3; docs/model.md, section 10)", used[0])
+        raise InputError("a SPEC v3 field; SPEC v2 does not model it (spec=2 was asked for; the default, "
+                         "SPEC v3, does: docs/model.md, section 10)", used[0])
+
+
+def without_v3_fields(instance):
+    """``instance`` with every v3-only field at its v2 default (no ``uplink_gbps``,
+    ``gradient_sync = "ring"``, ``unit_overhead_ms = 0``): what SPEC v2 can read.
+    ``instance`` itself when it has none.  For features that follow v2 on purpose
+    (the RL policy's observation), never for scores."""
+    if not v3_only_fields(instance):
+        return instance
+    data = instance.to_dict()
+    data["workload"]["model"] = instance.workload.model
+    for d in data["domains"]:
+        d.pop("uplink_gbps", None)
+    data["workload"]["gradient_sync"] = "ring"
+    data["gpu"]["unit_overhead_ms"] = 0.0
+    return type(instance).from_dict(data)
+

@@ -469,6 +469,32 @@ class _RingTable:
         return (cap[:, self.cols] * self.scale).min(axis=2), _latencies(states, self.by_len, self.size)
 
 
+def concurrent_transfers(instance, src, dst, nbytes, bandwidth_gbps, latency_ms, spec: int | None = None
+                         ) -> np.ndarray:
+    """Seconds each of several transfers takes when all start together (a plan
+    switch's moves, SPEC 8): transfer i carries ``nbytes[i]`` bytes from domain
+    ``src[i]`` to ``dst[i]`` (indices) along its route, and takes its route's
+    latency plus its bytes over its smallest share.  Under v3 (``spec`` >= 3)
+    routes are direct, each link direction and uplink is a resource, and the
+    users of a resource share it by processor sharing, as gradient syncs do;
+    under v2 each link is shared equally.  ``bandwidth_gbps``, ``latency_ms``:
+    one state, per link.  ``inf`` for a transfer over a link that is down.
+
+    >>> concurrent_transfers(inst, [0], [1], [1e9], [8.0], [10.0])  # doctest: +SKIP
+    array([1.01])
+    """
+    spec = check_spec(spec)
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    if len(src) == 0:
+        return np.zeros(0)
+    table = _RingTable(instance.routes_for(spec), Resources(instance, directed=spec >= 3), src, dst,
+                       np.asarray(nbytes, float), equal=spec < 3)
+    states = NetworkStates(np.asarray(bandwidth_gbps, float)[None, :], np.asarray(latency_ms, float)[None, :])
+    share, lat = table.figures(states)
+    with np.errstate(divide="ignore"):
+        return (np.asarray(nbytes, float) / share[0]) + lat[0]
+
+
 def _processor_sharing(col: np.ndarray, vol: np.ndarray, size: int) -> np.ndarray:
     """For every (user, resource) entry, ``sum_u min(V_u, V)`` over the users u of its
     resource ``col`` (V its own volume, bytes): after that many bytes have passed the

@@ -53,8 +53,8 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
     it is CP-SAT deterministic time summed over the shapes' solves (so a
-    seed gives the same plan whatever the load, wall time varies; several
-    workers then interleave deterministically).  ``gap`` relative optimality
+    seed gives the same plan whatever the load, wall time varies; it runs
+    on one worker, see :func:`~planner.solvers.formulations.cpsat.configure`).  ``gap`` relative optimality
     tolerance, ``workers`` and ``seed`` for CP-SAT, ``rounding`` the largest
     relative rounding error of the integer time unit (see
     :mod:`planner.solvers.formulations.cpsat`).  Pins (``stages``, ``replicas``,
@@ -68,31 +68,21 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     ``bounding`` the share of the time the shapes' cheap bounds may take.
     ``spec``: the SPEC version planned for (see the module docstring).
     """
-    import inspect
-
     from ..problem.specversion import check_spec
 
     spec = check_spec(spec)
     solve_shape = CpsatShape(instance, workers, seed, gap, deterministic, warm_start, rounding, presolve,
                              log_progress, spec=spec)
-    extra = {}
-    if spec != 2:
-        if "spec" not in inspect.signature(shape_search).parameters:
-            raise NotImplementedError("cpsat(spec=3): the shape search (shared with the MILP) does not take spec "
-                                      "yet; the formulation does (formulations.cpsat.build(..., spec=3))")
-        extra["spec"] = spec
-        polish = False  # the tie-break re-scores with shapesearch.keep_if_faster (v2)
-
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
-                       deterministic, rounding, presolve)
+                       deterministic, rounding, presolve, spec)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="cpsat", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None,
                             deterministic=deterministic, log=log, executor=ex, start=start, bounding=bounding,
-                            **extra)
+                            spec=spec)
 
 
 class CpsatShape:
@@ -161,7 +151,7 @@ class CpsatShape:
 
 
 def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limit, workers, seed,
-            deterministic, rounding, presolve) -> Plan:
+            deterministic, rounding, presolve, spec: int | None = None) -> Plan:
     """Among plans of the incumbent's shape with T_est <= T_est* (up to the rounding),
     prefer the one the exact simulation finds fastest: minimise every replica's period,
     transfer and synchronisation time (a secondary objective, as the MILP's polish), and
@@ -177,7 +167,7 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     try:
         with stop.build_deadline(None if deterministic else t0 + time_limit):
             cm = build(instance, shape, objective="time", forbid=forbid, require=require, space=space,
-                       cutoff=best, rounding=rounding)
+                       cutoff=best, rounding=rounding, spec=spec)
     except (ValueError, NotImplementedError, stop.OutOfTime):
         return plan
     time_limit = time_limit if deterministic else max(0.05, time_limit - (time.perf_counter() - t0))
@@ -195,4 +185,4 @@ def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limi
     cuts, placement = cm.extract(solver)
     cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=instance,
                       schedule=shape.schedule)
-    return keep_if_faster(instance, plan, cand, best, log, "cpsat")
+    return keep_if_faster(instance, plan, cand, best, log, "cpsat", spec)

@@ -52,6 +52,7 @@ import time
 import numpy as np
 
 from ..problem.errors import InfeasibleError, Stopped, TimeLimitError, human_bytes
+from ..problem.specversion import check_spec
 from ..scoring.evaluator import Evaluator, check_plan
 from ..problem.plan import Plan, SolverInfo
 from ..problem.space import LEAN, PlanSpace, Shape
@@ -171,7 +172,7 @@ def _route_tables(instance) -> dict:
     """Per instance (cached): route bottleneck bandwidth and latency matrices, prices."""
     cache = instance.__dict__.setdefault("_planner_cache", {})
     if "greedy_routes" not in cache:
-        routes = instance.routes
+        routes = instance.routes_for(check_spec(None))  # the routes of the version in force
         cache["greedy_routes"] = {
             "bottleneck": routes.bottleneck_gbps([l.bandwidth_gbps for l in instance.links]),
             "latency": routes.latency_matrix(),

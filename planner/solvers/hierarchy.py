@@ -65,6 +65,7 @@ from ..problem.errors import InfeasibleError, InputError, Stopped, TimeLimitErro
 from ..problem.instance import Instance
 from ..problem.limits import MAX_BANDWIDTH_GBPS
 from ..problem.plan import Plan, SolverInfo
+from ..problem.specversion import check_spec
 from ..scoring.bounds import estimate_family, gap_claim, objective_lower_bound
 from . import stop
 from ..scoring.evaluator import simulated_score
@@ -90,7 +91,7 @@ EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its 
 
 def _latency(instance, a: str, b: str) -> float:
     """One-way route latency (ms) between two domains; 0 for a domain with itself."""
-    return 0.0 if a == b else instance.routes[(a, b)].latency_ms
+    return 0.0 if a == b else instance.routes_for(check_spec(None))[(a, b)].latency_ms
 
 
 def group_domains(instance, threshold_ms: float = THRESHOLD_MS, max_groups: int | None = None,
@@ -190,7 +191,7 @@ def _group_name(instance, group) -> str:
 
 def _bottleneck(instance, a: str, b: str) -> float:
     """The narrowest link (Gbit/s) of the route from ``a`` to ``b``."""
-    return min(instance.links[i].bandwidth_gbps for i in instance.routes[(a, b)].links)
+    return min(instance.links[i].bandwidth_gbps for i in instance.routes_for(check_spec(None))[(a, b)].links)
 
 
 def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggregate]:

@@ -76,30 +76,20 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     ``bounding`` the share of the time the shapes' cheap bounds may take.
     ``spec``: the SPEC version planned for (see the module docstring).
     """
-    import inspect
-
     from ..problem.specversion import check_spec
 
     spec = check_spec(spec)
     solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate, spec=spec)
     ts_for = solve_shape.ts_for
-    extra = {}
-    if spec != 2:
-        if "spec" not in inspect.signature(shape_search).parameters:
-            raise NotImplementedError("milp(spec=3): the shape search (shared with CP-SAT) does not take "
-                                      "spec yet; the per-replica formulation does (formulations.milp.build)")
-        extra["spec"] = spec
-        polish = False  # the tie-break re-scores with shapesearch.keep_if_faster (v2)
-
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
-                       threads, ctx.forbid, ctx.require)
+                       threads, ctx.forbid, ctx.require, spec)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None, log=log,
-                            executor=ex, start=start, bounding=bounding, **extra)
+                            executor=ex, start=start, bounding=bounding, spec=spec)
 
 
 class MilpShape:
@@ -292,7 +282,8 @@ def _counts_start(M, plan: Plan) -> dict | None:
     return out
 
 
-def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require) -> Plan:
+def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require,
+            spec: int | None = None) -> Plan:
     """Among plans of the incumbent's shape with the same T_est, prefer the one the
     exact simulation finds fastest: minimise every replica's period, transfer and
     synchronisation time (model time units), a secondary objective, subject to
@@ -307,7 +298,8 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     shape = plan_shape(plan)
     try:
         with stop.build_deadline(end):
-            M = build(instance, shape, objective="time", forbid=forbid, require=require, space=space, ts=ts)
+            M = build(instance, shape, objective="time", forbid=forbid, require=require, space=space, ts=ts,
+                      spec=spec)
     except (ValueError, NotImplementedError, stop.OutOfTime):
         return plan
     M.obj.deactivate()
@@ -324,7 +316,7 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
         cuts, placement = extract(M)
         cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch, instance=instance,
                           schedule=shape.schedule)
-        return keep_if_faster(instance, current, cand, best, log, "milp")
+        return keep_if_faster(instance, current, cand, best, log, "milp", spec)
 
     start = _plan_start(M, plan)
     if start is None:

@@ -57,6 +57,7 @@ import numpy as np
 
 from ..problem.network import GBPS, MS, NetworkStates
 from ..problem.plan import Plan
+from ..problem.specversion import without_v3_fields
 from ..scoring.estimate import estimate_times
 from ..scoring.evaluator import Evaluator
 from ..scoring.figures import PlanFigures
@@ -149,14 +150,19 @@ class PartialEstimate:
     The replicas placed so far count, the current one with its remaining stages
     inside the candidate domain and the others' unplaced stages inside the domain of
     their last placed stage; links are shared by every flow placed so far
-    (pipeline boundaries and gradient rings), as in :class:`PlanFigures`.  With
-    the placement complete it equals ``Evaluator(instance, plan).estimate_times``
-    (tested).  After a call, ``wan_bytes`` holds each candidate's bytes over the WAN
+    (pipeline boundaries and gradient rings), as in :class:`PlanFigures`.  It
+    follows SPEC v2's sharing and routes (each link shared equally by both
+    directions, relayed routes): an observation feature of the policy, which
+    was trained on it, not a score; every plan the policy makes is scored
+    exactly under the version in force (uplinks, ``reduce_broadcast`` and unit
+    overheads are left out of it: :func:`~planner.problem.specversion.without_v3_fields`).
+    With the placement complete it equals ``Evaluator(without_v3_fields(instance),
+    plan, spec=2).estimate_times`` (tested).  After a call, ``wan_bytes`` holds each candidate's bytes over the WAN
     per iteration (SPEC 6) for the same partial placement."""
 
     def __init__(self, instance, template: Plan):
         self.instance = instance
-        fig = PlanFigures(instance, template)
+        fig = PlanFigures(without_v3_fields(instance), template, spec=2)
         self.f, self.g, self.c = fig.f, fig.g, fig.c
         self.A, self.G, self.w, self.m = fig.A, fig.G, fig.inflight, fig.m
         self.tp, self.gpipe = template.tp, template.schedule == "gpipe"

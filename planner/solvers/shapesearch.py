@@ -47,6 +47,7 @@ from typing import Callable
 
 from . import stop
 from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
+from ..problem.specversion import check_spec
 from ..scoring.bounds import estimate_family, gap_claim, lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
@@ -139,9 +140,10 @@ def build_model(make: Callable[[], object], deadline: float | None = None
         return None, ShapeOutcome("unsearched", detail=str(err))
 
 
-def score(instance, plan) -> float:
-    """The plan's objective from the evaluator: T_est (s) or cost per iteration with T_est."""
-    ev = Evaluator(instance, plan)
+def score(instance, plan, spec: int | None = None) -> float:
+    """The plan's objective from the evaluator of SPEC version ``spec``: T_est (s) or
+    cost per iteration with T_est."""
+    ev = Evaluator(instance, plan, spec=spec)
     return float(ev.objective(ev.estimate_times())[0])
 
 
@@ -192,11 +194,12 @@ def shape_lower_bound(space: PlanSpace, shape: Shape) -> float | None:
     return (m - 1) * tau + q0
 
 
-def stage_bounds(space: PlanSpace, shape: Shape) -> dict[int, float]:
+def stage_bounds(space: PlanSpace, shape: Shape, spec: int | None = None) -> dict[int, float]:
     """S -> lower bound on T_est (s) for every feasible stage count of ``shape``:
     the larger of :func:`shape_lower_bound` and the instance-derived bound of
     :func:`planner.solvers.formulations.milp_bounds.stage_count_bounds` (pipeline
-    paths through the domains, gradient rings, WAN volume)."""
+    paths through the domains, gradient rings, WAN volume; SPEC v2 only: under v3,
+    ``spec`` >= 3, the first alone)."""
     from .formulations.milp_bounds import stage_count_bounds
 
     inst = space.instance
@@ -206,7 +209,7 @@ def stage_bounds(space: PlanSpace, shape: Shape) -> dict[int, float]:
         lb = shape_lower_bound(space, Shape(shape.tp, shape.micro_batch, shape.schedule, S, shape.replicas))
         if lb is not None:
             out[S] = lb
-    finer = stage_count_bounds(inst, shape, space)
+    finer = stage_count_bounds(inst, shape, space, spec=spec)
     return {S: max(v, finer.get(S, v)) for S, v in out.items()}
 
 
@@ -310,7 +313,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                  time_limit: float | None = 60.0, gap: float = 1e-3, pins: dict | None = None, forbid=(),
                  require=(), polish: Callable[[Plan, float, float, SearchContext], Plan] | None = None,
                  deterministic: bool = False, rounds: int = 20, log: logging.Logger | None = None,
-                 executor=None, start: Plan | None = None, bounding: float = 0.4, **info_extra) -> Plan:
+                 executor=None, start: Plan | None = None, bounding: float = 0.4, spec: int | None = None,
+                 **info_extra) -> Plan:
     """Best-first search over shapes with a per-shape exact solve; see the module docstring.
 
     ``solve_shape(shape, share_s, ctx)`` solves one shape within ``share_s``
@@ -330,12 +334,14 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     plan of ``instance``) joins greedy's plan as a first incumbent when it is
     feasible and satisfies the pins.  ``bounding``: the share of the budget the
     shapes' cheap bounds may take before the rest keep the instance's analytic
-    bound (computed only if visited).
+    bound (computed only if visited).  ``spec``: the SPEC version planned for
+    and scored with (default :data:`~planner.problem.specversion.DEFAULT_SPEC`).
     """
     log = log or logging.getLogger(f"planner.{name}")
     pins = {k: (pins or {}).get(k) for k in PINS}
     forbid, require = tuple(forbid), tuple(require)
     t0 = time.perf_counter()
+    spec = check_spec(spec)
     kind = instance.options.objective
     total = time_limit if time_limit is not None else math.inf
     reserve = 0.1 * total if polish is not None and math.isfinite(total) and kind == "time" else 0.0
@@ -353,9 +359,11 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     final_s = 0.0  # the time kept back for it
     try:
         # as the greedy solver alone (the result is never slower than it), within half the time limit
-        g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) else None)
+        # (deterministic mode: greedy's own budget, never a share of a deterministic one, which would
+        # make the incumbent depend on the machine's speed)
+        g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) and not deterministic else None)
         if plan_matches(g, pins, forbid, require):
-            best_plan, best = g, score(instance, g)
+            best_plan, best = g, score(instance, g, spec)
             greedy_plans.append(g)
     except (InfeasibleError, TimeLimitError, Stopped):
         pass
@@ -366,7 +374,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         final_s = min(0.25 * total, FINAL_SIMS * (time.perf_counter() - ts))
         budget -= final_s
     if start is not None and plan_matches(start, pins, forbid, require) and not check_plan(instance, start):
-        s0 = score(instance, start)
+        s0 = score(instance, start, spec)
         greedy_plans.append(start)
         if s0 < best * (1 - 1e-9):
             best_plan, best = start, s0
@@ -379,9 +387,9 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         if math.isfinite(budget) and left() < (1.0 - bounding) * budget:
             # out of time for bounds: the rest keep the instance's analytic bound (time; the
             # cost's 0), computed if visited
-            later.append(_Node(lower_bound(instance).value if kind == "time" else 0.0, sh))
+            later.append(_Node(lower_bound(instance, spec=spec).value if kind == "time" else 0.0, sh))
             continue
-        per_s = stage_bounds(space, sh)
+        per_s = stage_bounds(space, sh, spec)
         if not per_s:
             continue
         lb = min(per_s.values())
@@ -445,7 +453,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                             "; ".join(v.message for v in problems))
             else:
                 shape_best[i] = out.plan
-                s = score(instance, out.plan)
+                s = score(instance, out.plan, spec)
                 if s < best * (1 - 1e-9):
                     best_plan, best = out.plan, s
         if out.status == "infeasible":  # nothing in this shape beats the incumbent
@@ -491,7 +499,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                     break
                 node = nodes[i]
                 if node.shape not in per_shape:  # bounded lazily (see step 2)
-                    per_shape[node.shape] = stage_bounds(space, node.shape)
+                    per_shape[node.shape] = stage_bounds(space, node.shape, spec)
                     if not per_shape[node.shape]:
                         bound_of[i] = math.inf
                         final.add(i)
@@ -503,7 +511,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                     if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
                         shape_best[i] = h
                         greedy_plans.append(h)
-                        s = score(instance, h)
+                        s = score(instance, h, spec)
                         if s < best * (1 - 1e-9):
                             best_plan, best = h, s
                             if not is_open(i):
@@ -545,8 +553,8 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
         if rest > 0.2 and rest > flat_build_estimate(instance):  # the polish builds a flat model too
             ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
             best_plan = polish(best_plan, best, rest, ctx)
-            best = min(best, score(instance, best_plan))  # the polish may also lower the objective
-    best_plan, best = _not_slower_than_greedy(instance, best_plan, best, greedy_plans, log, name, sims)
+            best = min(best, score(instance, best_plan, spec))  # the polish may also lower the objective
+    best_plan, best = _not_slower_than_greedy(instance, best_plan, best, greedy_plans, log, name, sims, spec)
     bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
     bound = min(bounds + [best])
     gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
@@ -576,12 +584,12 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
 FINAL_SIMS = 6  # simulations after the search (the result against greedy's plans), timed before it
 
 
-def _simulated(instance, plan: Plan, memo: dict | None = None) -> float:
+def _simulated(instance, plan: Plan, memo: dict | None = None, spec: int | None = None) -> float:
     """The plan's exact simulated objective: iteration time (s) or its cost (``memo``,
     keyed by the plan object, which the caller keeps alive: each plan simulated once)."""
     if memo is not None and id(plan) in memo:
         return memo[id(plan)][1]
-    ev = Evaluator(instance, plan)
+    ev = Evaluator(instance, plan, spec=spec)
     value = float(ev.objective(ev.iteration_times())[0])
     if memo is not None:
         memo[id(plan)] = (plan, value)
@@ -589,29 +597,32 @@ def _simulated(instance, plan: Plan, memo: dict | None = None) -> float:
 
 
 def _not_slower_than_greedy(instance, plan: Plan, objective: float, greedy_plans: list[Plan], log,
-                            name: str, memo: dict | None = None) -> tuple[Plan, float]:
+                            name: str, memo: dict | None = None, spec: int | None = None
+                            ) -> tuple[Plan, float]:
     """``plan`` (best by T_est) or, when one of greedy's plans with the same pins
     simulates faster (cheaper), that plan: an exact planner never returns a
     plan worse than greedy's by the exact simulation.  Returns (plan, its T_est objective)."""
     if not greedy_plans:
         return plan, objective
     memo = {} if memo is None else memo
-    mine = _simulated(instance, plan, memo)
-    best_g = min(greedy_plans[:4], key=lambda p: _simulated(instance, p, memo))
-    theirs = _simulated(instance, best_g, memo)
+    mine = _simulated(instance, plan, memo, spec)
+    best_g = min(greedy_plans[:4], key=lambda p: _simulated(instance, p, memo, spec))
+    theirs = _simulated(instance, best_g, memo, spec)
     if theirs < mine * (1 - 1e-12):
         log.info("%s: greedy's plan simulates better than the T_est optimum (%.6g vs %.6g): returning it",
                  name, theirs, mine)
-        return best_g, score(instance, best_g)
+        return best_g, score(instance, best_g, spec)
     return plan, objective
 
 
-def keep_if_faster(instance, plan: Plan, cand: Plan | None, objective: float, log, name: str) -> Plan:
+def keep_if_faster(instance, plan: Plan, cand: Plan | None, objective: float, log, name: str,
+                   spec: int | None = None) -> Plan:
     """Polish helper: ``cand`` if it is feasible, its T_est is <= ``objective``
-    and its exact simulation is shorter than ``plan``'s, else ``plan``."""
+    and its exact simulation is shorter than ``plan``'s (SPEC version ``spec``),
+    else ``plan``."""
     if cand is None or check_plan(instance, cand):
         return plan
-    ev_new, ev_old = Evaluator(instance, cand), Evaluator(instance, plan)
+    ev_new, ev_old = Evaluator(instance, cand, spec=spec), Evaluator(instance, plan, spec=spec)
     if float(ev_new.estimate_times()[0]) > objective * (1 + 1e-9):
         return plan
     t_new, t_old = float(ev_new.iteration_times()[0]), float(ev_old.iteration_times()[0])

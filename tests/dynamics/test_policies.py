@@ -219,7 +219,8 @@ def test_library_holds_the_rl_plan_for_the_base_network():
 
 def test_library_holds_the_exact_plan_for_the_base_network():
     """"The last exact plan" (issue 14): auto's plan for the base network, by its deterministic
-    budget, is in the library; on two-dc it is 0.72x greedy's, a plan neither greedy nor RL makes."""
+    budget, is in the library; on two-dc it is 0.92x greedy's under SPEC v3 (0.72x under v2, which
+    halved the 2-member rings greedy's plan uses), a plan neither greedy nor RL makes."""
     from planner.dynamics.policies import LIBRARY_OPTIONS
     from planner.scoring.evaluator import Evaluator
     from planner.solvers.registry import plan as make_plan
@@ -232,7 +233,7 @@ def test_library_holds_the_exact_plan_for_the_base_network():
     exact = [p for p in lib if plan_key(p) not in greedy_only]  # auto's, the one plan greedy never makes
     assert len(exact) == 1 and exact[0].solver.name == "auto"
     base = Evaluator(inst, make_plan(inst, solver="greedy")).iteration_times()[0]
-    assert Evaluator(inst, exact[0]).iteration_times()[0] < 0.9 * base
+    assert Evaluator(inst, exact[0]).iteration_times()[0] < 0.95 * base
     again = EpochPlans(inst, tr, seed=0, planners=("auto",)).library()  # deterministic for a seed
     assert [plan_key(p) for p in again] == [plan_key(p) for p in lib]
 

@@ -62,11 +62,15 @@ def test_gradient_ring_closed_form():
     inst = make_instance([("a", 8), ("b", 8), ("c", 8)], [("a", "b", 80, 5.0), ("b", "c", 40, 7.0)],
                          global_batch_size=8)
     plan = Plan.build([(0, 2), (2, 4)], [["a", "b"], ["c", "b"]], tp=2, micro_batch_size=1, instance=inst)
-    fig = PlanFigures(inst, plan)
+    fig = PlanFigures(inst, plan, spec=2)
     ar = fig.comm(NetworkStates.base(inst)).ar[0]
     G0, G1 = 2 * fig.P[0], 2 * fig.P[1]
-    # ring a->c->a: both hops cross links a-b and b-c, two (stage, hop) pairs per link
+    # v2: ring a->c->a: both hops cross links a-b and b-c, two (stage, hop) pairs per link
     ring_bw = min(80, 40) / 2 * 1e9 / 8
     assert ar[0] == pytest.approx(2 * 1 / 2 * G0 / ring_bw + 2 * 1 * 12e-3)
+    # v3 (full duplex): hop a->c uses each link's a->c direction, hop c->a the other: no sharing
+    ar3 = PlanFigures(inst, plan, spec=3).comm(NetworkStates.base(inst)).ar[0]
+    assert ar3[0] == pytest.approx(2 * 1 / 2 * G0 / (40 * 1e9 / 8) + 2 * 1 * 12e-3)
+    assert ar3[1] == pytest.approx(ar[1])  # inside b: no WAN
     # two replicas of stage 1 in b: 2(n-1)/n * (G/t) / intra
     assert ar[1] == pytest.approx(2 * 1 / 2 * (G1 / 2) / (200e9 / 8))

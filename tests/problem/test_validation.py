@@ -112,20 +112,21 @@ V3_ONLY = [
 
 
 @pytest.mark.parametrize("label,edit,field", V3_ONLY, ids=[c[0] for c in V3_ONLY])
-def test_v3_only_field_refused_while_default_spec_is_2(tmp_path, label, edit, field):
-    # valid SPEC v3 fields the planners do not model yet: refused at load (exit 2, file and
-    # field named), never silently ignored; the evaluator takes them with spec=3
+def test_v3_only_field_taken_by_default_refused_under_v2(tmp_path, label, edit, field):
+    # SPEC v3 fields validate under the default version (3); asked for SPEC v2 (the API's
+    # spec=2), which does not model them, the load refuses them naming file and field
+    from planner.problem.errors import InputError
     from planner.problem.io import load_instance
     from planner.scoring import DEFAULT_SPEC
 
-    assert DEFAULT_SPEC == 2
+    assert DEFAULT_SPEC == 3
     path = write_variant(tmp_path, edit)
     res = run("validate", path)
-    assert res.exit_code == 2, res.output
-    msg = res.stderr.strip()
-    assert "\n" not in msg and "Traceback" not in msg
-    assert str(path) in msg and f"{field}:" in msg and "do not yet support" in msg
-    assert load_instance(path, spec=3).name == "tiny-3dc"
+    assert res.exit_code == 0, res.output
+    assert load_instance(path).name == "tiny-3dc"
+    with pytest.raises(InputError) as err:
+        load_instance(path, spec=2)
+    assert field in str(err.value) and "SPEC v2 does not model" in str(err.value)
 
 
 def test_v3_fields_at_their_v2_defaults_validate(tmp_path):

@@ -435,19 +435,17 @@ def test_unit_overhead():
 
 
 # ---------------------------------------------------------------- the version switch
-def test_default_spec_is_two_and_v3_fields_are_refused_under_it():
-    assert DEFAULT_SPEC == 2
+def test_default_spec_is_three_and_v2_refuses_v3_fields():
+    assert DEFAULT_SPEC == 3
     for kw in ({"uplink": 5.0}, {"sync": "reduce_broadcast"}, {"overhead": 1.0}):
         inst = _two_domains(**kw)
         plan = Plan.build([(0, 1), (1, 2)], [["a", "b"]] * 2, tp=1, micro_batch_size=1, instance=inst)
-        with pytest.raises(InputError, match="do not yet support"):
-            Evaluator(inst, plan)
-        with pytest.raises(InputError):
+        assert float(Evaluator(inst, plan).iteration_times()[0]) == evaluate(inst, plan, spec=3).iteration_time_s
+        with pytest.raises(InputError, match="SPEC v2 does not model"):
             evaluate(inst, plan, spec=2)
-        assert evaluate(inst, plan, spec=3).iteration_time_s > 0
-    # the defaults (no uplink, "ring", 0 ms) are v2's and pass
+    # the defaults (no uplink, "ring", 0 ms) are v2's too and pass both
     inst = _two_domains()
     plan = Plan.build([(0, 1), (1, 2)], [["a", "b"]] * 2, tp=1, micro_batch_size=1, instance=inst)
-    assert Evaluator(inst, plan).spec == 2
+    assert Evaluator(inst, plan).spec == 3 and Evaluator(inst, plan, spec=2).spec == 2
     with pytest.raises(ValueError):
         Evaluator(inst, plan, spec=4)

@@ -92,8 +92,11 @@ def test_cpsat_deterministic_and_time_limit():
     b = make_plan(inst, solver="cpsat", time_limit=5, seed=3, deterministic=True)
     assert (a.placement, a.stages, a.tp, a.micro_batch_size) == (b.placement, b.stages, b.tp, b.micro_batch_size)
     g = make_plan(inst, solver="greedy")
-    assert a.predicted.estimate_s <= g.predicted.estimate_s * (1 + 1e-12)
-    assert a.solver.estimate_bound <= a.predicted.estimate_s * (1 + 1e-9)
+    # the search's T_est (over 1f1b/gpipe plans) is no worse than greedy's, its bound below it; the
+    # plan returned (its schedule refined: an explicit one under SPEC v3) simulates no slower
+    assert a.solver.estimate_objective <= g.predicted.estimate_s * (1 + 1e-12)
+    assert a.solver.estimate_bound <= a.solver.estimate_objective * (1 + 1e-9)
+    assert a.predicted.iteration_time_s <= g.predicted.iteration_time_s * (1 + 1e-12)
     big = load_instance("two-dc")
     t0 = time.perf_counter()
     q = make_plan(big, solver="cpsat", time_limit=3)

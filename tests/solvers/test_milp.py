@@ -52,8 +52,8 @@ def tiny_instances():
     return _random_instances(global_batch_size=4, micro_batch_sizes=[1, 2], tensor_parallel=[1, 2])
 
 
-def objective_of(inst, plan):
-    ev = Evaluator(inst, plan)
+def objective_of(inst, plan, spec=None):
+    ev = Evaluator(inst, plan, spec=spec)
     te = float(ev.estimate_times()[0])
     return te if inst.options.objective == "time" else float(ev.cost(te))
 
@@ -220,7 +220,7 @@ def small_instances():
                              micro_batch_sizes=[1], tensor_parallel=[1], options={"max_stages": 3})
 
 
-def brute_by_stages(inst, shape, max_cells=6):
+def brute_by_stages(inst, shape, max_cells=6, spec=None):
     """S -> the best objective over every plan of ``shape`` with S stages (R * S <= max_cells)."""
     import itertools
 
@@ -242,7 +242,7 @@ def brute_by_stages(inst, shape, max_cells=6):
                                instance=inst, schedule=shape.schedule)
                 if check_plan(inst, p):
                     continue
-                v = objective_of(inst, p)
+                v = objective_of(inst, p, spec)
                 out[S] = min(out.get(S, math.inf), v)
     return out
 
@@ -251,17 +251,20 @@ def brute_by_stages(inst, shape, max_cells=6):
 @given(inst=small_instances(), data=st.data())
 def test_stage_count_bounds_never_exceed_the_optimum(inst, data):
     """The combinatorial bound of every stage count (path, gradient rings, row/column
-    trade-off, WAN volume) is at most the best T_est of the plans with that many stages."""
+    trade-off, WAN volume) is at most the best T_est of the plans with that many stages.
+    These bounds are SPEC v2's (halved 2-member rings, equal shares): checked under v2;
+    under v3 they are withheld (``stage_count_bounds(..., spec=3) == {}``)."""
     from planner.solvers.formulations.milp_bounds import cost_stage_bounds, stage_count_bounds
 
     shape = Shape(1, 1, data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2, 3])))
-    want = brute_by_stages(inst.with_options(objective="time"), shape)
-    got = stage_count_bounds(inst, shape)
+    assert stage_count_bounds(inst, shape, spec=3) == {}
+    want = brute_by_stages(inst.with_options(objective="time"), shape, spec=2)
+    got = stage_count_bounds(inst, shape, spec=2)
     for S, v in want.items():
         assert S in got, f"S={S} has a plan but no bound"
         assert got[S] <= v * (1 + 1e-9), f"S={S}: bound {got[S]} > optimum {v}"
     # the cost counterpart (GPU prices and WAN bytes)
-    want = brute_by_stages(inst.with_options(objective="cost"), shape)
+    want = brute_by_stages(inst.with_options(objective="cost"), shape, spec=2)
     got = cost_stage_bounds(inst.with_options(objective="cost"), shape)
     for S, v in want.items():
         assert got.get(S, 0.0) <= v * (1 + 1e-9), f"S={S}: cost bound {got[S]} > optimum {v}"

@@ -15,6 +15,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from planner import check_plan, load_instance, plan as make_plan  # noqa: E402
 from planner.problem.network import NetworkStates  # noqa: E402
+from planner.problem.specversion import without_v3_fields  # noqa: E402
 from planner.scoring.evaluator import Evaluator  # noqa: E402
 from planner.solvers.rl import (ORDERS, Replanner, episode, load_policy, policy_bytes, rl,  # noqa: E402
                                 shipped_policy, train)
@@ -106,8 +107,9 @@ def test_every_episode_fits_and_partial_estimate_is_the_evaluators(name):
         assert not check_plan(inst, p)  # masking keeps every plan within the GPUs
         assert p.num_stages == env.menu[opts["shape"]].template.num_stages
         st = NetworkStates(env._bw[None, :], env._lat[None, :])
-        ev = Evaluator(inst, p)
-        assert env._est_now == pytest.approx(float(ev.estimate_times(st)[0]), rel=1e-9)
+        # the feature follows v2 without v3's fields (rl_env.PartialEstimate); the objective is v3's
+        ev, ev2 = Evaluator(inst, p), Evaluator(without_v3_fields(inst), p, spec=2)
+        assert env._est_now == pytest.approx(float(ev2.estimate_times(st)[0]), rel=1e-9)
         assert info["objective"] == pytest.approx(float(ev.iteration_times(st)[0]), rel=1e-12)
         # potential-based shaping telescopes: the return is the final reward log(T_ref / T)
         assert total == pytest.approx(info["final"], abs=1e-9)
@@ -125,8 +127,8 @@ def test_cost_objective_partial_estimate_is_the_cost_of_t_est(inst):
     rng = np.random.default_rng(1)
     for ep in range(6):
         _, info, p = run_episode(env, lambda m: int(rng.choice(np.nonzero(m)[0])), seed=ep)
-        ev = Evaluator(cost, p)
-        assert env._est_now == pytest.approx(float(ev.cost(ev.estimate_times())[0]), rel=1e-9)
+        ev, ev2 = Evaluator(cost, p), Evaluator(without_v3_fields(cost), p, spec=2)
+        assert env._est_now == pytest.approx(float(ev2.cost(ev2.estimate_times())[0]), rel=1e-9)
         assert info["objective"] == pytest.approx(float(ev.cost(ev.iteration_times())[0]), rel=1e-12)
 
 

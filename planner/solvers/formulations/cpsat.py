@@ -122,7 +122,7 @@ def configure(solver: cp_model.CpSolver, time_limit: float | None = None, worker
     """Set the CP-SAT parameters these models are solved with and return ``solver``.
 
     ``time_limit`` seconds (wall clock, or deterministic time with
-    ``deterministic``, several workers then interleaving deterministically);
+    ``deterministic``, then on one worker: see the comment below);
     ``gap`` CP-SAT's relative gap limit; ``presolve`` ``"noprobe"``
     (default: CP-SAT's presolve without probing), ``"on"`` (CP-SAT's
     default) or ``"off"``.  Why probing is off by default: while this
@@ -140,8 +140,11 @@ def configure(solver: cp_model.CpSolver, time_limit: float | None = None, worker
             p.max_deterministic_time = time_limit
         else:
             p.max_time_in_seconds = time_limit
-    if deterministic and workers > 1:
-        p.interleave_search = True
+    if deterministic:
+        # one worker: its search is deterministic.  (Several workers would need interleave_search,
+        # in which OR-Tools 9.15.6755 aborts the whole process -- "Check failed:
+        # heuristics.fixed_search != nullptr" -- on hinted models, e.g. two-dc's SPEC v3 shapes.)
+        workers = 1
     p.num_workers = int(workers)
     p.max_memory_in_mb = stop.solver_memory_mb()  # CP-SAT stops its search there (planner.solvers.stop)
     p.catch_sigint_signal = False  # Ctrl-C reaches planner.solvers.stop, which stops the whole search
