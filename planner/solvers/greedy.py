@@ -29,7 +29,7 @@ Its budget: ``time_limit`` seconds (default :data:`DEFAULT_TIME_LIMIT`, 60),
 a stop request (Ctrl-C, SIGTERM, the ``--memory-limit`` of
 :mod:`planner.solvers.stop`) and its own resident memory
 (:func:`planner.solvers.stop.over_memory`: the ``--memory-limit``, else
-4 GB), checked between plans (a stop request or the memory cap still lets
+4 GB more than the process held when greedy started), checked between plans (a stop request or the memory cap still lets
 the first plan be made: the incumbent to return).  A huge instance (a million replicas of a
 pipeline have plans of tens of millions of slots) stops at the first of them
 with the best plan so far and its ``solver.status`` saying why
@@ -77,6 +77,7 @@ class _Budget:
         self.reason: str | None = None
         self.found = False  # a shape was found: a stop request may end the enumeration now
         self._next_mem = 0.0
+        self._rss0 = stop.memory_baseline()  # without --memory-limit, greedy's own growth is capped
 
     def why(self) -> str | None:
         if self.reason is not None:
@@ -88,11 +89,13 @@ class _Budget:
             self.reason = stop.requested()
         elif now >= self._next_mem:
             self._next_mem = now + MEMORY_CHECK_S
-            if stop.over_memory():
+            if stop.over_memory(self._rss0):
                 self.reason = "memory_limit"
-                log.warning("greedy: resident memory %s passed the cap of %s (--memory-limit; default %s): "
+                log.warning("greedy: resident memory %s passed the cap of %s (--memory-limit; default: %s more than "
+                            "when greedy started): "
                             "stopping with the best plan so far", human_bytes(stop.rss_bytes(children=False)),
-                            human_bytes(stop.memory_cap_bytes()), human_bytes(stop.DEFAULT_HEURISTIC_MEMORY_BYTES))
+                            human_bytes(stop.memory_cap_bytes(self._rss0)),
+                            human_bytes(stop.DEFAULT_HEURISTIC_MEMORY_BYTES))
         return self.reason
 
     def nothing_found(self):
@@ -101,7 +104,7 @@ class _Budget:
             return TimeLimitError(f"greedy: the time limit of {self.time_limit:g} s ran out before any plan was "
                                   "found (nothing is proven about feasibility; give it more time)")
         if self.reason == "memory_limit":
-            return Stopped("memory_limit", f"greedy: resident memory passed {human_bytes(stop.memory_cap_bytes())} "
+            return Stopped("memory_limit", f"greedy: resident memory passed {human_bytes(stop.memory_cap_bytes(self._rss0))} "
                                            "before any plan was found (--memory-limit GB sets the cap)")
         return Stopped(self.reason, f"greedy: stopped ({self.reason}) before any plan was found")
 

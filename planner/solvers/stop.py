@@ -51,7 +51,7 @@ _stoppers: list = []
 _lock = threading.Lock()
 _memory_limit: float | None = None  # bytes, of the Watch in force (None: none)
 DEFAULT_SOLVER_MEMORY_MB = 2000  # what CP-SAT may hold without --memory-limit (its own default is 10 GB)
-DEFAULT_HEURISTIC_MEMORY_BYTES = 4e9  # what greedy's own process may hold without --memory-limit
+DEFAULT_HEURISTIC_MEMORY_BYTES = 4e9  # what greedy may add to its process without --memory-limit
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _signum: int | None = None  # the signal that stopped the last watched run (kept until the next Watch)
 
@@ -78,20 +78,34 @@ def signal_name() -> str:
     return "terminated (SIGTERM)" if _signum == signal.SIGTERM else "interrupted"
 
 
-def memory_cap_bytes() -> float:
+def memory_cap_bytes(baseline: float = 0.0) -> float:
     """The resident-memory cap of a heuristic running in this process (bytes): the
-    ``--memory-limit`` of the :class:`Watch` in force, else
-    :data:`DEFAULT_HEURISTIC_MEMORY_BYTES`."""
-    return _memory_limit if _memory_limit is not None else DEFAULT_HEURISTIC_MEMORY_BYTES
+    ``--memory-limit`` of the :class:`Watch` in force (the whole process), else
+    ``baseline`` (this process's resident memory when the heuristic started) plus
+    :data:`DEFAULT_HEURISTIC_MEMORY_BYTES`: without a limit, what the heuristic
+    itself adds is capped, not what the process held before (a notebook, a
+    benchmark worker with its traces and models)."""
+    return _memory_limit if _memory_limit is not None else baseline + DEFAULT_HEURISTIC_MEMORY_BYTES
 
 
-def over_memory() -> bool:
+def memory_baseline() -> float:
+    """This process's resident memory now (bytes) when no ``--memory-limit`` is in
+    force (the ``baseline`` of :func:`memory_cap_bytes`), else 0."""
+    if _memory_limit is not None:
+        return 0.0
+    try:
+        return float(rss_bytes(children=False))
+    except OSError:
+        return 0.0
+
+
+def over_memory(baseline: float = 0.0) -> bool:
     """Whether this process's resident memory passed :func:`memory_cap_bytes` (one
     read of /proc; a heuristic calls it between plans).  Under a :class:`Watch`
     with a limit, its thread already asks for the stop (the whole run, children
     included); this check is the guard of a call without one."""
     try:
-        return rss_bytes(children=False) > memory_cap_bytes()
+        return rss_bytes(children=False) > memory_cap_bytes(baseline)
     except OSError:
         return False
 

@@ -103,7 +103,7 @@ def test_greedy_has_a_default_time_limit(monkeypatch):
 def _memory_passes_after(monkeypatch, checks: int):
     calls = []
 
-    def over():
+    def over(baseline=0.0):
         calls.append(1)
         return len(calls) > checks
 
@@ -147,3 +147,23 @@ def test_a_stop_request_stops_greedy_and_the_annealing():
     finally:
         stop.clear()
     assert a.solver.status == "interrupted"  # before: "heuristic", and the command line exited 0
+
+
+def test_without_a_limit_the_cap_is_on_what_greedy_adds(monkeypatch):
+    """Without --memory-limit greedy may add 4 GB to what its process held when it started
+    (a benchmark worker or a notebook holding 5 GB of traces is not "over" before greedy
+    does anything); with a limit, the limit is on the whole process."""
+    held = {"rss": 5e9}
+    monkeypatch.setattr(stop, "rss_bytes", lambda children=True: held["rss"])
+    base = stop.memory_baseline()
+    assert base == 5e9 and stop.memory_cap_bytes(base) == 5e9 + stop.DEFAULT_HEURISTIC_MEMORY_BYTES
+    assert not stop.over_memory(base)
+    held["rss"] = 5e9 + stop.DEFAULT_HEURISTIC_MEMORY_BYTES + 1
+    assert stop.over_memory(base)
+    held["rss"] = 5e9
+    p = greedy(load_instance("two-dc"))
+    assert p.solver.status != "memory_limit"
+    with stop.Watch(memory_limit_bytes=4e9, sigint=False, period_s=10.0):
+        assert stop.memory_baseline() == 0.0 and stop.memory_cap_bytes(5e9) == 4e9
+        assert stop.over_memory(stop.memory_baseline())
+
