@@ -33,6 +33,7 @@ results everywhere.
 from __future__ import annotations
 
 import csv
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,8 +140,8 @@ def run_static(task: Task) -> dict:
     logging.getLogger("planner").setLevel(logging.WARNING)
     inst = load_instance(task.instance)
     row = {"instance": task.instance, "method": task.method, "objective": inst.options.objective, "status": "n/a",
-           "iteration_s": None, "cost_per_iteration": None, "estimate_s": None, "x_bound": None, "plan_s": None,
-           "gap": None, "train_s": None}
+           "iteration_s": None, "cost_per_iteration": None, "estimate_s": None, "sim_over_est": None,
+           "x_bound": None, "plan_s": None, "gap": None, "train_s": None}
     t0 = time.perf_counter()
     try:
         if task.method in ("greedy", "milp", "cpsat"):
@@ -180,9 +181,20 @@ def run_static(task: Task) -> dict:
     pr = p.predicted
     value = pr.iteration_time_s if inst.options.objective == "time" else pr.cost_per_iteration
     row.update(status=p.solver.status, iteration_s=pr.iteration_time_s, cost_per_iteration=pr.cost_per_iteration,
-               estimate_s=pr.estimate_s, x_bound=value / objective_lower_bound(inst), plan_s=time.perf_counter() - t0,
+               estimate_s=pr.estimate_s, sim_over_est=_flagged_ratio(pr.iteration_time_s, pr.estimate_s),
+               x_bound=value / objective_lower_bound(inst), plan_s=time.perf_counter() - t0,
                gap=p.solver.gap if task.method in ("milp", "cpsat") else None)
     return row
+
+
+def _flagged_ratio(simulated: float, estimate: float) -> str | None:
+    """T / T_est as the static table shows it: 4 digits, "!" above ESTIMATE_FLAG (1.01)."""
+    from .scoring.evaluator import ESTIMATE_FLAG
+
+    if not estimate or not math.isfinite(estimate):
+        return None
+    r = simulated / estimate
+    return f"{r:.4f}" + ("!" if r > ESTIMATE_FLAG else "")
 
 
 def auto_iterations(instance, hours: float) -> int:
@@ -333,7 +345,7 @@ def _fmt(v, nd=4):
 
 
 STATIC_COLUMNS = ["instance", "method", "objective", "iteration_s", "cost_per_iteration", "x_bound", "estimate_s",
-                  "plan_s", "status", "gap", "train_s"]
+                  "sim_over_est", "plan_s", "status", "gap", "train_s"]
 DYNAMIC_COLUMNS = ["instance", "policy", "total_s", "over_oracle", "iterations_per_hour", "compute_s", "reconfig_s",
                    "stalled_s", "switches", "decisions", "decision_s", "choice_ms", "solver_s", "iterations",
                    "completed", "trace_seed"]

@@ -36,6 +36,8 @@ from ..problem.oplists import Deadlock
 from ..problem.specversion import check_spec, refuse_v3_fields
 from .simulator import Program, compile_program, simulate_times
 
+ESTIMATE_FLAG = 1.01  # simulated / estimated above this is flagged (issue 24: "the estimate")
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -72,6 +74,16 @@ class Evaluation:
             return None
         return self.iteration_time_s / self.lower_bound_s
 
+    @property
+    def simulated_over_estimate(self) -> float | None:
+        """T / T_est: 1 (to rounding) for gpipe-shaped flushes, where SPEC 7 makes T_est
+        exact; above :data:`ESTIMATE_FLAG` worth flagging (T_est is a ranking
+        figure for other schedules, never a reason to discard a plan).  None when
+        T_est is 0 or not finite."""
+        if not self.estimate_s or not math.isfinite(self.estimate_s):
+            return None
+        return self.iteration_time_s / self.estimate_s
+
     def objective(self, kind: str = "time") -> float:
         """T_est or its cost counterpart: what solvers optimise."""
         return self.estimate_s if kind == "time" else self.cost_estimate
@@ -80,6 +92,7 @@ class Evaluation:
         d = asdict(self)
         d["violations"] = [asdict(v) for v in self.violations]
         d["bound_ratio"] = self.bound_ratio
+        d["simulated_over_estimate"] = self.simulated_over_estimate
         return d
 
 

@@ -118,7 +118,8 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     predicted = Predicted(iteration_time_s=e.iteration_time_s, estimate_s=e.estimate_s,
                           throughput_tokens_per_s=e.throughput_tokens_per_s,
                           cost_per_iteration=e.cost_per_iteration,
-                          lower_bound_s=e.lower_bound_s, bound_ratio=e.bound_ratio)
+                          lower_bound_s=e.lower_bound_s, bound_ratio=e.bound_ratio,
+                          simulated_over_estimate=e.simulated_over_estimate)
     done = result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
     _last_evaluation[:] = [done, e]
     return done
