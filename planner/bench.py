@@ -274,8 +274,12 @@ def _map(fn, items, executor: str, workers: int, address: str | None, progress=N
     from concurrent.futures import ProcessPoolExecutor, wait
 
     from .solvers import stop
+    from .solvers.executor import from_main, spawn_context
 
-    pool = ProcessPoolExecutor(max_workers=workers)
+    # fresh interpreters: a forked worker inherits this process's stop.Watch (its signal handlers and
+    # wake-up pipe) and OR-Tools' or HiGHS's threads, and its greedy runs saw stop requests that were
+    # never made ("greedy: stopped early (interrupted)" hundreds of times in one bench)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(keep_main=from_main(fn)))
     futures = [pool.submit(fn, it) for it in items]
     out = []
     try:
