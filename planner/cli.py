@@ -27,7 +27,8 @@ from .presentation.frameworks import DEFAULT_VERSION
 from .presentation.report import claims_json, plan_summary, speed_change, whole
 from .problem.schemas import KINDS, schema_text
 from .solvers import stop as _stop
-from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, evaluation_of, plan as run_plan
+from .solvers.registry import (DEFAULT_SOLVER, SOLVERS, check_options, evaluation_of, plan as run_plan,
+                               refuse_gpu_types)
 
 
 class _Out(Console):
@@ -190,6 +191,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
              robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic, target):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
+    try:
+        refuse_gpu_types(inst)  # several GPU types: evaluate only, for now (issue 25)
+    except InputError as err:
+        raise err.with_file(pio.resolve_instance_path(instance)) from None
     if target:
         if schedule and schedule not in SCHEDULES[target]:
             raise InputError(f"{NAMES[target]} does not run {schedule}", "--schedule")

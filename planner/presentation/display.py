@@ -40,8 +40,9 @@ def frame(rows: list[dict]):
 # -- instances ---------------------------------------------------------------
 def instance_text(inst) -> str:
     wl = inst.workload
-    lines = [f"Instance {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} x {inst.gpu.name} "
-             f"({inst.gpu.peak_tflops:g} TFLOP/s, {inst.gpu.memory_gb:g} GB, mfu {inst.gpu.mfu:g}), "
+    types = "; ".join(f"{inst.gpu_types[u].name}: {inst.gpu_types[u].peak_tflops:g} TFLOP/s, "
+                      f"{inst.gpu_types[u].memory_gb:g} GB, mfu {inst.gpu_types[u].mfu:g}" for u in inst.types_used)
+    lines = [f"Instance {inst.name}: {len(inst.domains)} domains, {inst.gpu_counts} ({types}), "
              f"{len(inst.links)} WAN links",
              f"  model {wl.model.name} ({wl.model.total_params() / 1e9:.2f}B parameters, {inst.num_units} units), "
              f"batch {wl.global_batch_size} x {wl.seq_len} tokens, objective {inst.options.objective}"]

@@ -62,7 +62,7 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
     for an infeasible plan, ``("INFEASIBLE", the violations one a line)``.  The
     terminal summary (:func:`plan_summary`) and the HTML report print these."""
     rows = [("instance", f"{instance.name}  ({len(instance.domains)} domains, "
-             f"{instance.total_gpus} x {instance.gpu.name}, model {instance.workload.model.name})")]
+             f"{instance.gpu_counts}, model {instance.workload.model.name})")]
     rows += solver_rows(instance, plan)
     rows.append(("shape", f"{plan.replicas} replica(s) x {plan.num_stages} stage(s) x tp {plan.tp} = "
                  f"{plan.gpus_used} GPUs; micro-batch {plan.micro_batch_size} x "

@@ -309,6 +309,15 @@ class Instance(_Strict):
                              f"domains[{i}].gpu")
         return self.gpu_types[used[0]]
 
+    @property
+    def gpu_counts(self) -> str:
+        """GPUs per type in words: ``"36 x A100"``, or ``"24 x A100 + 12 x H100"`` (types in
+        :attr:`gpu_types` order)."""
+        count = {u: 0 for u in self.types_used}
+        for d, u in zip(self.domains, self.domain_type):
+            count[u] += d.gpus
+        return " + ".join(f"{n} x {self.gpu_types[u].name}" for u, n in count.items())
+
     def memory_limit_of(self, gpu: GPU) -> float:
         """Usable bytes per GPU of type ``gpu``: memory_gb * 1e9 * (1 - reserve)."""
         return gpu.memory_gb * 1e9 * (1 - self.options.memory_reserve_fraction)

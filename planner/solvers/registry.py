@@ -370,6 +370,19 @@ def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
     return p.model_copy(update={"solver": info})
 
 
+def refuse_gpu_types(instance) -> None:
+    """Raise ``InputError`` naming the first domain whose ``gpu`` differs from the first
+    domain's when the domains have several GPU types (SPEC v3 (g)): the planners model
+    one type until they plan with types (issue 25); ``planner evaluate`` and the
+    :class:`~planner.scoring.evaluator.Evaluator` score such instances exactly."""
+    if instance.heterogeneous:
+        types = instance.domain_type
+        i = next(i for i, t in enumerate(types) if t != types[0])
+        names = ", ".join(instance.gpu_types[u].name for u in instance.types_used)
+        raise InputError(f"the domains have several GPU types ({names}); the planners plan one GPU type for "
+                         "every domain so far (planner evaluate scores a plan mixing types)", f"domains[{i}].gpu")
+
+
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
          **options) -> Plan:
     """Plan ``instance`` with ``solver``; see the module docstring.
@@ -384,6 +397,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     """
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
+    refuse_gpu_types(instance)
     options = check_options(instance, solver, {**options, "time_limit": time_limit, "seed": seed})
     del options["time_limit"], options["seed"]
     t0 = time.perf_counter()
