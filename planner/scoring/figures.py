@@ -138,10 +138,10 @@ class PlanFigures:
             self.class_g = np.array([pick(table_g, row) for row in rows])
             self.y = np.array([table_y[u] for u in used.tolist()]).max(axis=0)
         # f, g, c over stages: the plan's when every replica has the same types; otherwise, per
-        # stage, the largest over the classes (a display figure: the evaluator simulates each
-        # class with its own class_f, class_g)
+        # stage, each the largest over the classes, so c may be less than f + g (display figures:
+        # the evaluator simulates each class with its own class_f, class_g)
         self.f, self.g = self.class_f.max(axis=0), self.class_g.max(axis=0)
-        self.c = self.f + self.g
+        self.c = (self.class_f + self.class_g).max(axis=0)
         self.A = np.array([units[s.end - 1].out_bytes_per_token * tokens for s in plan.stages])
         self.P = np.array([sum(u.params for u in units[s.start:s.end]) for s in plan.stages])
         self.stored = np.array([sum(u.stored_bytes_per_token for u in units[s.start:s.end])

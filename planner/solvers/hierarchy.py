@@ -280,6 +280,8 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
                 bw = link_bw if optimistic else max(_bottleneck(instance, a, b) for a in g for b in h)
                 links.append({"a": names[g], "b": names[h], "bandwidth_gbps": bw, "latency_ms": lat})
         data = instance.to_dict()
+        data["gpu"] = instance.gpu.model_dump(exclude_none=True)  # the one GPU type (plan refuses several)
+        data.pop("gpus", None)  # the groups name no type: each has [gpu]'s
         suffix = ".groups" + ("" if len(classes) == 1 else f".tp{ts[0]}")  # a valid name (SPEC 9): 64 at most
         data.update(name=instance.name[:64 - len(suffix)] + suffix, domains=doms, links=links)
         data["workload"]["tensor_parallel"] = list(ts)
