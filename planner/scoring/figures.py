@@ -84,7 +84,15 @@ class PlanFigures:
     ``n_j o`` forward, ``beta n_j o`` backward; ``A`` boundary bytes per
     micro-batch (stage j -> j+1); ``P`` parameters; ``stored`` activation bytes
     per token kept for backward; ``inflight`` micro-batches in flight;
-    ``memory`` bytes per GPU; ``flushes`` the schedule's flushes (SPEC 7).
+    ``memory`` bytes per GPU; ``memory_limit`` usable bytes per GPU of each stage (the
+    smallest over the GPU types hosting it); ``flushes`` the schedule's flushes (SPEC 7).
+
+    GPU types (SPEC v3 (g)): ``type_of`` (R, S) index into ``instance.gpu_types`` of
+    every (replica, stage); replicas with the same row form a class
+    (``replica_class`` (R,), ``group_class`` (G,)), with figures ``class_f``,
+    ``class_g`` (classes, S), what the evaluator simulates.  ``f``, ``g`` are then
+    per stage the largest over the classes and ``c`` the largest c over replicas
+    (display figures); with one type they are exactly the one-type figures.
 
     Raises ``InputError`` when ``spec`` is 2 and the instance uses a field only
     v3 models (:func:`planner.problem.specversion.refuse_v3_fields`).
