@@ -337,7 +337,10 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
     p = pio.load_plan(plan_file, inst)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     if ev.feasible:
-        _pictures(inst, p, gantt_path, map_path)
+        try:
+            _pictures(inst, p, gantt_path, map_path)
+        except InputError as err:  # a plan the picture cannot show (GPU types): name the plan file
+            raise (err.with_file(plan_file) if err.file is None else err) from None
     if as_json:  # the figures, and whether the plan's solver claims still hold (SPEC 9)
         click.echo(strict_json({**ev.to_dict(), **claims_json(inst, p)}))
     else:
@@ -745,7 +748,10 @@ def explain_cmd(instance, plan_file, as_json):
 
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
-    e = explain(inst, p)
+    try:
+        e = explain(inst, p)
+    except InputError as err:  # a plan it cannot explain yet (GPU types): name the plan file
+        raise (err.with_file(plan_file) if err.file is None else err) from None
     click.echo(strict_json(e.to_dict()) if as_json else str(e))
 
 

@@ -135,6 +135,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     is infeasible (over memory or capacity, a deadlocking schedule): no advice
     is given for a plan that cannot run."""
     ev = Evaluator(instance, plan)
+    ev.fig.require_one_class("the explanation")
     check = ev.evaluate()
     if not check.feasible:
         raise InfeasibleError(f"the plan is infeasible on {instance.name}; nothing to explain until it is fixed",
@@ -216,7 +217,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     for l in used:
         util[_link_name(instance, l)] = float(load[l] / (bw_bytes[l] * T0)) if bw_bytes[l] > 0 else float("inf")
 
-    headroom = [float((instance.memory_limit_bytes - m) / 1e9) for m in fig.memory]
+    headroom = [float((lim - m) / 1e9) for lim, m in zip(fig.memory_limit, fig.memory)]  # per type
     suggestion, sgain = "", 0.0
     single = [x for x in sens if x.kind in SINGLE]
     if single and single[0].gain > 0:

@@ -73,6 +73,7 @@ class Trace:
 def trace(instance, plan, states: NetworkStates | None = None) -> Trace:
     """Op-level times of one iteration under one network state (base by default)."""
     ev = Evaluator(instance, plan)
+    ev.fig.require_one_class("the Gantt chart")
     st = ev.one_state(states, "trace")
     fig = ev.fig
     comm = fig.comm(st)

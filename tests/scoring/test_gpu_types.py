@@ -337,3 +337,31 @@ def test_one_type_named_through_gpus_plans_as_before(solver):
     a, b = run_plan(base, solver, time_limit=2, seed=0), run_plan(one, solver, time_limit=2, seed=0)
     assert (a.placement, a.stages, a.tp, a.schedule) == (b.placement, b.stages, b.tp, b.schedule)
     assert evaluate(base, a).iteration_time_s == evaluate(one, b).iteration_time_s
+
+
+def test_gantt_and_explain_of_mixed_replicas_refused_naming_the_plan(tmp_path):
+    # f, g per stage are every replica's only when the replicas share their row of types: a
+    # plan [slow, fast] x 2 is drawn and explained; [slow, fast] + [fast, slow] is refused
+    from click.testing import CliRunner
+
+    from planner.cli import main
+    from planner.scoring.trace import trace
+
+    inst = two_types(R=2, m=2)
+    inst_path = tmp_path / "inst.json"
+    inst_path.write_text(json.dumps(inst.to_dict()))
+    for rows, ok in (([["slow", "fast"], ["slow", "fast"]], True), ([["slow", "fast"], ["fast", "slow"]], False)):
+        plan = Plan.build([(0, 1), (1, 2)], rows, tp=1, micro_batch_size=1, instance=inst, schedule="gpipe")
+        plan_path = tmp_path / "plan.json"
+        plan_path.write_text(plan.to_json())
+        for args in (["evaluate", str(inst_path), str(plan_path), "--gantt", str(tmp_path / "g.svg")],
+                     ["explain", str(inst_path), str(plan_path)]):
+            res = CliRunner().invoke(main, args)
+            if ok:
+                assert res.exit_code == 0, res.output
+            else:
+                assert res.exit_code == 2 and f"{plan_path}: placement:" in res.stderr, res.output
+        if ok:  # the trace's last end is the evaluator's T (no sync: P = 0)
+            tr = trace(inst, plan)
+            assert tr.iteration_time_s == pytest.approx(2 * 3.0 + 1.0, rel=1e-12)
+            assert float(tr.stage_end.max()) == pytest.approx(2 * 3.0 + 1.0, rel=1e-12)
