@@ -1005,16 +1005,9 @@ def stage_bounds_v3(space: PlanSpace, shape: Shape) -> dict[int, float]:
     largest link's and its latency at least the smallest link's, and T_est >= its stage-0 term,
     whose gpipe period is v2's.  (The finer v2 bounds of ``milp_bounds`` count halved 2-member
     rings and equal sync shares, which v3 no longer has.)"""
-    from ..shapesearch import shape_lower_bound
+    from ..shapesearch import stage_bounds
 
-    inst = space.instance
-    top = min(inst.max_stages, inst.num_units, sum(space.slots(shape.tp).values()) // shape.replicas)
-    out = {}
-    for S in ([shape.stages] if shape.stages else range(1, top + 1)):
-        lb = shape_lower_bound(space, Shape(shape.tp, shape.micro_batch, shape.schedule, S, shape.replicas))
-        if lb is not None:
-            out[S] = lb
-    return out
+    return stage_bounds(space, shape, spec=3)  # (under v3 the finer bounds are withheld)
 
 
 def _transfer_resources(instance, route, src: str, dst: str) -> list[int]:
