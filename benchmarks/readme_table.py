@@ -45,7 +45,8 @@ def table(csv_path: Path, md_path: Path) -> str:
     first = md_path.read_text().splitlines()[0].strip()  # "Command: `...`"
     out = [f"Simulated iteration time (s; cost per iteration on cost instances), each solver with the "
            f"same time limit, from [{md_path.relative_to(ROOT)}]({md_path.relative_to(ROOT)}) "
-           f"({first[0].lower() + first[1:]}). Gap: auto's proven gap on `T_est` at the time of the run (recorded before the bound rule of SPEC section 7 (v3); today this is `estimate_gap`, and `gap` is against a bound valid for every plan); where auto returns an explicit schedule (tuned in-flight limits), against the instance's lower bound, since the engines bound only plans with 1f1b or gpipe.", "",
+           f"({first[0].lower() + first[1:]}), scored under SPEC v2, the model of that run's commit (v3 is the "
+           f"default since; this run has not been repeated under it). Gap: auto's proven gap on `T_est` at the time of the run (recorded before the bound rule of SPEC section 7 (v3); today this is `estimate_gap`, and `gap` is against a bound valid for every plan); where auto returns an explicit schedule (tuned in-flight limits), against the instance's lower bound, since the engines bound only plans with 1f1b or gpipe.", "",
            "| instance | " + " | ".join(SOLVERS) + " | auto vs greedy | auto gap |",
            "|---|" + "---|" * (len(SOLVERS) + 2)]
     for n in names:

@@ -174,3 +174,26 @@ def test_new_out_dir_never_names_an_existing_folder(tmp_path):
     assert second.name == first.name + "-2"
     second.mkdir()
     assert bench.new_out_dir(now, tmp_path).name == first.name + "-3"
+
+
+def _worker_state(_):
+    import multiprocessing
+
+    from planner.solvers import stop
+
+    return multiprocessing.get_start_method(), stop.requested()
+
+
+def test_process_workers_are_fresh_interpreters_under_a_watch():
+    """The bench's workers are spawned, not forked from a process inside stop.Watch (which a
+    forked worker inherits: its signal handlers and wake-up pipe), and they see no stop request."""
+    import signal
+
+    from planner.solvers import stop
+
+    with stop.Watch(sigint=True):
+        handler = signal.getsignal(signal.SIGINT)
+        out = bench._map(_worker_state, [0, 1], "process", 2, None)
+    assert handler is not signal.default_int_handler  # the watch was in force in this process
+    for method, requested in out:
+        assert method == "spawn" and requested is None

@@ -12,9 +12,10 @@ under the base network or a batch of K states:
 ``spec`` chooses the version of the model: 2 or 3 (SPEC v3 changes (a)-(f):
 full duplex, direct routes, uplinks, ``reduce_broadcast``, unit overhead, the
 flush-based T_est); the default, :data:`planner.problem.specversion.DEFAULT_SPEC`,
-stays 2 while the planners model v2 (docs/model.md, section 10):
+is 3, which every planner models (docs/model.md, section 10); 2 is kept for
+comparison:
 
->>> Evaluator(instance, plan, spec=3).iteration_times()  # doctest: +SKIP
+>>> Evaluator(instance, plan, spec=2).iteration_times()  # doctest: +SKIP
 
 Every solver's plan passes through :func:`evaluate`; its ``violations``
 list every broken feasibility rule with the figures involved.
