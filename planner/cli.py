@@ -192,7 +192,7 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
     try:
-        refuse_gpu_types(inst)  # several GPU types: evaluate only, for now (issue 25)
+        refuse_gpu_types(inst, solver)  # a solver that plans one GPU type refuses several (issue 25)
     except InputError as err:
         raise err.with_file(pio.resolve_instance_path(instance)) from None
     if target:

@@ -370,17 +370,24 @@ def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
     return p.model_copy(update={"solver": info})
 
 
-def refuse_gpu_types(instance) -> None:
+#: The solvers that plan with several GPU types (SPEC v3 (g)); the others refuse a mixed
+#: instance (:func:`refuse_gpu_types`).  One name per line.
+GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
+})
+
+
+def refuse_gpu_types(instance, solver: str | None = None) -> None:
     """Raise ``InputError`` naming the first domain whose ``gpu`` differs from the first
-    domain's when the domains have several GPU types (SPEC v3 (g)): the planners model
-    one type until they plan with types (issue 25); ``planner evaluate`` and the
+    domain's when the domains have several GPU types (SPEC v3 (g)) and ``solver`` does not
+    plan with types (not in :data:`GPU_TYPE_SOLVERS`); ``planner evaluate`` and the
     :class:`~planner.scoring.evaluator.Evaluator` score such instances exactly."""
-    if instance.heterogeneous:
+    if instance.heterogeneous and solver not in GPU_TYPE_SOLVERS:
         types = instance.domain_type
         i = next(i for i, t in enumerate(types) if t != types[0])
         names = ", ".join(instance.gpu_types[u].name for u in instance.types_used)
         raise InputError(f"the domains have several GPU types ({names}); the planners plan one GPU type for "
-                         "every domain so far (planner evaluate scores a plan mixing types)", f"domains[{i}].gpu")
+                         f"every domain in solver {solver!r} so far (planner evaluate scores a plan mixing types)",
+                         f"domains[{i}].gpu")
 
 
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
@@ -397,7 +404,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     """
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
-    refuse_gpu_types(instance)
+    refuse_gpu_types(instance, solver)
     options = check_options(instance, solver, {**options, "time_limit": time_limit, "seed": seed})
     del options["time_limit"], options["seed"]
     t0 = time.perf_counter()
