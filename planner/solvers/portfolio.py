@@ -204,7 +204,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
          gap: float = 1e-3, stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None, forbid=(), require=(),
          engines: dict[str, Callable[..., Plan]] | None = None, refine: Callable[..., Plan] | None = None,
-         refine_schedule: bool = True, **_) -> Plan:
+         refine_schedule: bool = True, type_aware=frozenset(), **_) -> Plan:
     """Plan with the portfolio; see the module docstring.
 
     ``time_limit`` seconds of wall clock in all (None: 60), ``seed`` for every
@@ -215,7 +215,12 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     they must be importable top-level functions).  ``refine`` is the
     schedule refinement (the registry passes :func:`planner.solvers.registry.refine`;
     None or ``refine_schedule=False``: none, the annealing takes that time).
-    Raises ``InfeasibleError`` when no planner finds a plan.
+    ``type_aware``: the names of the solvers that plan with several GPU types (the
+    registry passes :data:`planner.solvers.registry.GPU_TYPE_SOLVERS`); on an
+    instance whose domains have several types (SPEC v3 (g)) the default engines not
+    among them are left out (``solver.engines`` says so), greedy, the annealing and
+    the refinement plan with the types.  Raises ``InfeasibleError`` when no planner
+    finds a plan.
     """
     t0 = time.perf_counter()
     wall0 = time.time()
@@ -229,16 +234,22 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if require:
         pin_opts["require"] = list(require)
     anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}  # R, tp, b: kept
+    lines: dict[str, str] = {}
+    default_engines = engines is None
     if engines is None and flat_too_big(instance):
         engines = {"hier": hier_engine}
         log.info("auto: %d domains, flat models too big (%d > %d arcs per shape): the hierarchical planner",
                  len(instance.domains), len(instance.domains) ** 2 * instance.max_stages, FLAT_ARCS_MAX)
     engines = dict(ENGINES if engines is None else engines)
+    if default_engines and instance.heterogeneous:  # SPEC v3 (g): only engines that plan with the types
+        for name in [n for n in engines if n not in type_aware]:
+            del engines[name]
+            lines[name] = "left out: it plans one GPU type for every domain so far"
+            log.info("auto: %s left out (the domains have several GPU types; it plans one)", name)
     if deterministic and engines.get("milp") is milp:
         del engines["milp"]
         log.info("auto: deterministic mode, the MILP (wall-clock budget only) is left out")
 
-    lines: dict[str, str] = {}
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
     history: list[tuple[str, float]] = []
@@ -267,6 +278,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     for name, solve in engines.items():
         opts = dict(seed=seed, gap=gap, **pin_opts)
         opts.update(threads=1) if solve is milp else opts.update(workers=1)
+        if solve is hier_engine and instance.heterogeneous:
+            opts["type_aware"] = frozenset(type_aware)
         if deterministic:
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
@@ -301,7 +314,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     starts = starts[:STARTS]
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
-        if (i and all(fut.done() for _, fut in running.values())) or stop.requested():
+        if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():
             break  # the engines are back (small instances), or a stop was asked for: collect them now
         left = (engine_deadline - time.time()) / (len(starts) - i)
         if left < 0.2 and not deterministic:

@@ -59,7 +59,7 @@ def _auto(instance, **options) -> Plan:
     """The portfolio (:func:`planner.solvers.portfolio.auto`) with this module's schedule refinement."""
     from .portfolio import auto
 
-    return auto(instance, refine=refine, **options)
+    return auto(instance, refine=refine, type_aware=GPU_TYPE_SOLVERS, **options)
 
 
 def _anneal(instance, **options) -> Plan:
@@ -72,7 +72,7 @@ def _hier(instance, **options) -> Plan:
     """Hierarchical planning (:func:`planner.solvers.hierarchy.hier`): groups of domains, then domains."""
     from .hierarchy import hier
 
-    return hier(instance, **options)
+    return hier(instance, type_aware=GPU_TYPE_SOLVERS, **options)
 
 
 SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat, "rl": _rl,
@@ -245,7 +245,7 @@ def solver_options(solver: str) -> set[str]:
     if solver == "auto":
         from .portfolio import auto as fn
 
-        names = _parameters(fn) - {"engines", "refine"}
+        names = _parameters(fn) - {"engines", "refine", "type_aware"}
     elif solver == "anneal":
         from .anneal import anneal, anneal_solver
 
@@ -255,7 +255,7 @@ def solver_options(solver: str) -> set[str]:
     elif solver == "hier":
         from .hierarchy import hier as fn
 
-        names = _parameters(fn)
+        names = _parameters(fn) - {"type_aware"}
     else:
         names = _parameters(SOLVERS[solver])
     return names | _PLAN_OPTIONS
@@ -373,6 +373,10 @@ def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
 #: The solvers that plan with several GPU types (SPEC v3 (g)); the others refuse a mixed
 #: instance (:func:`refuse_gpu_types`).  One name per line.
 GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
+    "greedy",
+    "hier",
+    "anneal",
+    "auto",
 })
 
 

@@ -56,14 +56,17 @@ def memory_caps(instance, plan) -> list[int]:
     ev = Evaluator(instance, plan)
     fig = ev.fig
     tok = plan.micro_batch_size * instance.workload.seq_len
-    room = instance.memory_limit_bytes * plan.tp - BYTES_PER_PARAM_STATE * fig.P
+    # usable bytes per GPU: with several GPU types (SPEC v3 (g)), per stage the smallest
+    # over the types hosting it
+    limit = fig.memory_limit if instance.heterogeneous else np.full(plan.num_stages, instance.memory_limit_bytes)
+    room = limit * plan.tp - BYTES_PER_PARAM_STATE * fig.P
     caps = []
     for j in range(plan.num_stages):
         per = tok * fig.stored[j]
         if room[j] < per - 1e-9 * max(per, 1.0):
             s = plan.stages[j]
             raise InfeasibleError(f"stage {j} (units {s.start}-{s.end - 1}) cannot hold even one micro-batch "
-                                  f"in flight within {instance.memory_limit_bytes / 1e9:.1f} GB per GPU")
+                                  f"in flight within {limit[j] / 1e9:.1f} GB per GPU")
         caps.append(plan.num_micro_batches if per <= 0 else int(min(plan.num_micro_batches,
                                                                       math.floor(room[j] / per + 1e-9))))
     return caps
