@@ -202,6 +202,23 @@ class PlanSpace:
                                                lambda j: w(j) * tokens)
         return self._cache[key]
 
+    def fits_types(self, cuts, tp: int, micro_batch: int, schedule: str, micro_batches: int, types) -> bool:
+        """Whether every stage of ``cuts`` fits the usable memory of the smallest of its GPU
+        types ``types[j]`` under ``schedule``'s in-flight rule (no tolerance: what fits here
+        fits SPEC 5's rule).
+
+        >>> PlanSpace(mixed).fits_types([(0, 5), (5, 10)], 1, 1, "1f1b", 4, ((0,), (1,)))  # doctest: +SKIP
+        True
+        """
+        inst = self.instance
+        w = self._inflight(schedule, len(cuts), micro_batches)
+        tokens = micro_batch * inst.workload.seq_len
+        for j, ((a, b), ts) in enumerate(zip(cuts, types)):
+            _, mem, stored = self.table.interval(a, b)
+            if mem + w(j) * tokens * stored > min(inst.memory_limit_of(inst.gpu_types[u]) for u in ts) * tp:
+                return False
+        return True
+
     def _memory_rule(self, tp, micro_batch, schedule, stages, micro_batches):
         """(limit(j), act(j)) of the partition functions: the memory per stage slot (bytes)
         and the tokens of stored activation stage j keeps in flight."""

@@ -412,14 +412,16 @@ def stage_types(instance, placement) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(sorted({types[idx[row[j]]] for row in placement})) for j in range(len(placement[0])))
 
 
-def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set):
+def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set, memory_rule: str | None = None):
     """The chain placements (fill and aligned, from the best start domains) of a shape
     with a fixed partition, each once.
 
     With several GPU types (SPEC v3 (g)) each placement also gets the partition
     balanced for the types it lands on (:meth:`PlanSpace.typed_partition`: faster
     types take more layers, each stage within the memory of its types), and a plan
-    is yielded only when it fits the memory of the types hosting it."""
+    is yielded only when it fits the memory of the types hosting it, under the
+    in-flight rule of ``memory_rule`` (default the shape's schedule; :data:`LEAN`
+    for :func:`lean_plans`)."""
     slots, chains = _chains(instance, space, sh.tp)
     mixed = instance.heterogeneous
     m = sh.micro_batches(instance.workload.global_batch_size) if mixed else 0
@@ -429,22 +431,20 @@ def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set):
             if placement is None:
                 continue
             options = [cuts]
-            if mixed:
-                typed = space.typed_partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m,
-                                              stage_types(instance, placement))
-                options = [c for c in (typed, cuts) if c is not None]
-                if len(options) == 2 and typed == list(cuts):
-                    options = [typed]
+            if mixed:  # the cut balanced for the placement's types (fits their memory), and the given one if it fits
+                types = stage_types(instance, placement)
+                rule = memory_rule or sh.schedule
+                typed = space.typed_partition(sh.tp, sh.micro_batch, rule, sh.stages, m, types)
+                options = [] if typed is None else [typed]
+                if list(cuts) != typed and space.fits_types(cuts, sh.tp, sh.micro_batch, rule, m, types):
+                    options.append(cuts)
             for c in options:
                 key = (sh, tuple(c), hash(tuple(map(tuple, placement))))  # a hash: placements can be huge
                 if key in seen:
                     continue
                 seen.add(key)
-                plan = Plan.build(c, placement, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
-                                  schedule=sh.schedule)
-                if mixed and any(v.rule == "memory" for v in check_plan(instance, plan)):
-                    continue  # the type-blind cut on a type with less memory
-                yield plan
+                yield Plan.build(c, placement, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
+                                 schedule=sh.schedule)
 
 
 def shape_plan(instance, shape: Shape, stage_counts, space: PlanSpace | None = None, forbid=()) -> Plan | None:
@@ -599,7 +599,7 @@ def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int 
         if scored and time.perf_counter() > deadline:
             break
         m = gbs // (R * b)
-        for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen):
+        for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen, memory_rule=LEAN):
             for w in (_fitting_limits(instance, space, p), [1] * S):
                 q = p.model_copy(update={"schedule": inflight_schedule(w, m)})
                 ev = Evaluator(instance, q)
