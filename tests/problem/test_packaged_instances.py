@@ -22,7 +22,7 @@ P5_NIC_GBPS, P5_VCPUS = 3200.0, 192  # AWS "Amazon EC2 Capacity Blocks for ML Pr
 ND_H100_V5_VM_GBPS = 80.0  # Azure ND H100 v5 series: 80,000 Mbps per VM (MicrosoftDocs/azure-docs)
 
 WITH_UPLINKS = {"aws-multiregion", "two-dc", "azure-multiregion", "gcp-16", "azure-zones", "aws-a100-h100"}
-MIXED = ("edwc-mixed", "aws-a100-h100", "tiny-mixed")  # GPU types (SPEC v3 (g), issue 25)
+from gpu_types_instances import MIXED, hand_plan  # noqa: E402  GPU types (SPEC v3 (g), issue 25)
 
 
 def interconnect_facts(shared_data) -> dict[str, dict[str, str]]:
@@ -99,7 +99,7 @@ def test_mixed_instances_load_and_score_a_hand_plan(name, shared_data):
     on one type and second on the other scores feasible, and each stage's compute c_j is the
     SPEC 5 closed form at ITS domain's type (recomputed here from the units), so a type
     applied to the wrong stage fails."""
-    from planner import Evaluator, InputError, Plan
+    from planner import Evaluator, InputError
 
     inst = load_instance(name, spec=3)
     assert inst.heterogeneous and len(inst.types_used) == 2
@@ -115,12 +115,10 @@ def test_mixed_instances_load_and_score_a_hand_plan(name, shared_data):
             assert (g.peak_tflops, g.memory_gb) == (float(r["bf16_dense_tflops"]), float(r["hbm_gb"]))
             assert g.nvlink_bandwidth_gbps == float(r["nvlink_gbps_total"]) / 2 * 8
     # one domain of each type (the first of each), two stages split at the middle unit
-    first = {}
-    for d in inst.domains:
-        first.setdefault(inst.domain_gpu(d.name).name, d.name)
-    (a, ta), (b, tb) = [(d, t) for t, d in first.items()]
-    n, tp = inst.num_units, max(inst.workload.tensor_parallel)
-    plan = Plan.build([(0, n // 2), (n // 2, n)], [[a, b]], tp=tp, micro_batch_size=1, instance=inst)
+    plan = hand_plan(inst)
+    n, tp = inst.num_units, plan.tp
+    (a, b) = plan.placement[0]
+    ta, tb = inst.domain_gpu(a).name, inst.domain_gpu(b).name
     ev = Evaluator(inst, plan).evaluate()
     assert ev.feasible, ev.violations
     w = inst.workload
