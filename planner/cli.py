@@ -817,10 +817,13 @@ def validate_cmd(instance):
 @click.option("--model", default="llama2-70b", show_default=True, help="a model under models/")
 @click.option("--global-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None,
               help="sequences per iteration (default: 1024, doubled until it can feed every GPU)")
+@click.option("--gpu-types", type=click.IntRange(1), default=None,
+              help="N GPU types drawn from a sourced table (A100, H100, H200, V100), each domain naming "
+                   "one (SPEC v3 [[gpus]]); default: one A100-80GB [gpu]")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="the instance file to write (TOML)")
 @_guard
-def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_path):
+def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, gpu_types, out_path):
     """Write a SYNTHETIC clustered instance: datacenters in clusters joined by metro links,
     clusters by a backbone between gateways (planner/problem/synthetic.py).  The same
     options and seed give the same file; the file is checked by the loader before it is
@@ -831,18 +834,20 @@ def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_pa
         raise InputError(f"no model named {model!r} (available: {', '.join(pio.available('models'))})", "--model")
     try:
         data = generate_instance(domains, gpus, seed, clusters=clusters, model=model,
-                                 global_batch_size=global_batch_size)
+                                 global_batch_size=global_batch_size, gpu_types=gpu_types)
     except InputError as e:  # name the option
-        e.field = f"--{e.field}" if e.field else None
+        e.field = f"--{e.field.replace('_', '-')}" if e.field else None
         raise
     command = " ".join(["planner generate", f"--domains {domains}", f"--gpus {gpus}", f"--seed {seed}"]
                        + ([f"--clusters {clusters}"] if clusters is not None else [])
                        + [f"--model {model}"]
-                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else []))
+                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else [])
+                       + ([f"--gpu-types {gpu_types}"] if gpu_types is not None else []))
     pio.check_output(out_path, "--out")
     inst = pio.write_instance(data, header(data, command), out_path)  # validated before it replaces anything
     out.print(f"{inst.name}: {len(inst.domains)} domains in "
-              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs, "
+              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs"
+              + (f" ({inst.gpu_counts})" if inst.heterogeneous else "") + ", "
               f"{len(inst.links):,} links, model {inst.workload.model.name}, global batch "
               f"{inst.workload.global_batch_size} -> {out_path}")
 

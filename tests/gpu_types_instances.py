@@ -7,6 +7,10 @@
   ``ratio``: the closed form of the layer split;
 * :func:`type_blind` -- the same instance with every domain given the fastest
   type (the plan a type-blind planner makes, to be re-simulated on the real types).
+* :func:`hand_plan` -- two stages on two domains of different types of a packaged
+  mixed instance (edwc-mixed, aws-a100-h100, tiny-mixed: :data:`MIXED`);
+  :func:`plan_any` plans with ``planner.plan`` when the solver plans with types, else
+  builds that plan.
 """
 
 from __future__ import annotations
@@ -69,3 +73,30 @@ def type_blind(instance: Instance) -> Instance:
     for d, u in zip(data["domains"], instance.domain_type):
         d["gpu"] = types[u].name
     return Instance.from_dict(data)
+
+
+MIXED = ("edwc-mixed", "aws-a100-h100", "tiny-mixed")
+
+
+def hand_plan(inst):
+    """Two stages on two domains of different GPU types (see the module docstring)."""
+    from planner import Plan
+
+    first: dict[str, str] = {}
+    for d in inst.domains:
+        first.setdefault(inst.domain_gpu(d.name).name, d.name)
+    a, b = list(first.values())[:2]
+    n = inst.num_units
+    return Plan.build([(0, n // 2), (n // 2, n)], [[a, b]], tp=max(inst.workload.tensor_parallel),
+                      micro_batch_size=1, instance=inst)
+
+
+def plan_any(inst, **kw):
+    """greedy's plan (or ``planner.plan``'s with ``kw``), or :func:`hand_plan` for an
+    instance with several GPU types while greedy refuses them."""
+    from planner import plan
+    from planner.solvers.registry import GPU_TYPE_SOLVERS
+
+    if inst.heterogeneous and kw.get("solver", "greedy") not in GPU_TYPE_SOLVERS:
+        return hand_plan(inst)
+    return plan(inst, **kw)

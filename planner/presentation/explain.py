@@ -69,6 +69,9 @@ class Explanation:
     solver: str = ""  # the solver's claims as the plan summary shows them, or why none is shown
     solver_claims: str = "absent"  # shown | stale | edited | absent (planner.problem.plan.claims_check)
     solver_claims_reason: str | None = None  # why no claim is shown
+    gpu_type: str = ""  # GPU types: the type of the stage whose c_j sets the period, and a move re-simulated
+    type_move: dict | None = None  # that move: stage, from_type, to_type, domains, iteration_time_s, moved_s
+
 
     def lines(self) -> list[str]:
         T = self.iteration_time_s
@@ -84,6 +87,8 @@ class Explanation:
             out.append(f"Solver {self.solver}.")
         if self.tau_term:
             out.append(f"Pipeline period (T_est): the period is set by {self.tau_term}.")
+        if self.gpu_type:
+            out.append(f"GPU type: {self.gpu_type}")
         total = sum(self.critical_path.values()) or 1.0
         parts = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(self.critical_path.items(),
                                                                       key=lambda kv: -kv[1]) if v > 0)
@@ -227,9 +232,84 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     Te = float(ev.estimate_times(base)[0])
     claims = claims_json(instance, plan)
     rows = solver_rows(instance, plan)
+    type_text, move = _slow_type(instance, plan, fig, base, T0)
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
                        util, headroom, suggestion, sgain, _tau_term(fig, comm, plan),
-                       rows[0][1] if rows else "", claims["solver_claims"], claims["solver_claims_reason"])
+                       rows[0][1] if rows else "", claims["solver_claims"], claims["solver_claims_reason"],
+                       type_text, move)
+
+
+def _achieved(gpu) -> str:
+    return f"{gpu.flops_per_s / 1e12:.3g} TFLOP/s achieved"
+
+
+def type_moves(instance, plan, j: int, to: int) -> list[tuple[str, ...]]:
+    """The ways to put stage ``j`` of every replica on GPU type ``to`` (an index into
+    ``instance.gpu_types``) within the domains' free GPUs: each domain of that type that
+    can take all ``R`` copies (``tp`` GPUs each) alone, and, when none can, one greedy
+    fill of its domains, most free GPUs first.  Each way is the tuple of domains, one
+    per replica; [] when the type has too few free GPUs.
+
+    >>> type_moves(inst, plan, 1, 1)                   # doctest: +SKIP
+    [('beta',)]
+    """
+    used = plan.gpus_per_domain()
+    t, R = plan.tp, plan.replicas
+    free = {d.name: d.gpus - used.get(d.name, 0) for d, u in zip(instance.domains, instance.domain_type)
+            if u == to and d.gpus_per_node >= t}
+    whole = [(d,) * R for d, n in free.items() if n >= R * t]
+    if whole:
+        return whole
+    out, left = [], dict(free)
+    for _ in range(R):
+        d = max(left, key=lambda k: (left[k], -instance.domain_index[k]), default=None)
+        if d is None or left[d] < t:
+            return []
+        out.append(d)
+        left[d] -= t
+    return [tuple(out)]
+
+
+def _slow_type(instance, plan, fig, base, T0: float) -> tuple[str, dict | None]:
+    """With several GPU types (SPEC v3 (g)): the stage whose c_j is the largest (it sets
+    the compute period), its type, and, when a faster type of the instance fits that
+    stage's memory, the plan with that stage moved there (every replica's copy),
+    RE-SIMULATED by the evaluator: the best of :func:`type_moves`.  ("", None) for a
+    one-type instance."""
+    if not instance.heterogeneous:
+        return "", None
+    j = int(np.argmax(fig.c))
+    u = int(fig.type_of[0, j])  # one class (explain requires it): every replica's copy has this type
+    g = instance.gpu_types[u]
+    head = (f"stage {j}, the slowest (c_{j} = {fig.c[j]:.4g} s per micro-batch, the largest c_j: it sets the "
+            f"compute part of the pipeline period), runs on {g.name} ({_achieved(g)}).")
+    faster = [v for v in instance.types_used if instance.gpu_types[v].flops_per_s > g.flops_per_s
+              and instance.memory_limit_of(instance.gpu_types[v]) >= fig.memory[j]]
+    if not faster:
+        slower = any(instance.gpu_types[v].flops_per_s > g.flops_per_s for v in instance.types_used)
+        return head + (" No faster type has the memory for it." if slower else " It is the fastest type."), None
+    to = max(faster, key=lambda v: (instance.gpu_types[v].flops_per_s, -v))
+    h = instance.gpu_types[to]
+    best = None
+    for doms in type_moves(instance, plan, j, to):
+        rows = [list(row) for row in plan.placement]
+        for r, d in enumerate(doms):
+            rows[r][j] = d
+        cand = plan.model_copy(update={"placement": rows, "predicted": None, "solver": None})
+        moved = Evaluator(instance, cand)
+        if not moved.evaluate().feasible:
+            continue
+        T = float(moved.iteration_times(base)[0])
+        if best is None or T < best[1]:
+            best = (doms, T)
+    if best is None:
+        return head + f" The fastest type that fits it, {h.name}, has too few free GPUs to take it.", None
+    doms, T = best
+    where = ", ".join(dict.fromkeys(doms))
+    move = {"stage": j, "from_type": g.name, "to_type": h.name, "domains": list(doms),
+            "iteration_time_s": T0, "moved_s": T}
+    return (head + f" Moving it to {h.name} ({_achieved(h)}, the fastest type that fits it) in {where}, "
+            f"re-simulated: {T:.4g} s instead of {T0:.4g} s ({speed_change(T0, T)})."), move
 
 
 def _category(b: Sensitivity | None, cp: dict, fig) -> str:

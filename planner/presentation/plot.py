@@ -230,13 +230,15 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
     compute_y: dict[tuple[int, int], float] = {}
     xfer_y: dict[tuple[int, int], float] = {}
     ticks, tick_labels, tick_small = [], [], []
+    typed = instance.heterogeneous  # GPU types: each stage's row names its domain's type
     y = 0.0
     for r in drawn:
         row = plan.placement[r]
         for j in range(S):
             compute_y[(r, j)] = y
             ticks.append(y)
-            tick_labels.append(f"r{r} stage {j} · {printable(row[j])}")
+            tick_labels.append(f"r{r} stage {j} · {printable(row[j])}"
+                               + (f" · {printable(instance.domain_gpu(row[j]).name)}" if typed else ""))
             tick_small.append(False)
             y += 1.0
             if j < S - 1:
@@ -464,7 +466,9 @@ def draw(instance, plan=None, ax=None):
                linewidths=1.5, zorder=3, gid="domain")
     labels = []
     for n, x, y_, g in zip(names, xs, ys, gpus):
-        text = f"{printable(n)}\n{g} GPUs"
+        # GPU types: 'n x type' instead of 'n GPUs'
+        text = f"{printable(n)}\n{g} " + (f"x {printable(instance.domain_gpu(n).name)}" if instance.heterogeneous
+                                           else "GPUs")
         if plan is not None:
             text += f"\n{used.get(n, 0)} used"
         labels.append(ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
@@ -474,7 +478,8 @@ def draw(instance, plan=None, ax=None):
     _map_axes(ax, geo, sum(ys) / len(ys), spines=False)
     ax.margins(0.18)
 
-    title = f"{printable(instance.name)}: {len(names)} domains, {instance.total_gpus} GPUs, {len(instance.links)} WAN links"
+    gpus_text = printable(instance.gpu_counts) if instance.heterogeneous else f"{instance.total_gpus} GPUs"
+    title = f"{printable(instance.name)}: {len(names)} domains, {gpus_text}, {len(instance.links)} WAN links"
     if plan is not None:
         title += (f"\nplan: R={plan.replicas} S={plan.num_stages} tp={plan.tp}, "
                   f"{plan.gpus_used} GPUs in {len(used)} domain{'s' if len(used) > 1 else ''}")
@@ -547,6 +552,8 @@ def _draw_large(instance, plan=None, ax=None):
     for region in sorted(shown, key=list(regions).index):
         idx = regions[region]
         text = f"{printable(region)}\n{len(idx)} domains, {int(gpus[idx].sum()):,} GPUs"
+        if instance.heterogeneous:  # GPU types: the region's types
+            text += "\n" + ", ".join(dict.fromkeys(printable(instance.domain_gpu(names[i]).name) for i in idx))
         u = sum(used.get(names[i], 0) for i in idx)
         if plan is not None and u:
             text += f"\n{u:,} used"
@@ -557,7 +564,8 @@ def _draw_large(instance, plan=None, ax=None):
     if plan is not None and len(used) <= 12:
         for n in sorted(used, key=instance.domain_index.__getitem__):
             x, y_ = pos[n]
-            labels.append(ax.annotate(f"{printable(n)}: {used[n]} GPUs", (x, y_), xytext=(0, -12),
+            kind = f" {printable(instance.domain_gpu(n).name)}" if instance.heterogeneous else ""
+            labels.append(ax.annotate(f"{printable(n)}: {used[n]}{kind} GPUs", (x, y_), xytext=(0, -12),
                                       textcoords="offset points", ha="center", va="top", fontsize=6,
                                       color=NODE_USED, zorder=6, gid="domain-label"))
     _map_axes(ax, geo, float(ys.mean()), spines=True)

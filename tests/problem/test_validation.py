@@ -383,7 +383,7 @@ def test_every_packaged_instance_has_valid_names():
 
     for ref in available("instances"):
         inst = planner.load_instance(ref)
-        for n in (inst.name, inst.gpu.name, *inst.domain_names):
+        for n in (inst.name, *(g.name for g in inst.gpu_types), *inst.domain_names):
             assert name_problem(n) is None, (ref, n)
 
 
