@@ -57,6 +57,8 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     """
     space = space or PlanSpace(instance)
     D = shape_data(instance, shape, space, frozenset(forbid), ts, spec=spec)
+    if D.typed:  # counts do not say which replica runs on which type: the per-replica model plans types
+        raise ValueError("the aggregated model does not model GPU types (use the per-replica model)")
     v3 = D.spec >= 3
     cuts_v2 = cuts and not v3
     M = pyo.ConcreteModel(name=f"{instance.name}-agg-t{shape.tp}-b{shape.micro_batch}-{shape.schedule}"
