@@ -373,6 +373,8 @@ def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
 #: The solvers that plan with several GPU types (SPEC v3 (g)); the others refuse a mixed
 #: instance (:func:`refuse_gpu_types`).  One name per line.
 GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
+    "milp",
+    "cpsat",
 })
 
 
