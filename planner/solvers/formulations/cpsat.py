@@ -92,6 +92,18 @@ The same model with these groups in their v3 form (SPEC "Changes in v3" (a)-(f))
   ``spec=3`` (the v2 bounds of ``milp_bounds`` count halved rings and equal
   sync shares, and are withheld).
 
+GPU types (SPEC v3 (g))
+-----------------------
+On a mixed instance (``instance.heterogeneous``) the prefix tables are one
+pair per type a hostable domain has, read at the cuts per type; stage j of
+replica r takes the differences of its domain's type (``typ[r][j][k]``
+enforces them), so its time is linear in the placement; the round trip,
+drains and windows sum each replica's own figures, which no longer
+telescope: ``err_abs`` gains ``3 Q`` units and ``e_tau = 3`` for 1f1b too.
+Memory: one MAXEND table per usable memory of the types, enforced per
+(replica, stage) by its type (:func:`_typed_compute`).  One type: the model
+of before, proto for proto.
+
 Magnitudes: T is bounded above by the cutoff, or by the T_est of a plan of
 the shape built greedily (no better plan is lost), and every table is
 clamped there, which keeps linear activities near or below 1e10.  With

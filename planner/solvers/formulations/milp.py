@@ -396,6 +396,9 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     shared ring resources), phi = 2 for ``reduce_broadcast``, the unit overhead,
     and the flush-based gpipe period (stage j's backward phase from downstream
     only).  The stage-count bounds of :mod:`.milp_bounds` are v2's and left out.
+    GPU types (a mixed instance, SPEC v3 (g)): each (replica, slot) at its domain's
+    type's figures and usable memory (:func:`_typed_compute`); one type: the model of
+    before, row for row.
     """
     if shape is None or ts is None:
         from ...scoring.evaluator import Evaluator
