@@ -330,14 +330,24 @@ def _no_plan(instance, space, pins, forbid, require) -> InfeasibleError:
 
 
 def _shape_plan(instance, shape, stage_counts, space, forbid) -> Plan | None:
-    """:func:`planner.solvers.greedy.shape_plan` (a warm start), None when it cannot plan the
-    instance's GPU types (an ``InputError`` on a mixed instance)."""
+    """:func:`planner.solvers.greedy.shape_plan` (a warm start).  When greedy cannot plan
+    the instance's GPU types (an ``InputError`` on a mixed instance), its plan of the
+    optimistic instance (:func:`search_space`) instead: the caller keeps it only if the
+    evaluator finds it feasible on the instance itself."""
     try:
         return shape_plan(instance, shape, stage_counts, space, forbid)
     except InputError:
         if not instance.heterogeneous:
             raise
-        return None
+        h = shape_plan(fastest_type_instance(instance), shape, stage_counts, space, forbid)
+        return None if h is None else _as_plan_of(instance, h)
+
+
+def _as_plan_of(instance, p: Plan) -> Plan:
+    """A plan of the optimistic instance as a plan of ``instance`` (same shape, partition,
+    placement and schedule; no solver figures)."""
+    return Plan.build([(s.start, s.end) for s in p.stages], p.placement, tp=p.tp,
+                      micro_batch_size=p.micro_batch_size, instance=instance, schedule=p.schedule)
 
 
 def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], ShapeOutcome], *, name: str,
@@ -400,10 +410,19 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
             greedy_plans.append(g)
     except (InfeasibleError, TimeLimitError, Stopped):
         pass
-    except InputError as err:  # greedy without GPU types: the search starts without its incumbent
+    except InputError as err:
         if not instance.heterogeneous:
             raise
-        log.info("%s: no greedy incumbent on GPU types (%s)", name, err)
+        # greedy without GPU types: its plan of the optimistic instance, when feasible here
+        log.info("%s: greedy does not plan GPU types (%s): its plan of the optimistic instance", name, err)
+        try:
+            g = _as_plan_of(instance, greedy(fastest_type_instance(instance), time_limit=0.5 * total
+                                             if math.isfinite(total) and not deterministic else None))
+            if plan_matches(g, pins, forbid, require) and not check_plan(instance, g):
+                best_plan, best = g, score(instance, g, spec)
+                greedy_plans.append(g)
+        except (InfeasibleError, TimeLimitError, Stopped):
+            pass
     if greedy_plans and math.isfinite(budget) and not deterministic:
         # the final comparison with greedy's plans simulates up to FINAL_SIMS plans: keep that time back
         ts = time.perf_counter()
