@@ -133,8 +133,7 @@ class MilpShape:
 
         instance, seed, threads, gap, warm_start = self.instance, self.seed, self.threads, self.gap, self.warm_start
         kind = instance.options.objective
-        # (one replica: nothing to aggregate; GPU types: the per-replica model, see docs/formulations.md)
-        if kind == "time" and self.aggregate and shape.replicas > 1 and not instance.heterogeneous:
+        if kind == "time" and self.aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
             return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start,
                                     spec=self.spec, stage_bounds=ctx.stage_bounds)
         tb = time.perf_counter()

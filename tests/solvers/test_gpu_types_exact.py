@@ -210,3 +210,27 @@ def test_one_type_cpsat_models_are_those_of_before(name, shape, digest):
         d["gpu"] = "only"
     named = Instance.from_dict(data)
     assert str(build(named, Shape(*shape)).model.proto) == str(cm.model.proto)
+
+
+@pytest.mark.parametrize("i", [2, 3])
+def test_aggregated_model_with_types_is_a_lower_bound(i):
+    # the aggregated model counts replicas per domain, with per-type presence and memory; its
+    # optimum bounds the shape's T_est from below, and the plan it decomposes into is feasible
+    from planner.problem.space import Shape
+    from planner.solvers.formulations import milp_agg
+    from planner.solvers.milp import _run
+    from planner.solvers.shapesearch import search_space
+
+    inst = case_instance(i)
+    _, R, sched = CASES[i]
+    best_te, _, _ = brute(i)
+    ts = 1.0
+    M = milp_agg.build(inst, Shape(1, 1, sched, 0, R), space=search_space(inst), ts=ts)
+    res = _run(M, 10.0, 0, 1)
+    assert res.status == "optimal"
+    assert res.objective / ts <= best_te * (1 + 1e-6)
+    res.load()
+    cuts, placement = milp_agg.decompose(M)
+    p = Plan.build(cuts, placement, tp=1, micro_batch_size=1, instance=inst, schedule=sched)
+    assert not check_plan(inst, p)
+    assert float(Evaluator(inst, p).estimate_times()[0]) >= best_te * (1 - 1e-9)
