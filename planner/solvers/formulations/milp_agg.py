@@ -19,6 +19,11 @@ bound on T_est over the shape (proof in ``docs/formulations.md``, MILP
 section 3), and :func:`decompose` turns its solution into a plan, whose exact
 T_est the caller scores: when the two meet, the shape is solved.
 
+GPU types (SPEC v3 (g)): the counts gain the per-type presence of each slot
+(exact memory per type) and the shared rows take the fastest type's figures,
+with rows valid for the replica holding a type at a slot (:func:`_typed_counts`,
+:func:`_typed_rows`): still a lower bound, no longer exact when replicas cross once.
+
 Example
 -------
 >>> from planner.solvers.formulations.milp_agg import build, decompose       # doctest: +SKIP
