@@ -3,6 +3,8 @@
 * :func:`tiny_mixed` -- ``instances/tiny-3dc.toml`` (or ``tiny-line.toml``) with a
   ``[[gpus]]`` entry "toy-2tf", twice as fast as the toy GPU with less memory,
   assigned to some domains;
+* :func:`toy_mixed` -- a toy two-type line small enough to enumerate (the exact
+  planners' brute-force tests);
 * :func:`two_speeds` -- two domains of one GPU each, types of speed ratio
   ``ratio``: the closed form of the layer split;
 * :func:`type_blind` -- the same instance with every domain given the fastest
@@ -22,13 +24,21 @@ from planner.problem.model import ModelSpec
 TOY_2TF = {"name": "toy-2tf", "peak_tflops": 2.0, "memory_gb": 0.06, "mfu": 0.5}
 
 
-def tiny_mixed(base: str = "tiny-3dc", fast=("gamma",), gpu: dict | None = None) -> Instance:
-    """``base`` with the domains ``fast`` on "toy-2tf" (2 TFLOP/s peak, 60 MB: twice the
-    toy GPU's speed, 54 MB usable against 72 MB), the others on the ``[gpu]`` toy."""
-    inst = load_instance(instances_dir() / f"{base}.toml")
-    data = inst.to_dict()
-    data["workload"]["model"] = inst.workload.model
-    data["gpus"] = [dict(gpu or TOY_2TF)]
+def tiny_mixed(name: str = "tiny-3dc", fast=("gamma",), speedup: float = 2.0, memory_gb: float | None = None,
+               gpu: dict | None = None, **workload) -> Instance:
+    """Packaged instance ``name`` with the domains ``fast`` on a second type: ``gpu`` when
+    given (e.g. :data:`TOY_2TF`: 2 TFLOP/s peak, 60 MB, 54 MB usable against the toy's
+    72 MB), else "toy-2tf" with ``speedup`` times the peak of the instance's ``[gpu]``
+    (its other figures, mfu included) and ``memory_gb`` (default: the same memory);
+    ``workload`` fields replace the instance's."""
+    base = load_instance(instances_dir() / f"{name}.toml")
+    data = base.to_dict()
+    data["workload"]["model"] = base.workload.model
+    data["workload"].update(workload)
+    toy = data["gpu"]
+    data["gpus"] = [dict(gpu) if gpu is not None else
+                    dict(toy, name="toy-2tf", peak_tflops=toy["peak_tflops"] * speedup,
+                         memory_gb=toy["memory_gb"] if memory_gb is None else memory_gb)]
     for d in data["domains"]:
         if d["name"] in fast:
             d["gpu"] = data["gpus"][0]["name"]
@@ -100,3 +110,25 @@ def plan_any(inst, **kw):
     if inst.heterogeneous and kw.get("solver", "greedy") not in GPU_TYPE_SOLVERS:
         return hand_plan(inst)
     return plan(inst, **kw)
+
+
+def toy_mixed(domains=(("slow", 4, "slow"), ("fast", 2, "fast"), ("slow2", 4, "slow")), speedup: float = 3.0,
+              memory_gb=(80.0, 80.0), global_batch_size: int = 4, model=None, **workload) -> Instance:
+    """A toy two-type instance small enough to enumerate: ``domains`` as (name, GPUs, type),
+    in a line of 1 Gbit/s, 2 ms links, type "slow" (0.5 GFLOP/s achieved) and "fast"
+    (``speedup`` times that), ``memory_gb`` (slow, fast); the model ``helpers.tiny_model``
+    (embed, 2 blocks, head: a block's forward is ~34 ms at b = 1, s = 128 on "slow")."""
+    from helpers import tiny_model
+
+    wl = {"model": model or tiny_model(), "global_batch_size": global_batch_size, "seq_len": 128,
+          "micro_batch_sizes": [1], "tensor_parallel": [1], "recompute": False}
+    wl.update(workload)
+    names = [d[0] for d in domains]
+    return Instance.from_dict({
+        "name": "toy-mixed",
+        "gpus": [{"name": "slow", "peak_tflops": 1e-3, "mfu": 0.5, "memory_gb": memory_gb[0]},
+                 {"name": "fast", "peak_tflops": 1e-3 * speedup, "mfu": 0.5, "memory_gb": memory_gb[1]}],
+        "domains": [{"name": n, "gpus": g, "gpus_per_node": 4, "intra_bandwidth_gbps": 100.0, "gpu": k}
+                    for n, g, k in domains],
+        "links": [{"a": a, "b": b, "bandwidth_gbps": 1.0, "latency_ms": 2.0} for a, b in zip(names, names[1:])],
+        "workload": wl, "options": {"max_stages": 4}})

@@ -377,6 +377,8 @@ GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
     "hier",
     "anneal",
     "auto",
+    "milp",
+    "cpsat",
 })
 
 

@@ -11,12 +11,12 @@ from planner.dynamics.policies import EpochPlans
 from planner.dynamics.rollout import rollout
 from planner.solvers.greedy import greedy
 
-from gpu_types_instances import tiny_mixed
+from gpu_types_instances import TOY_2TF, tiny_mixed
 
 
 @pytest.mark.parametrize("policy", ["greedy", "hysteresis"])
 def test_rollout_on_a_mixed_instance(policy):
-    inst = tiny_mixed("tiny-3dc", ("gamma",))
+    inst = tiny_mixed("tiny-3dc", ("gamma",), gpu=TOY_2TF)
     tr = traces.generate(inst, hours=2, seed=3)
     # the switch rules' candidates without the library's 30 s auto plan (tested in test_policies)
     plans = EpochPlans(inst, tr, seed=0, planners=()) if policy == "hysteresis" else None

@@ -23,7 +23,7 @@ from planner import Evaluator, InfeasibleError, evaluate
 from planner.solvers.greedy import greedy
 from planner.solvers.registry import GPU_TYPE_SOLVERS, plan as run_plan
 
-from gpu_types_instances import tiny_mixed, two_speeds, type_blind
+from gpu_types_instances import TOY_2TF, tiny_mixed, two_speeds, type_blind
 
 
 def simulated(instance, plan) -> float:
@@ -51,8 +51,8 @@ def test_greedy_cuts_layers_in_proportion_to_speed(ratio, memory, split):
 
 @pytest.mark.parametrize("name", ["two-speeds", "tiny-3dc+gamma", "tiny-line+b"])
 def test_type_blind_plan_is_no_faster_than_greedys(name):
-    inst = {"two-speeds": two_speeds, "tiny-3dc+gamma": lambda: tiny_mixed("tiny-3dc", ("gamma",)),
-            "tiny-line+b": lambda: tiny_mixed("tiny-line", ("b",))}[name]()
+    inst = {"two-speeds": two_speeds, "tiny-3dc+gamma": lambda: tiny_mixed("tiny-3dc", ("gamma",), gpu=TOY_2TF),
+            "tiny-line+b": lambda: tiny_mixed("tiny-line", ("b",), gpu=TOY_2TF)}[name]()
     T = simulated(inst, greedy(inst))
     blind = greedy(type_blind(inst))  # planned as if every GPU were the fastest type
     ev = Evaluator(inst, blind)
@@ -67,7 +67,7 @@ def test_type_blind_plan_is_no_faster_than_greedys(name):
 @pytest.mark.parametrize("solver", ["anneal", "hier", "auto"])
 @pytest.mark.parametrize("name", ["two-speeds", "tiny-3dc+gamma"])
 def test_every_heuristic_plans_a_mixed_instance_no_slower_than_greedy(solver, name):
-    inst = two_speeds() if name == "two-speeds" else tiny_mixed("tiny-3dc", ("gamma",))
+    inst = two_speeds() if name == "two-speeds" else tiny_mixed("tiny-3dc", ("gamma",), gpu=TOY_2TF)
     assert inst.heterogeneous and solver in GPU_TYPE_SOLVERS
     g = run_plan(inst, "greedy", seed=0)
     p = run_plan(inst, solver, time_limit=3, seed=0)
@@ -93,7 +93,7 @@ def test_feasibility_reasons_name_the_types():
 
 def test_greedy_plan_fits_each_types_memory():
     # fast has less memory (54 MB usable against 72 MB): every stage on it must fit 54 MB
-    inst = tiny_mixed("tiny-3dc", ("gamma", "beta"))
+    inst = tiny_mixed("tiny-3dc", ("gamma", "beta"), gpu=TOY_2TF)
     p = greedy(inst)
     e = evaluate(inst, p)
     assert e.feasible
@@ -105,7 +105,7 @@ def test_greedy_plan_fits_each_types_memory():
 def test_hier_groups_have_one_type_and_the_optimistic_aggregate_dominates():
     from planner.solvers.hierarchy import aggregate, group_domains
 
-    inst = tiny_mixed("tiny-3dc", ("gamma",))
+    inst = tiny_mixed("tiny-3dc", ("gamma",), gpu=TOY_2TF)
     groups = group_domains(inst, max_groups=2)  # alpha, beta (toy) and gamma (toy-2tf)
     assert [len({inst.domain_type[inst.domain_index[d]] for d in g}) for g in groups] == [1, 1]
     mixed_group = group_domains(inst, max_groups=1)
