@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _results import commit, save  # noqa: E402
-from gpu_types_instances import tiny_mixed, two_speeds, type_blind  # noqa: E402
+from gpu_types_instances import TOY_2TF, tiny_mixed, two_speeds, type_blind  # noqa: E402
 from planner import Evaluator, Instance, load_instance, plan  # noqa: E402
 
 H100 = {"name": "H100-SXM", "peak_tflops": 989.0, "memory_gb": 80.0, "mfu": 0.45, "nvlink_bandwidth_gbps": 3600.0}
@@ -40,8 +40,8 @@ def edwc_h100() -> Instance:
     return tiny_mixed("edwc-llama2-13b", ("zhangjiakou", "horinger"), gpu=H100)
 
 
-INSTANCES = {"two-speeds": two_speeds, "tiny-3dc+gamma": lambda: tiny_mixed("tiny-3dc", ("gamma",)),
-             "tiny-line+b": lambda: tiny_mixed("tiny-line", ("b",)), "edwc-llama2-13b+h100": edwc_h100}
+INSTANCES = {"two-speeds": two_speeds, "tiny-3dc+gamma": lambda: tiny_mixed("tiny-3dc", ("gamma",), gpu=TOY_2TF),
+             "tiny-line+b": lambda: tiny_mixed("tiny-line", ("b",), gpu=TOY_2TF), "edwc-llama2-13b+h100": edwc_h100}
 
 
 def simulated(instance, p) -> float | None:
