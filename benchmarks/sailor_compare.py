@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import commit, save  # noqa: E402
-from planner import Evaluator, Instance, plan  # noqa: E402
+from planner import Evaluator, Instance, Plan, plan  # noqa: E402
 from planner.problem.errors import InfeasibleError  # noqa: E402
 from sailor import build  # noqa: E402
 
@@ -90,7 +90,31 @@ def simulate(inst: Instance, p) -> dict:
                 cost1024=e.cost_per_iteration * GBS / inst.workload.global_batch_size)
 
 
-def compare(name: str, time_limit: float, seed: int = 0) -> dict:
+SWEEP = [(b, t) for b in (1, 2, 4, 8) for t in (1, 4)]  # (micro-batch, A100 tp) with a SAILOR profile
+
+
+def sweep(name: str, time_limit: float, seed: int = 0) -> dict:
+    """``auto`` on the instance restricted to one (micro-batch, tp) at a time, each with every mfu
+    calibrated there, for every (b, tp) of SWEEP: the best plan, simulated at its own calibration."""
+    best = dict(T=None, why="no (b, tp) planned")
+    for b, t in SWEEP:
+        try:
+            data = build.instance_dict(name, (b, t))
+        except (KeyError, ValueError):
+            continue
+        data["workload"]["micro_batch_sizes"], data["workload"]["tensor_parallel"] = [b], [t]
+        inst = Instance.from_dict(data)
+        try:
+            p = plan(inst, "auto", time_limit=time_limit, seed=seed)
+        except InfeasibleError:
+            continue
+        r = simulate(inst, p)
+        if r.get("T") is not None and (best.get("T") is None or r["T"] < best["T"]):
+            best = dict(r, shape=shape(p, inst))
+    return best
+
+
+def compare(name: str, time_limit: float, seed: int = 0, sweep_limit: float | None = None) -> dict:
     inst = build.instance(name)
     pick = build.picks()[name]
     sp = build.sailor_plan(name)
@@ -99,12 +123,19 @@ def compare(name: str, time_limit: float, seed: int = 0) -> dict:
     t0 = time.perf_counter()
     try:
         ours = plan(inst, "auto", time_limit=time_limit, seed=seed)
+        wall = time.perf_counter() - t0
         o = simulate(inst, ours)
         o_shape = shape(ours, inst)
+        try:  # the same plan, every mfu calibrated at its own micro-batch size and tp
+            own = build.instance(name, (ours.micro_batch_size, ours.tp))
+            o["own"] = simulate(own, Plan.from_dict({**ours.to_dict(), "instance": own.name})).get("per1024")
+        except (KeyError, ValueError):  # SAILOR's profile has no such (b, tp)
+            o["own"] = None
     except InfeasibleError as err:
+        wall = time.perf_counter() - t0
         o, o_shape = dict(T=None, why=str(err)), "-"
-    wall = time.perf_counter() - t0
-    return dict(name=name, pick=pick, sailor=s, sailor_shape=shape(sp.plan, sp.instance),
+    sw = sweep(name, sweep_limit, seed) if sweep_limit else None
+    return dict(name=name, pick=pick, sailor=s, sailor_shape=shape(sp.plan, sp.instance), sweep=sw,
                 sailor_note="; ".join(x for x in (sp.note, over) if x), ours=o, ours_shape=o_shape, wall=wall,
                 objective=inst.options.objective)
 
@@ -113,25 +144,38 @@ def fmt(x, nd=3):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
-def table(rows: list[dict], time_limit: float) -> list[str]:
-    lines = [f"Commit: `{commit()}`; planner `auto` at {time_limit:g} s per configuration (seed 0); "
+def table(rows: list[dict], time_limit: float, sweep_limit: float | None = None) -> list[str]:
+    lines = [f"Commit: `{commit()}`; planner `auto` at {time_limit:g} s per configuration (seed 0)"
+             + (f", {sweep_limit:g} s per (b, tp) in the calibrated sweep" if sweep_limit else "") + "; "
              "every T is the SPEC v3 evaluator's simulated iteration time on the base network.",
              "",
              "SAILOR's plan: the first plan of SAILOR's planner (eth-easl/sailor @ cf2c8e3, "
              "`SailorPlanner.get_sorted_plans`) on the artifact's inputs, "
              "benchmarks/sailor/sailor_picks.json; `Tpp` is SAILOR's own estimate of its iteration time. "
              "T per 1024 = T x 1024 / the plan's batch (SAILOR rounds the batch up to R b m). "
-             "ratio = planner's T per 1024 / SAILOR's (below 1: planner's plan is faster in our model).",
+             "ratio = planner's T per 1024 / SAILOR's (below 1: planner's plan is faster in our model). "
+             "Each type's mfu is calibrated to SAILOR's profiled layer time at SAILOR's picked micro-batch "
+             "size and tp; `planner T, own calibration` re-simulates planner's plan with every mfu "
+             "calibrated at planner's own micro-batch size and tp instead (SAILOR's profile says how "
+             "efficiency changes with them; our model keeps mfu constant), and `ratio'` uses it. "
+             "`planner, per-(b, tp) calibration`: `auto` run once per (micro-batch b, A100 tp) in "
+             "{1, 2, 4, 8} x {1, 4}, each on the instance restricted to that b and tp with every mfu "
+             "calibrated there, the fastest kept (its time limit is given below); `ratio''` uses it.",
              "",
              "| configuration | SAILOR Tpp (s) | SAILOR plan, simulated T (s) | T per 1024 (s) | planner T (s) "
-             "| ratio | SAILOR cost/iter (USD) | planner cost/iter (USD) | planner wall (s) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| ratio | planner T, own calibration (s) | ratio' | SAILOR cost/iter (USD) | planner cost/iter (USD) "
+             "| planner wall (s) | planner, per-(b, tp) calibration (s) | ratio'' |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s, o = r["sailor"], r["ours"]
         ratio = (o["per1024"] / s["per1024"]) if (s.get("T") and o.get("T")) else None
+        ratio2 = (o["own"] / s["per1024"]) if (s.get("T") and o.get("own")) else None
+        sw = r["sweep"] or {}
+        ratio3 = (sw["T"] / s["per1024"]) if (s.get("T") and sw.get("T")) else None
         lines.append(f"| {r['name']} ({r['pick']['figure']}) | {r['pick']['Tpp_s']:.3f} | {fmt(s.get('T'))} "
-                     f"| {fmt(s.get('per1024'))} | {fmt(o.get('T'))} | {fmt(ratio)} | {fmt(s.get('cost1024'))} "
-                     f"| {fmt(o.get('cost1024'))} | {r['wall']:.1f} |")
+                     f"| {fmt(s.get('per1024'))} | {fmt(o.get('T'))} | {fmt(ratio)} | {fmt(o.get('own'))} | {fmt(ratio2)} "
+                     f"| {fmt(s.get('cost1024'))} "
+                     f"| {fmt(o.get('cost1024'))} | {r['wall']:.1f} | {fmt((r['sweep'] or {}).get('T'))} | {fmt(ratio3)} |")
     lines += ["", "## Plans", ""]
     for r in rows:
         p = r["pick"]
@@ -141,6 +185,8 @@ def table(rows: list[dict], time_limit: float) -> list[str]:
                   f"{p['objective']}; instance objective `{r['objective']}`",
                   f"- SAILOR: {r['sailor_shape']}" + (f" ({r['sailor_note']})" if r["sailor_note"] else ""),
                   f"- planner: {r['ours_shape']}"]
+        if r["sweep"] and r["sweep"].get("shape"):
+            lines.append(f"- planner, per-(b, tp) calibration: {r['sweep']['shape']}")
         for who in ("sailor", "ours"):
             if r[who].get("T") is None:
                 lines.append(f"- {who}: not simulated: {r[who].get('why')}")
@@ -152,14 +198,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0, help="auto's limit per configuration, s")
     ap.add_argument("--only", nargs="*", help="configuration names (default: all)")
+    ap.add_argument("--sweep-limit", type=float, default=None,
+                    help="auto's limit per (b, tp) of the calibrated sweep, s (default: time limit / 4; 0: no sweep)")
     args = ap.parse_args(argv)
     names = args.only or list(build.picks())
     rows = []
+    sweep_limit = args.time_limit / 4 if args.sweep_limit is None else args.sweep_limit
     for n in names:
-        r = compare(n, args.time_limit)
+        r = compare(n, args.time_limit, sweep_limit=sweep_limit)
         print(n, "sailor", fmt(r["sailor"].get("T")), "planner", fmt(r["ours"].get("T")), flush=True)
         rows.append(r)
-    lines = table(rows, args.time_limit)
+    lines = table(rows, args.time_limit, sweep_limit)
     lines += NOT_REBUILT
     out = save("sailor_compare", lines, argv=None if argv is None else argv)
     print(out)

@@ -97,7 +97,7 @@ def calibrated_mfu(gpu: str, mbs: int, tp: int) -> float:
     profiled layer time at (mbs, tp); ``gpu`` ``"V100-16x4"`` is one device at SAILOR's tp 4.
 
     >>> round(calibrated_mfu("A100-40", 2, 1), 4)
-    0.0847
+    0.0814
     """
     blk = units()[1]
     tokens = mbs * SEQ
@@ -142,11 +142,14 @@ def sailor_shape(name: str) -> tuple[int, dict[str, int]]:
     return p["mbs"], {g: next(iter(v)) for g, v in tps.items()}
 
 
-def instance_dict(name: str) -> dict:
-    """The configuration ``name`` of sailor_picks.json as an instance table (SPEC v3)."""
+def instance_dict(name: str, calibrate_at: tuple[int, int] | None = None) -> dict:
+    """The configuration ``name`` of sailor_picks.json as an instance table (SPEC v3), each
+    type's mfu calibrated at SAILOR's picked (micro-batch, A100 tp), or at ``calibrate_at``."""
     p = picks()[name]
     mbs, tps = sailor_shape(name)
     a100_tp = tps.get("A100-40", 1)
+    if calibrate_at is not None:
+        mbs, a100_tp = calibrate_at
     net = network()
     doms, types_used = [], []
     for key, count in p["cluster"].items():
@@ -186,8 +189,11 @@ def instance_dict(name: str) -> dict:
                 options=dict(schedules=["1f1b"], objective=objective, wan_price_per_gb=WAN_PRICE))
 
 
-def instance(name: str) -> Instance:
-    """The rebuilt instance, read from ``instances/<name>.toml`` when written, else built."""
+def instance(name: str, calibrate_at: tuple[int, int] | None = None) -> Instance:
+    """The rebuilt instance, read from ``instances/<name>.toml`` when written, else built;
+    with ``calibrate_at`` = (micro-batch, A100 tp), built with every mfu calibrated there."""
+    if calibrate_at is not None:
+        return Instance.from_dict(instance_dict(name, calibrate_at))
     path = INSTANCES / f"{name}.toml"
     if path.exists():
         from planner import load_instance
