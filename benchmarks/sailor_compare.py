@@ -85,9 +85,26 @@ def simulate(inst: Instance, p) -> dict:
     if bad:
         return dict(T=None, why="; ".join(bad))
     e = ev.evaluate()
-    T = e.iteration_time_s
-    return dict(T=T, per1024=T * GBS / inst.workload.global_batch_size, cost=e.cost_per_iteration,
-                cost1024=e.cost_per_iteration * GBS / inst.workload.global_batch_size)
+    T, scale = e.iteration_time_s, GBS / inst.workload.global_batch_size
+    per1024, cost1024 = T * scale, e.cost_per_iteration * scale
+    return dict(T=T, per1024=per1024, cost=e.cost_per_iteration, cost1024=cost1024,
+                obj=per1024 if inst.options.objective == "time" else cost1024)
+
+
+def halved_network(inst: Instance) -> Instance:
+    """What-if: ``inst`` with every bandwidth (intra-domain, links, uplinks) halved.  SPEC's
+    gradient volume is 2 bytes per parameter, SAILOR's runs are fp32 (4 bytes): halving every
+    bandwidth doubles the gradient syncs' time as fp32 would (and the boundary transfers, already
+    fp32, too: a bound, not a reading)."""
+    data = inst.to_dict()
+    data["workload"]["model"] = inst.workload.model
+    for d in data["domains"]:
+        d["intra_bandwidth_gbps"] /= 2
+        if d.get("uplink_gbps"):
+            d["uplink_gbps"] /= 2
+    for e in data.get("links", []):
+        e["bandwidth_gbps"] /= 2
+    return Instance.from_dict(data)
 
 
 SWEEP = [(b, t) for b in (1, 2, 4, 8) for t in (1, 4)]  # (micro-batch, A100 tp) with a SAILOR profile
@@ -109,8 +126,8 @@ def sweep(name: str, time_limit: float, seed: int = 0) -> dict:
         except InfeasibleError:
             continue
         r = simulate(inst, p)
-        if r.get("T") is not None and (best.get("T") is None or r["T"] < best["T"]):
-            best = dict(r, shape=shape(p, inst))
+        if r.get("T") is not None and (best.get("T") is None or r["obj"] < best["obj"]):
+            best = dict(r, shape=shape(p, inst), plan=p, inst=inst)
     return best
 
 
@@ -128,13 +145,16 @@ def compare(name: str, time_limit: float, seed: int = 0, sweep_limit: float | No
         o_shape = shape(ours, inst)
         try:  # the same plan, every mfu calibrated at its own micro-batch size and tp
             own = build.instance(name, (ours.micro_batch_size, ours.tp))
-            o["own"] = simulate(own, Plan.from_dict({**ours.to_dict(), "instance": own.name})).get("per1024")
+            o["own"] = simulate(own, Plan.from_dict({**ours.to_dict(), "instance": own.name})).get("obj")
         except (KeyError, ValueError):  # SAILOR's profile has no such (b, tp)
             o["own"] = None
     except InfeasibleError as err:
         wall = time.perf_counter() - t0
         o, o_shape = dict(T=None, why=str(err)), "-"
     sw = sweep(name, sweep_limit, seed) if sweep_limit else None
+    if sw and sw.get("plan") is not None and s.get("T") is not None:  # the fp32-gradient what-if
+        s["half"] = simulate(halved_network(s_inst), sp.plan).get("obj")
+        sw["half"] = simulate(halved_network(sw["inst"]), sw["plan"]).get("obj")
     return dict(name=name, pick=pick, sailor=s, sailor_shape=shape(sp.plan, sp.instance), sweep=sw,
                 sailor_note="; ".join(x for x in (sp.note, over) if x), ours=o, ours_shape=o_shape, wall=wall,
                 objective=inst.options.objective)
@@ -152,30 +172,50 @@ def table(rows: list[dict], time_limit: float, sweep_limit: float | None = None)
              "SAILOR's plan: the first plan of SAILOR's planner (eth-easl/sailor @ cf2c8e3, "
              "`SailorPlanner.get_sorted_plans`) on the artifact's inputs, "
              "benchmarks/sailor/sailor_picks.json; `Tpp` is SAILOR's own estimate of its iteration time. "
-             "T per 1024 = T x 1024 / the plan's batch (SAILOR rounds the batch up to R b m). "
-             "ratio = planner's T per 1024 / SAILOR's (below 1: planner's plan is faster in our model). "
-             "Each type's mfu is calibrated to SAILOR's profiled layer time at SAILOR's picked micro-batch "
-             "size and tp; `planner T, own calibration` re-simulates planner's plan with every mfu "
-             "calibrated at planner's own micro-batch size and tp instead (SAILOR's profile says how "
-             "efficiency changes with them; our model keeps mfu constant), and `ratio'` uses it. "
-             "`planner, per-(b, tp) calibration`: `auto` run once per (micro-batch b, A100 tp) in "
-             "{1, 2, 4, 8} x {1, 4}, each on the instance restricted to that b and tp with every mfu "
-             "calibrated there, the fastest kept (its time limit is given below); `ratio''` uses it.",
+             "SAILOR rounds the batch up to R b m, so every figure is per 1024 sequences "
+             "(T x 1024 / the plan's batch). Each type's mfu is calibrated to SAILOR's profiled layer "
+             "time at SAILOR's picked micro-batch size b and tp (our model keeps mfu constant over b and "
+             "tp, SAILOR's profile does not).",
              "",
-             "| configuration | SAILOR Tpp (s) | SAILOR plan, simulated T (s) | T per 1024 (s) | planner T (s) "
-             "| ratio | planner T, own calibration (s) | ratio' | SAILOR cost/iter (USD) | planner cost/iter (USD) "
-             "| planner wall (s) | planner, per-(b, tp) calibration (s) | ratio'' |",
+             "Columns, on the instance's objective (seconds per 1024 sequences; USD per 1024 sequences "
+             "for `cost-2z2t`), ratio = planner / SAILOR (below 1: planner's plan is better in our model):",
+             "",
+             "- **auto**: `planner.plan(instance, \"auto\")`, simulated on the instance (b, tp free, at "
+             "SAILOR's calibration); **auto, own calib.**: the same plan with every mfu calibrated at its "
+             "own b and tp;",
+             "- **sweep**: `auto` once per (b, A100 tp) in {1, 2, 4, 8} x {1, 4}, each on the instance "
+             "restricted to that b and tp with every mfu calibrated there, the best kept: planner with "
+             "SAILOR's profile, the fairest column;",
+             "- **fp32 grads**: SAILOR's plan and the sweep's plan re-simulated with every bandwidth halved "
+             "(SPEC counts 2 bytes of gradient per parameter, SAILOR's runs are fp32: this doubles the "
+             "gradient syncs, and the fp32 boundary transfers too, so it is a pessimistic bound for the "
+             "data-parallel-heavy plan).",
+             "",
+             "| configuration | SAILOR Tpp (s) | SAILOR plan (sim.) | auto | ratio | auto, own calib. | ratio "
+             "| sweep | ratio | fp32 grads: SAILOR | sweep | ratio | auto wall (s) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def ratio(a, b):
+        return a / b if (a is not None and b) else None
+
     for r in rows:
-        s, o = r["sailor"], r["ours"]
-        ratio = (o["per1024"] / s["per1024"]) if (s.get("T") and o.get("T")) else None
-        ratio2 = (o["own"] / s["per1024"]) if (s.get("T") and o.get("own")) else None
-        sw = r["sweep"] or {}
-        ratio3 = (sw["T"] / s["per1024"]) if (s.get("T") and sw.get("T")) else None
-        lines.append(f"| {r['name']} ({r['pick']['figure']}) | {r['pick']['Tpp_s']:.3f} | {fmt(s.get('T'))} "
-                     f"| {fmt(s.get('per1024'))} | {fmt(o.get('T'))} | {fmt(ratio)} | {fmt(o.get('own'))} | {fmt(ratio2)} "
-                     f"| {fmt(s.get('cost1024'))} "
-                     f"| {fmt(o.get('cost1024'))} | {r['wall']:.1f} | {fmt((r['sweep'] or {}).get('T'))} | {fmt(ratio3)} |")
+        s, o, sw = r["sailor"], r["ours"], r["sweep"] or {}
+        so = s.get("obj")
+        lines.append(f"| {r['name']} ({r['pick']['figure']}) | {r['pick']['Tpp_s']:.3f} | {fmt(so)} "
+                     f"| {fmt(o.get('obj'))} | {fmt(ratio(o.get('obj'), so))} "
+                     f"| {fmt(o.get('own'))} | {fmt(ratio(o.get('own'), so))} "
+                     f"| {fmt(sw.get('obj'))} | {fmt(ratio(sw.get('obj'), so))} "
+                     f"| {fmt(s.get('half'))} | {fmt(sw.get('half'))} | {fmt(ratio(sw.get('half'), s.get('half')))} "
+                     f"| {r['wall']:.1f} |")
+    lines += ["", "Simulated iteration time T (s) of each plan at its batch, and what it buys against "
+              "SAILOR's own constraints (Figure 11: at least 0.2 iterations/s, T <= 5 s; Figure 12: at most "
+              "1.2 USD per iteration):", "",
+              "| configuration | SAILOR T (s) | SAILOR USD/iter | auto T (s) | auto USD/iter | sweep T (s) "
+              "| sweep USD/iter |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        s, o, sw = r["sailor"], r["ours"], r["sweep"] or {}
+        lines.append(f"| {r['name']} | {fmt(s.get('T'))} | {fmt(s.get('cost'))} | {fmt(o.get('T'))} "
+                     f"| {fmt(o.get('cost'))} | {fmt(sw.get('T'))} | {fmt(sw.get('cost'))} |")
     lines += ["", "## Plans", ""]
     for r in rows:
         p = r["pick"]
@@ -184,9 +224,9 @@ def table(rows: list[dict], time_limit: float, sweep_limit: float | None = None)
                   f"- resources: {', '.join(f'{k}: {v}' for k, v in p['cluster'].items())}; SAILOR objective "
                   f"{p['objective']}; instance objective `{r['objective']}`",
                   f"- SAILOR: {r['sailor_shape']}" + (f" ({r['sailor_note']})" if r["sailor_note"] else ""),
-                  f"- planner: {r['ours_shape']}"]
+                  f"- auto: {r['ours_shape']}"]
         if r["sweep"] and r["sweep"].get("shape"):
-            lines.append(f"- planner, per-(b, tp) calibration: {r['sweep']['shape']}")
+            lines.append(f"- sweep: {r['sweep']['shape']}")
         for who in ("sailor", "ours"):
             if r[who].get("T") is None:
                 lines.append(f"- {who}: not simulated: {r[who].get('why')}")
