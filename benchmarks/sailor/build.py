@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import Instance, Plan  # noqa: E402
 from planner.problem.files import toml_text  # noqa: E402
