@@ -377,6 +377,7 @@ GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
     "hier",
     "anneal",
     "auto",
+    "rl",
 })
 
 
