@@ -31,6 +31,17 @@ replicas put this stage in d, d's size and price.  At step 0 the slots hold
 the shapes' figures (rank, ``T_est`` relative to the best, tp, replicas,
 stages, GPUs, schedule, micro-batch, order).
 
+GPU types (SPEC v3 (g); ``typed=True``, the default on an instance with
+several types; policy format 3): slots have ``SLOT_TYPED`` features, the 16
+above plus the log of the candidate's type speed (peak * mfu) over the
+fastest type used and stage j's memory headroom there (1 - M_j / usable
+memory); the partial ``T_est`` runs each (replica, stage) at its domain's
+type (:class:`PartialEstimate` with ``typed``); candidates that cannot hold
+stage j, or whose taking leaves the unplaced stages no room on types large
+enough (:meth:`PlacementEnv._fits`), are masked.  With one type the
+observation, the masks and the plans are the untyped ones (``typed=False``,
+format 2) bit for bit.
+
 Reward: ``log(T_ref / T)`` clipped to [-2, 1] at the last step, ``T``
 the plan's exact simulated objective (seconds, or cost per iteration for
 ``objective = "cost"``) under the episode's network state and ``T_ref``
