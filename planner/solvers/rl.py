@@ -18,8 +18,10 @@ simulates every distinct plan exactly and returns the best; the counts, not
 the clock, bound the work, and ``time_limit`` stops the search early.
 Every plan is the policy's own: greedy contributes the shapes on offer and
 the reward's yardstick, never a placement -- except on an instance with
-several GPU types, where greedy's own plan is kept when every plan of the
-policy simulates slower (``rl_found_by`` says so).
+several GPU types, where each of the policy's placements is also tried with
+the layer cut balanced for the types it lands on (greedy's typed partition),
+and greedy's own plan is kept when every plan of the policy simulates slower
+(``rl_found_by`` says which).
 
 GPU types (SPEC v3 (g)): a policy of format 3 (``models/rl/types.zip``,
 trained on mixed instances) reads the typed observation (each candidate's
@@ -270,6 +272,7 @@ class Replanner:
                              f"use a typed policy (format {FORMAT_TYPED}, models/rl/types.zip, or planner rl "
                              "train on mixed instances)", "policy", file=self.policy_path)
         self.greedy = None  # several GPU types: greedy's plan, kept when the policy's all simulate slower
+        self._space = None  # and the plan space, for the typed layer cut of the policy's placements
         if mixed:
             from .greedy import greedy
 
@@ -287,6 +290,32 @@ class Replanner:
         with one_thread():
             return self._search(states, time_limit, samples)
 
+    def _episode(self, opts, rng, deadline):
+        """:func:`episode` (plan, objective, shape) and a note; on an instance with several GPU
+        types the plan is also tried with the layer cut balanced for the types its placement
+        lands on (greedy's typed partition, :meth:`~planner.problem.space.PlanSpace.typed_partition`),
+        and the faster of the two kept (the note then says so)."""
+        plan, obj, sh = episode(self.model, self.env, opts, rng, deadline=deadline)
+        if self.greedy is None or not isinstance(plan.schedule, str):
+            return plan, obj, sh, ""
+        from .greedy import stage_types
+
+        if self._space is None:
+            from ..problem.space import PlanSpace
+
+            self._space = PlanSpace(self.env.instance)
+        inst = self.env.instance
+        cuts = self._space.typed_partition(plan.tp, plan.micro_batch_size, plan.schedule, plan.num_stages,
+                                           plan.num_micro_batches, stage_types(inst, plan.placement))
+        if cuts is None or [tuple(c) for c in cuts] == [tuple(b) for b in plan.bounds()]:
+            return plan, obj, sh, ""
+        typed = Plan.build(cuts, plan.placement, tp=plan.tp, micro_batch_size=plan.micro_batch_size, instance=inst,
+                           schedule=plan.schedule)
+        t = self.env._exact(typed)  # under the episode's state
+        if t < obj * (1 - 1e-12):
+            return typed, t, sh, " (the layer cut balanced for its types)"
+        return plan, obj, sh, ""
+
     def _search(self, states, time_limit, samples) -> Plan:
         env = self.env
         t0 = time.perf_counter()
@@ -295,8 +324,8 @@ class Replanner:
             opts = {"state": (states.bandwidth_gbps[0], states.latency_ms[0])}
         deadline = None if time_limit is None else t0 + time_limit
         try:
-            best_plan, best, shape = episode(self.model, env, opts, deadline=deadline)
-            found = "deterministic"
+            best_plan, best, shape, cut = self._episode(opts, None, deadline)
+            found = "deterministic" + cut
         except EpisodeTimeout:  # no episode within the limit: the menu's best greedy plan, as time_limit
             m = min(range(len(env.menu)), key=lambda i: (env.menu[i].exact, env.menu[i].estimate))
             info = SolverInfo(name="rl", status="time_limit", time_s=time.perf_counter() - t0)
@@ -309,8 +338,9 @@ class Replanner:
         n = 0
         seen = {best_plan.model_dump_json()}
 
-        def consider(plan, obj, sh, how):
+        def consider(plan, obj, sh, cut, how):
             nonlocal best_plan, best, shape, found
+            how += cut
             key = plan.model_dump_json()
             if key not in seen:
                 seen.add(key)
@@ -325,14 +355,14 @@ class Replanner:
                 for i in range(len(env.menu)):
                     for o, order in enumerate(ORDERS):
                         if not late():
-                            consider(*episode(self.model, env, {**(opts or {}), "shape": i, "order": o},
-                                              deadline=deadline), f"deterministic on shape {i}, {order}")
+                            consider(*self._episode({**(opts or {}), "shape": i, "order": o}, None, deadline),
+                                     f"deterministic on shape {i}, {order}")
             rng = np.random.default_rng(self.seed)
             for k in range(self.samples if samples is None else samples):
                 if late():
                     break
                 n += 1
-                consider(*episode(self.model, env, opts, rng, deadline=deadline), f"sample {k + 1}")
+                consider(*self._episode(opts, rng, deadline), f"sample {k + 1}")
         except EpisodeTimeout:  # the time limit ended an episode: the best so far
             pass
         if self.greedy is not None:  # several GPU types: greedy's plan if the policy's are all slower

@@ -258,3 +258,32 @@ def test_shipped_typed_policy_plans_mixed_instances():
     p = plan(inst, solver="rl")
     assert p.solver.model_extra["rl_policy"] == str(path) and not check_plan(inst, p)
     assert p.predicted.iteration_time_s <= plan(inst, solver="greedy").predicted.iteration_time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("name", ["tiny-mixed", "tiny-3dc+beta-small"])
+def test_typed_cut_of_the_policys_placement(name, untrained):
+    """On a mixed instance each decoded plan is also tried with the layer cut balanced for
+    the types its placement lands on: the placement stays the policy's, the faster is kept."""
+    from planner.problem.space import PlanSpace
+    from planner.solvers.greedy import stage_types
+    from planner.solvers.rl import episode
+
+    inst = MIXED[name]()
+    rep = Replanner(inst, untrained)
+    space = PlanSpace(inst)
+    changed = 0
+    for i in range(min(3, len(rep.env.menu))):
+        opts = {"shape": i, "order": 0}
+        plain, plain_obj, _ = episode(untrained, rep.env, opts)
+        p, obj, _, note = rep._episode(opts, None, None)
+        assert p.placement == plain.placement and obj <= plain_obj
+        assert obj == pytest.approx(float(Evaluator(inst, p).iteration_times()[0]), rel=1e-12)
+        assert not check_plan(inst, p)
+        if note:
+            changed += 1
+            cuts = space.typed_partition(p.tp, p.micro_batch_size, p.schedule, p.num_stages, p.num_micro_batches,
+                                         stage_types(inst, p.placement))
+            assert [tuple(c) for c in p.bounds()] == [tuple(c) for c in cuts] and obj < plain_obj
+        else:
+            assert p == plain
+    assert changed > 0
