@@ -4,8 +4,8 @@ instances with several GPU types (issue 25, SPEC v3 (g)).
 For each instance: greedy's simulated T; the RL solver's (``planner.plan(...,
 solver="rl")``: the shipped typed policy, 16 samples, seed 0, which keeps greedy's
 plan when every plan of the policy simulates slower) and which plan it returned;
-and the policy's own best plan (the same search without greedy's plan) and its T
-over greedy's.  Every T is the evaluator's (SPEC v3, base network).
+and the policy's own best plan (the same search without greedy's plan; the typed
+layer cut of its placements still tried) and its T over greedy's.  Every T is the evaluator's (SPEC v3, base network).
 
 Instances: the ones types.zip trained on (the packaged tiny-mixed, edwc-mixed,
 aws-a100-h100 and the four under models/rl/types-instances/) and held-out ones,
@@ -55,7 +55,8 @@ def main(argv=None) -> int:
              f"Code at commit {commit()}; policy {policy.relative_to(ROOT) if policy.is_relative_to(ROOT) else policy}. Simulated iteration time T (s, the "
              "evaluator, SPEC v3, base network). rl: `plan(instance, solver=\"rl\")` (16 samples, seed 0; greedy's "
              "plan kept when every plan of the policy is slower); policy alone: the same search without greedy's "
-             "plan. Ratios are T over greedy's T (below 1: faster than greedy).", "",
+             "plan (each placement still tried with the layer cut balanced for its types). Ratios are T over "
+             "greedy's T (below 1: faster than greedy).", "",
              "| instance | set | GPUs | greedy T | rl T | rl / greedy | rl's plan | policy alone / greedy | rl s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for kind, table in (("trained", TRAINED), ("held out", HELD_OUT)):

@@ -272,7 +272,8 @@ class Replanner:
                              f"use a typed policy (format {FORMAT_TYPED}, models/rl/types.zip, or planner rl "
                              "train on mixed instances)", "policy", file=self.policy_path)
         self.greedy = None  # several GPU types: greedy's plan, kept when the policy's all simulate slower
-        self._space = None  # and the plan space, for the typed layer cut of the policy's placements
+        self.typed_cut = mixed  # several GPU types: each placement also with the layer cut balanced for its types
+        self._space = None
         if mixed:
             from .greedy import greedy
 
@@ -296,7 +297,7 @@ class Replanner:
         lands on (greedy's typed partition, :meth:`~planner.problem.space.PlanSpace.typed_partition`),
         and the faster of the two kept (the note then says so)."""
         plan, obj, sh = episode(self.model, self.env, opts, rng, deadline=deadline)
-        if self.greedy is None or not isinstance(plan.schedule, str):
+        if not self.typed_cut or not isinstance(plan.schedule, str):
             return plan, obj, sh, ""
         from .greedy import stage_types
 
