@@ -31,18 +31,28 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _results import commit, save  # noqa: E402
 from gpu_types import edwc_h100  # noqa: E402
 from gpu_types_instances import tiny_mixed, two_speeds  # noqa: E402
-from planner import Evaluator, Instance, load_instance, plan  # noqa: E402
+from planner import Evaluator, load_instance, plan  # noqa: E402
 from planner.problem.synthetic import generate_instance  # noqa: E402
 from planner.solvers.rl import Replanner, shipped_policy  # noqa: E402
 
 TRAIN = ROOT / "models" / "rl" / "types-instances"
+
+
+def generated(domains, gpus, seed, model, types):
+    """``planner generate --domains D --gpus G --seed S --model M --gpu-types T``, loaded."""
+    import tempfile
+
+    from planner.problem.io import write_instance
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = generate_instance(domains, gpus, seed, model=model, gpu_types=types)
+        return write_instance(data, ["generated for benchmarks/rl_types.py"], Path(tmp) / "gen.toml")
 TRAINED = {"tiny-mixed": lambda: load_instance("tiny-mixed"), "edwc-mixed": lambda: load_instance("edwc-mixed"),
            "aws-a100-h100": lambda: load_instance("aws-a100-h100"),
            **{p.stem: (lambda p=p: load_instance(p)) for p in sorted(TRAIN.glob("*.toml"))}}
 HELD_OUT = {"two-speeds": two_speeds, "tiny-3dc+alpha": lambda: tiny_mixed("tiny-3dc", ("alpha",)),
             "edwc-llama2-13b+h100": edwc_h100,
-            "gen-8dc-2types-s3": lambda: Instance.from_dict(generate_instance(8, 256, 3, model="llama2-7b",
-                                                                              gpu_types=2))}
+            "gen-8dc-2types-s3": lambda: generated(8, 256, 3, "llama2-7b", 2)}
 
 
 def main(argv=None) -> int:
