@@ -570,7 +570,9 @@ def rl_group():
 def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet):
     """Train a MaskablePPO policy that chooses one of greedy's best shapes and places its
     stages, on INSTANCES (one or more files or packaged names, or "all"; several: one
-    instance-agnostic policy for all) over the base network and generated network states."""
+    instance-agnostic policy for all) over the base network and generated network states.
+    When some instance has several GPU types the policy reads the typed observation
+    (format 3, as models/rl/types.zip) and plans mixed instances."""
     import time
 
     import numpy as np

@@ -379,6 +379,7 @@ GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
     "auto",
     "milp",
     "cpsat",
+    "rl",
 })
 
 
