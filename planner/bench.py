@@ -33,7 +33,6 @@ results everywhere.
 from __future__ import annotations
 
 import csv
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,20 +180,18 @@ def run_static(task: Task) -> dict:
     pr = p.predicted
     value = pr.iteration_time_s if inst.options.objective == "time" else pr.cost_per_iteration
     row.update(status=p.solver.status, iteration_s=pr.iteration_time_s, cost_per_iteration=pr.cost_per_iteration,
-               estimate_s=pr.estimate_s, sim_over_est=_flagged_ratio(pr.iteration_time_s, pr.estimate_s),
+               estimate_s=pr.estimate_s, sim_over_est=_flagged_ratio(pr.simulated_over_estimate),
                x_bound=value / objective_lower_bound(inst), plan_s=time.perf_counter() - t0,
                gap=p.solver.gap if task.method in ("milp", "cpsat") else None)
     return row
 
 
-def _flagged_ratio(simulated: float, estimate: float) -> str | None:
-    """T / T_est as the static table shows it: 4 digits, "!" above ESTIMATE_FLAG (1.01)."""
+def _flagged_ratio(r: float | None) -> str | None:
+    """T / T_est (the plan's ``predicted.simulated_over_estimate``) as the static table shows
+    it: 4 digits, "!" above ESTIMATE_FLAG (1.01)."""
     from .scoring.evaluator import ESTIMATE_FLAG
 
-    if not estimate or not math.isfinite(estimate):
-        return None
-    r = simulated / estimate
-    return f"{r:.4f}" + ("!" if r > ESTIMATE_FLAG else "")
+    return None if r is None else f"{r:.4f}" + ("!" if r > ESTIMATE_FLAG else "")
 
 
 def auto_iterations(instance, hours: float) -> int:

@@ -17,9 +17,10 @@ SPEC version planned for.  Under 3 each shape's model is the v3 form of
 :func:`planner.solvers.formulations.cpsat.build` (directed link and uplink
 resources, n(q) = max or sum, direct routes, processor-shared syncs,
 ``reduce_broadcast``, unit overhead, the flush-based gpipe period), exact for
-the v3 T_est up to its rounding, and the shapes' stage bounds are
-:func:`planner.solvers.formulations.cpsat.stage_bounds_v3` (the search's own
-include :mod:`planner.solvers.formulations.milp_bounds`, which is v2's).
+the v3 T_est up to its rounding, and the shapes' stage bounds are the
+search's (:func:`planner.solvers.shapesearch.stage_bounds` at the same
+version: under 3 without :mod:`planner.solvers.formulations.milp_bounds`,
+which is v2's).
 
 Example
 -------
@@ -104,7 +105,7 @@ class CpsatShape:
     def __call__(self, shape, share, ctx) -> ShapeOutcome:
         from ortools.sat.python import cp_model
 
-        from .formulations.cpsat import build, configure, stage_bounds_v3
+        from .formulations.cpsat import build, configure
 
         instance, rounding, deterministic = self.instance, self.rounding, self.deterministic
         kind = instance.options.objective
@@ -113,8 +114,7 @@ class CpsatShape:
         cm, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             cutoff=best if best < float("inf") else None, rounding=rounding, spec=self.spec,
-            stage_bounds=ctx.stage_bounds if self.spec == 2 else
-            {S: v for S, v in stage_bounds_v3(ctx.space, shape).items() if S in ctx.stage_bounds}),
+            stage_bounds=ctx.stage_bounds),
             deadline=None if deterministic else tb + share)
         if none is not None:
             return none

@@ -109,18 +109,6 @@ class MilpShape:
     def __setstate__(self, state):  # pickles from before ``spec`` are v2's
         self.__dict__.update({"spec": 2, **state})
 
-    def stage_bounds(self, ctx, shape) -> dict[int, float]:
-        """S -> bound on T_est (s): the search's (v2), or under v3 the shape's
-        combinatorial ones (:func:`planner.solvers.shapesearch.shape_lower_bound`,
-        valid for v3: its period and round trip take no shares; the search's also
-        take :mod:`planner.solvers.formulations.milp_bounds`, which is v2's)."""
-        if self.spec == 2:
-            return ctx.stage_bounds
-        from ..problem.space import Shape
-
-        return {S: shape_lower_bound(ctx.space, Shape(shape.tp, shape.micro_batch, shape.schedule, S,
-                                                      shape.replicas)) or 0.0 for S in ctx.stage_bounds}
-
     def ts_for(self, ctx) -> float:
         """The time scale (model units per second), fixed from the first incumbent."""
         from .formulations.milp import time_scale
@@ -140,14 +128,14 @@ class MilpShape:
         kind = instance.options.objective
         if kind == "time" and self.aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
             return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start,
-                                    spec=self.spec, stage_bounds=self.stage_bounds(ctx, shape))
+                                    spec=self.spec, stage_bounds=ctx.stage_bounds)
         tb = time.perf_counter()
         ts, best = self.ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
         M, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             ts=ts, cost_scale=cs, cost_cutoff=best if best < math.inf else None,
-            stage_bounds={S: v * ts for S, v in self.stage_bounds(ctx, shape).items()}, spec=self.spec),
+            stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}, spec=self.spec),
             deadline=tb + share)
         if none is not None:
             return none

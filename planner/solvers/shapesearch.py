@@ -199,7 +199,10 @@ def stage_bounds(space: PlanSpace, shape: Shape, spec: int | None = None) -> dic
     the larger of :func:`shape_lower_bound` and the instance-derived bound of
     :func:`planner.solvers.formulations.milp_bounds.stage_count_bounds` (pipeline
     paths through the domains, gradient rings, WAN volume; SPEC v2 only: under v3,
-    ``spec`` >= 3, the first alone)."""
+    ``spec`` >= 3, the first alone, which holds there: unit overhead only lengthens
+    stages, a route's bandwidth is at most the largest link's and its latency at
+    least the smallest link's, and T_est >= its stage-0 term, whose gpipe period is
+    v2's; the finer bounds count halved 2-member rings and equal sync shares)."""
     from .formulations.milp_bounds import stage_count_bounds
 
     inst = space.instance

@@ -25,7 +25,6 @@ def test_gpipe_plans_simulate_at_their_estimate_and_others_are_flagged_above_1_0
     for p in feasible_plans(inst, 120):
         ev = Evaluator(inst, p).evaluate()
         ratio = ev.iteration_time_s / ev.estimate_s
-        assert ev.simulated_over_estimate == pytest.approx(ratio, rel=1e-15)
         row = dict(summary_rows(inst, p, ev))["iteration"]
         flagged = "above the estimate" in row
         assert flagged == (ratio > ESTIMATE_FLAG), (ratio, row)

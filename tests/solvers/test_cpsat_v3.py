@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from ortools.sat.python import cp_model
 
 from helpers import all_plans, make_instance, tiny_model
+from test_cpsat import draw_shape, solve
 from planner.problem.plan import Plan
 from planner.problem.space import Shape
 from planner.scoring.evaluator import Evaluator, check_plan
 from planner.scoring.figures import PlanFigures
-from planner.solvers.formulations.cpsat import build, configure
+from planner.solvers.formulations.cpsat import build
 
 SPEC = 3
 
@@ -76,19 +77,12 @@ def brute_v3(inst, shape):
     return best
 
 
-def solve(cm, time_limit=20.0):
-    s = configure(cp_model.CpSolver(), time_limit=time_limit, workers=2, seed=0, gap=0.0)
-    return s, s.solve(cm.model)
-
-
 @settings(max_examples=int(__import__("os").environ.get("CPSAT_EXAMPLES", 40)), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(inst=v3_instances(), data=st.data())
 def test_v3_formulation_is_exact_for_a_shape(inst, data):
-    shape = Shape(data.draw(st.sampled_from([1, 2])), data.draw(st.sampled_from([1, 2])),
-                  data.draw(st.sampled_from(["1f1b", "gpipe"])), 0, data.draw(st.sampled_from([1, 2, 4])))
-    if 4 % (shape.replicas * shape.micro_batch):
-        event("m not whole")
+    shape = draw_shape(data)
+    if shape is None:
         return
     want = brute_v3(inst, shape)
     try:
@@ -273,7 +267,7 @@ def test_v3_shape_solve_bound_below_the_family_optimum(kw):
     rounding of it, and the smallest bound is below the family's best T_est."""
     from planner.problem.space import PlanSpace
     from planner.solvers.cpsat import CpsatShape
-    from planner.solvers.formulations.cpsat import stage_bounds_v3
+    from planner.solvers.shapesearch import stage_bounds
     from planner.solvers.shapesearch import SearchContext
 
     inst = _two_dc(**kw)
@@ -284,7 +278,7 @@ def test_v3_shape_solve_bound_below_the_family_optimum(kw):
         for R in (1, 2, 4):
             shape = Shape(1, 1, schedule, 0, R)
             want = brute_v3(inst, shape)
-            ctx = SearchContext(inst, space, math.inf, None, None, stage_bounds_v3(space, shape))
+            ctx = SearchContext(inst, space, math.inf, None, None, stage_bounds(space, shape, spec=3))
             out = solve_shape(shape, 20.0, ctx)
             if want is None:
                 assert out.status in ("infeasible", "skipped")

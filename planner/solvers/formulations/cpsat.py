@@ -88,8 +88,9 @@ The same model with these groups in their v3 form (SPEC "Changes in v3" (a)-(f))
 * T_est (SPEC 7 v3): a gpipe flush's period of stage j is
   ``alpha_r + beta_{r,j}`` with beta over the stages and boundaries downstream
   of j; 1f1b with m > 1 is one non-gpipe-shaped flush (v2's period);
-* stage-count bounds: :func:`stage_bounds_v3` (the v2 bounds of
-  ``milp_bounds`` count halved rings and equal sync shares).
+* stage-count bounds: :func:`planner.solvers.shapesearch.stage_bounds` at
+  ``spec=3`` (the v2 bounds of ``milp_bounds`` count halved rings and equal
+  sync shares, and are withheld).
 
 Magnitudes: T is bounded above by the cutoff, or by the T_est of a plan of
 the shape built greedily (no better plan is lost), and every table is
@@ -340,7 +341,7 @@ def _sets(fm) -> None:
     if stage_bounds is not None:
         sb = stage_bounds
     else:
-        sb = _stage_bounds(space, shape) if spec < 3 else stage_bounds_v3(space, shape)
+        sb = _stage_bounds(space, shape, spec)
     admissible = sorted(S for S in sb if 1 <= S <= Q and (not shape.stages or S == shape.stages))
     if not admissible:
         raise ShapeInfeasible("no stage count that fits the stage slots of the domains allowed holds the "
@@ -772,6 +773,39 @@ def _ring_members(M, fm):
     return y, Pq, h, Kis, hops
 
 
+def _ring_latency(M, j: int, hops, routes, h, q, lat_max: int):
+    """Stage j's ring latency: the largest latency (units) of the hops its ring uses."""
+    terms = [0]
+    for (a, e) in hops:
+        if (a, e) in routes:
+            lv = q(routes[(a, e)].latency_ms * MS)
+            z = M.new_int_var(0, lv, f"hl{j}_{a}_{e}")
+            M.add(z == lv).only_enforce_if(h[j, a, e])
+            M.add(z == 0).only_enforce_if(~h[j, a, e])
+            terms.append(z)
+    rlat = M.new_int_var(0, lat_max, f"ringlat{j}")
+    M.add_max_equality(rlat, terms)
+    return rlat
+
+
+def _volume_time(M, j: int, phi, phi_cap: int, pq_u, y, big: int, RS: float, AR_dom: int):
+    """ceil(Pq_j * phi / RS): stage j's sync volume time (units), Pq_j * phi written as a linear
+    sum over the units of pq_u * (phi if u is on stage j else 0) (add_multiplication_equality
+    here made CP-SAT 9.15's presolve declare feasible models infeasible, see the docs)."""
+    prod = []
+    for u in range(len(pq_u)):
+        if pq_u[u]:
+            z = M.new_int_var(0, min(phi_cap, int(math.ceil(big * RS / pq_u[u])) + 1), f"phiu{u}_{j}")
+            M.add(z == phi).only_enforce_if(y[u][j])
+            M.add(z == 0).only_enforce_if(~y[u][j])
+            prod.append(pq_u[u] * z)
+    prod = sum(prod)
+    arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
+    M.add(int(RS) * arv >= prod)
+    M.add(int(RS) * arv <= prod + int(RS) - 1)
+    return arv
+
+
 def _intra_ring(M, b, j: int, R: int, D: int, HT, phiI_max: int):
     """Stage j's intra-domain part of the gradient sync: the slowest domain holding
     n > 1 of its replicas (``HT[d][n]``: that ring's time in units, by n)."""
@@ -821,33 +855,11 @@ def _gradient_sync(M, fm) -> None:
                 terms.append(z)
             rho = M.new_int_var(0, rho_max, f"rho{j}")
             M.add_max_equality(rho, terms)
-            lat_terms = [0]
-            for (a, e) in hops:
-                if (a, e) in routes:
-                    lv = q(routes[(a, e)].latency_ms * MS)
-                    z = M.new_int_var(0, lv, f"hl{j}_{a}_{e}")
-                    M.add(z == lv).only_enforce_if(h[j, a, e])
-                    M.add(z == 0).only_enforce_if(~h[j, a, e])
-                    lat_terms.append(z)
-            rlat = M.new_int_var(0, lat_max, f"ringlat{j}")
-            M.add_max_equality(rlat, lat_terms)
+            rlat = _ring_latency(M, j, hops, routes, h, q, lat_max)
             # phi = phiI + ceil(2(K-1)/K rho), through the one-hot K
             phi = M.new_int_var(0, phi_max, f"phi{j}")
             ar = M.new_int_var(0, AR_dom, f"AR{j}")
-            # Pq_j * phi_j as a linear sum over the stage's units of pq_u * (phi_j if u on j else 0);
-            # (add_multiplication_equality here made CP-SAT 9.15's presolve declare feasible
-            # models infeasible, see the docs)
-            prod = []
-            for u in range(N):
-                if pq_u[u]:
-                    z = M.new_int_var(0, min(phi_max, int(math.ceil(big * RS / pq_u[u])) + 1), f"phiu{u}_{j}")
-                    M.add(z == phi).only_enforce_if(y[u][j])
-                    M.add(z == 0).only_enforce_if(~y[u][j])
-                    prod.append(pq_u[u] * z)
-            prod = sum(prod)
-            arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
-            M.add(int(RS) * arv >= prod)
-            M.add(int(RS) * arv <= prod + int(RS) - 1)
+            arv = _volume_time(M, j, phi, phi_max, pq_u, y, big, RS, AR_dom)
             for k in range(Kmax + 1):
                 lit = Kis[j, k]
                 if k <= 1:
@@ -997,19 +1009,6 @@ def _objective(M, fm) -> None:
 
 
 # -- SPEC v3 (a)-(d): directed resources, uplinks, processor-shared syncs ---------------------
-def stage_bounds_v3(space: PlanSpace, shape: Shape) -> dict[int, float]:
-    """S -> a lower bound on the SPEC v3 T_est of the plans of ``shape`` with S stages:
-    :func:`planner.solvers.shapesearch.shape_lower_bound` (compute of the best memory-feasible
-    partition, the WAN crossings at the largest link bandwidth and smallest latency), which
-    holds under v3: unit overhead only lengthens stages, a route's bandwidth is at most the
-    largest link's and its latency at least the smallest link's, and T_est >= its stage-0 term,
-    whose gpipe period is v2's.  (The finer v2 bounds of ``milp_bounds`` count halved 2-member
-    rings and equal sync shares, which v3 no longer has.)"""
-    from ..shapesearch import stage_bounds
-
-    return stage_bounds(space, shape, spec=3)  # (under v3 the finer bounds are withheld)
-
-
 def _transfer_resources(instance, route, src: str, dst: str) -> list[int]:
     """The resources (SPEC v3, :class:`planner.problem.network.Resources` ids) a transfer from
     ``src`` to ``dst`` along ``route`` uses: each link in its direction (link i from its a end
@@ -1199,28 +1198,8 @@ def _gradient_sync_v3(M, fm) -> None:
         for j in range(Q):
             stop.checkpoint()
             phiI = _intra_ring(M, b, j, R, D, HT, phiI_max)  # the slowest domain's ring inside it
-            lat_terms = [0]
-            for (a, e) in hops:
-                if (a, e) in routes:
-                    lv = q(routes[(a, e)].latency_ms * MS)
-                    z = M.new_int_var(0, lv, f"hl{j}_{a}_{e}")
-                    M.add(z == lv).only_enforce_if(h[j, a, e])
-                    M.add(z == 0).only_enforce_if(~h[j, a, e])
-                    lat_terms.append(z)
-            rlat = M.new_int_var(0, lat_max, f"ringlat{j}")
-            M.add_max_equality(rlat, lat_terms)
-            # Pq_j * phiI_j as a linear sum over the stage's units (as in v2)
-            prod = []
-            for u in range(N):
-                if pq_u[u]:
-                    z = M.new_int_var(0, min(phiI_max, int(math.ceil(big * RS / pq_u[u])) + 1), f"phiu{u}_{j}")
-                    M.add(z == phiI).only_enforce_if(y[u][j])
-                    M.add(z == 0).only_enforce_if(~y[u][j])
-                    prod.append(pq_u[u] * z)
-            prod = sum(prod)
-            arv = M.new_int_var(0, AR_dom, f"ARvol{j}")
-            M.add(int(RS) * arv >= prod)
-            M.add(int(RS) * arv <= prod + int(RS) - 1)
+            rlat = _ring_latency(M, j, hops, routes, h, q, lat_max)
+            arv = _volume_time(M, j, phiI, phiI_max, pq_u, y, big, RS, AR_dom)
             ar = M.new_int_var(0, AR_dom, f"AR{j}")
             for k in range(Kmax + 1):
                 lit = Kis[j, k]
