@@ -244,6 +244,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     history: list[tuple[str, float]] = []
 
     def offer(who: str, p: Plan) -> None:
+        if candidates and not deterministic and time.perf_counter() > end:
+            # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
+            lines.setdefault(who, "not simulated: past the time limit")
+            return
         val = simulated_score(instance, p)
         if val is None or not plan_matches(p, pins, forbid, require):
             lines.setdefault(who, "plan rejected (infeasible or off the pins)")
@@ -284,7 +288,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         lines["greedy"] = f"failed: {err}"
 
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
-    if schedule is None:
+    if schedule is None and (deterministic or time.time() < engine_deadline):
         for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=max(0.2, 0.03 * budget))
                               if plan_matches(q, pins, forbid, require)):
             offer(f"lean{i}", tune(p, 0.01 * budget))
