@@ -436,9 +436,14 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
 
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated objective)
 
-    def offer(who: str, p: Plan) -> float:
-        """Add a real plan to the candidates; its simulated objective (inf: rejected)."""
+    def offer(who: str, p: Plan, until: float | None = None) -> float:
+        """Add a real plan to the candidates; its simulated objective (inf: rejected).  Past
+        ``until`` (default: the end of the budget; never with ``deterministic``) a plan is
+        not simulated once there is a candidate: a simulation of a deep pipeline takes
+        tenths of a second, and a run of them overran the limit."""
         if not plan_matches(p, pins, forbid):
+            return math.inf
+        if candidates and not deterministic and time.perf_counter() > (t0 + budget if until is None else until):
             return math.inf
         val = simulated_score(instance, p)
         if val is None:
@@ -492,7 +497,8 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
             weight_left -= weight
             start = None
             if role == "plan":  # greedy's best plans of distinct shapes on the aggregate, then its best shape
-                found, start = _plan_starts(instance, a, pins, offer, f"top-start{i}" if len(runs) > 1 else "top-start",
+                found, start = _plan_starts(instance, a, pins, lambda who, q: offer(who, q, until=top_end),
+                                            f"top-start{i}" if len(runs) > 1 else "top-start",
                                             None if deterministic else 0.3 * share)
                 role_pins = found or role_pins
             if role_pins.get("tp") not in (None, *a.tps):

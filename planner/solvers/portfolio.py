@@ -15,8 +15,10 @@
    own annealing) instead;
 2. while they run, this process anneals (:func:`planner.solvers.anneal.anneal`)
    greedy's plan and the best plans of greedy's next best shapes
-   (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all, an equal
-   share of the engines' window each, the first quarter of it spent on the
+   (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all) and one of
+   them placed as a pipeline across datacenters
+   (:func:`planner.solvers.greedy.spread_starts`), an equal share of the
+   engines' window each, the first quarter of it spent on the
    per-stage in-flight limits, :func:`planner.solvers.inflight.tune_inflight`):
    on many domains the engines rarely leave greedy's plan within a minute,
    while a search scored by the exact simulation does, and a shape greedy
@@ -89,7 +91,7 @@ from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
 from .executor import from_main, spawn_context
-from .greedy import greedy, lean_plans, shape_starts
+from .greedy import greedy, lean_plans, shape_starts, spread_starts
 from .hierarchy import hier
 from .inflight import tune_inflight
 from .milp import milp
@@ -255,6 +257,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     history: list[tuple[str, float]] = []
 
     def offer(who: str, p: Plan) -> None:
+        if candidates and not deterministic and time.perf_counter() > end:
+            # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
+            lines.setdefault(who, "not simulated: past the time limit")
+            return
         val = simulated_score(instance, p)
         if val is None or not plan_matches(p, pins, forbid, require):
             lines.setdefault(who, "plan rejected (infeasible or off the pins)")
@@ -297,12 +303,12 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         lines["greedy"] = f"failed: {err}"
 
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
-    if schedule is None:
+    if schedule is None and (deterministic or time.time() < engine_deadline):
         for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=max(0.2, 0.03 * budget))
                               if plan_matches(q, pins, forbid, require)):
             offer(f"lean{i}", tune(p, 0.01 * budget))
 
-    # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes
+    # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes (and one spread)
     #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
     try:
         starts = [s for s in shape_starts(instance, k=STARTS, time_limit=max(0.5, 0.05 * budget))
@@ -312,6 +318,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if candidates:
         starts = [candidates[0][1]] + [s for s in starts if not _same_plan(s, candidates[0][1])]
     starts = starts[:STARTS]
+    # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
+    if starts and (deterministic or time.time() < engine_deadline):
+        spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
+        starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
         if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():
