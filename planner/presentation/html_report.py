@@ -286,11 +286,7 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
     figures = [(k, _value(v)) for k, v in ev.to_dict().items()]
     gantt = network_map = why = None
     gantt_missing = why_missing = ""
-    one_class = ev.feasible and scored.fig.classes == 1
-    if ev.feasible and not one_class:  # GPU types: replicas with different rows of types
-        gantt_missing = why_missing = ("The replicas run on different rows of GPU types: the schedule and the "
-                                       "explanation are drawn for plans whose replicas share theirs.")
-    elif ev.feasible:
+    if ev.feasible:
         gantt = _svg(plot.gantt(instance, plan))
         try:
             e = explain(instance, plan)
