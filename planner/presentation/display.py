@@ -10,6 +10,17 @@ from ..problem.plan import claims_check
 from ..problem.views import register
 
 
+def replica_list(rs, most: int = 6) -> str:
+    """Replica indices as text, the first ``most`` then how many in all.
+
+    >>> replica_list([0, 2, 5]), replica_list(range(4, 32))
+    ('0, 2, 5', '4, 5, 6, 7, 8, 9, ... (28 in all)')
+    """
+    rs = [int(r) for r in rs]
+    text = ", ".join(map(str, rs[:most]))
+    return text + (f", ... ({len(rs)} in all)" if len(rs) > most else "")
+
+
 def _table(rows: list[dict]) -> str:
     if not rows:
         return ""

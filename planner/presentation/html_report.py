@@ -147,7 +147,9 @@ tokens; objective {{ inst.options.objective }}.</p>
 {% if gantt %}<figure>{{ gantt }}
 <figcaption>One simulated iteration: blue forward, orange backward micro-batches; transfers between
 stages solid while sending, hatched in flight; purple gradient synchronisation; red outlines the
-critical path; white space is idle time.</figcaption></figure>
+critical path; white space is idle time.{% if classes > 1 %} The replicas run on {{ classes }} rows of GPU types
+(classes), each drawn at its own types' speeds as the evaluator simulates it; the title names the row that
+binds (the longest simulated iteration, where the critical path runs).{% endif %}</figcaption></figure>
 {% else %}<p>{{ gantt_missing }}</p>{% endif %}
 </section>
 
@@ -286,11 +288,7 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
     figures = [(k, _value(v)) for k, v in ev.to_dict().items()]
     gantt = network_map = why = None
     gantt_missing = why_missing = ""
-    one_class = ev.feasible and scored.fig.classes == 1
-    if ev.feasible and not one_class:  # GPU types: replicas with different rows of types
-        gantt_missing = why_missing = ("The replicas run on different rows of GPU types: the schedule and the "
-                                       "explanation are drawn for plans whose replicas share theirs.")
-    elif ev.feasible:
+    if ev.feasible:
         gantt = _svg(plot.gantt(instance, plan))
         try:
             e = explain(instance, plan)
@@ -313,5 +311,5 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
         typed=instance.heterogeneous,
         numeric={"stage", "compute/mb", "mem/GPU", "grad sync"}, stages=stage_table(instance, plan, ev),
         gpus=gpu_table(instance, ev), gantt=gantt, gantt_missing=gantt_missing, network_map=network_map,
-        why=why, why_missing=why_missing,
+        why=why, why_missing=why_missing, classes=scored.fig.classes,
         instance_file=instance_file or instance.name, plan_file=plan_file or "the plan")

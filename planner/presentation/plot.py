@@ -30,12 +30,14 @@ import math
 import os
 import sys
 from collections import Counter
+from itertools import groupby
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..problem.specversion import check_spec
 from ..problem.views import register
+from .display import replica_list
 
 # picture files matplotlib writes without anything beyond its own dependencies
 # (by the file name's extension; "pgf" needs LaTeX, "raw"/"rgba" are not pictures)
@@ -180,9 +182,11 @@ def _fmt_value(v: float, metric: str) -> str:
 
 
 # -- Gantt ---------------------------------------------------------------------
-def _replicas_to_draw(replicas, R: int, bottleneck: int) -> list[int]:
+def _replicas_to_draw(replicas, R: int, bottleneck: int, firsts=()) -> list[int]:
+    """The replicas a Gantt chart draws; by default all when R <= 4, else replica 0, the
+    bottleneck replica and ``firsts`` (the first replica of each class of GPU types)."""
     if replicas is None:
-        return list(range(R)) if R <= 4 else sorted({0, bottleneck})
+        return list(range(R)) if R <= 4 else sorted({0, bottleneck, *firsts})
     if isinstance(replicas, int):
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
@@ -209,7 +213,13 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
 
     ``states``: one network state (default: the instance's base network).
     ``replicas``: an int (the first n replicas) or a list of indices;
-    default all when R <= 4, else replica 0 and the bottleneck replica.
+    default all when R <= 4, else replica 0 and the bottleneck replica (and, with up
+    to 4 rows of GPU types over the replicas, the first replica of each).
+
+    GPU types (SPEC v3 (g)): each replica is drawn at the figures of its own row of
+    types (its class), as the evaluator simulates it, so every bar is exact; the
+    title says how many rows there are and which binds (the bottleneck replica's,
+    where the critical path runs).
     """
     from matplotlib.patches import Patch
 
@@ -222,7 +232,9 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
     if not math.isfinite(T):
         raise ValueError("the iteration never ends under this network state "
                          "(a link the plan uses is down): nothing to draw")
-    drawn = _replicas_to_draw(replicas, R, tr.bottleneck_replica)
+    # GPU types: by default one replica of each row of types too (up to 4 rows)
+    firsts = np.unique(tr.replica_class, return_index=True)[1].tolist() if 1 < tr.classes <= 4 else ()
+    drawn = _replicas_to_draw(replicas, R, tr.bottleneck_replica, firsts)
     scale, unit = (1e3, "ms") if T < 1 else (1.0, "s")
 
     # row layout: y grows downwards (the axis is inverted at the end)
@@ -344,6 +356,13 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
         f"; replica{'s' if len(drawn) > 1 else ''} {', '.join(map(str, drawn))} of {R} shown")
     if hidden_critical:
         shown += f" (critical path on replica {tr.bottleneck_replica}, not shown)"
+    if tr.classes > 1:  # GPU types: the replicas run on several rows of types, each at its own
+        names = [printable(instance.domain_gpu(d).name) for d in plan.placement[tr.bottleneck_replica]]
+        runs = [(n, sum(1 for _ in grp)) for n, grp in groupby(names)]  # stage by stage, runs merged
+        types = " / ".join(n if c == 1 else f"{n} x{c}" for n, c in runs)
+        shown += (f"\n{tr.classes} rows of GPU types over the replicas, each drawn at its own; binding "
+                  f"(critical path): {types}, replica{'s' if (tr.replica_class == tr.binding_class).sum() > 1 else ''} "
+                  f"{replica_list(np.nonzero(tr.replica_class == tr.binding_class)[0])}")
     ax.set_title(f"{printable(instance.name)}: {plan.schedule_kind}, R={R} S={S} m={m} b={plan.micro_batch_size} "
                  f"tp={plan.tp} — iteration {_fmt_time(T)}{shown}", fontsize=10)
 

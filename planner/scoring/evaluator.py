@@ -182,6 +182,42 @@ class Evaluator:
         comm = self._comm(self._states(states))
         return (self._simulate(comm) + comm.ar).max(axis=1)
 
+    def relaxed_times(self, states: NetworkStates | None = None, compute=1.0, allreduce: float = 1.0
+                      ) -> np.ndarray:
+        """T per state, shape (K,), seconds, with every replica's stage j computing ``compute[j]``
+        times faster (f and g of each class divided by it; a scalar: every stage) and gradient
+        synchronisation ``allreduce`` times faster: the what-ifs of ``planner explain``, simulated
+        like :meth:`iteration_times` (per class of GPU types, exact).  With both 1 it is
+        :meth:`iteration_times` bit for bit.
+
+        >>> ev.relaxed_times(compute=np.array([1.1, 1.0]))    # stage 0 10% faster  # doctest: +SKIP
+        array([7.01])
+        """
+        comm = self._comm(self._states(states))
+        prog = program_for(self.plan)
+        div = np.asarray(compute, dtype=float)
+        E = self._by_class(comm, lambda f, g, x, l: simulate_times(prog, f / div, g / div, x, l))
+        return (E + comm.ar / allreduce).max(axis=1)
+
+    def class_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """Each class of replicas' (same row of GPU types, ``fig.replica_class``) own
+        max_j (E_j + AR_j), shape (K, classes), seconds: T is its largest column, the
+        *binding* class (one column with one type everywhere).
+
+        >>> ev.class_times().argmax(axis=1)     # the binding class  # doctest: +SKIP
+        array([1])
+        """
+        fig = self.fig
+        comm = self._comm(self._states(states))
+        prog = program_for(self.plan)
+        of = fig.group_class if self.group_replicas else fig.replica_class
+        out = np.empty((comm.ar.shape[0], fig.classes))
+        for k in range(fig.classes):
+            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
+            E = simulate_times(prog, fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
+            out[:, k] = (E + comm.ar).max(axis=1)
+        return out
+
     def estimate_ends(self, states: NetworkStates | None = None) -> np.ndarray:
         """E^est_j (SPEC 7), shape (K, S), seconds."""
         return self._estimate(self._comm(self._states(states)))

@@ -278,16 +278,6 @@ class PlanFigures:
         """Distinct rows of GPU types over the replicas (1 with one type everywhere)."""
         return len(self.class_f)
 
-    def require_one_class(self, what: str) -> None:
-        """Raise ``InputError`` (field ``placement``) when the replicas run on different
-        rows of GPU types: ``what`` (a Gantt chart, an explanation) reads ``f``, ``g``
-        as every replica's figures, which they are only with one class."""
-        if self.classes > 1:
-            from ..problem.errors import InputError
-
-            raise InputError(f"{what} of a plan whose replicas run on different GPU types is not made yet "
-                             "(issue 25); planner evaluate scores it", "placement")
-
     @property
     def groups(self) -> int:
         """Distinct replicas (see :meth:`_setup_groups`)."""

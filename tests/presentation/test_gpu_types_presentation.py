@@ -43,6 +43,13 @@ def two_stages(inst, rows, tp=4):
     return Plan.build([(0, n // 2), (n // 2, n)], rows, tp=tp, micro_batch_size=1, instance=inst)
 
 
+def two_classes(inst):
+    """Two replicas on [toy-1tf, toy-2tf] (alpha, beta) and [toy-2tf, toy-1tf] (beta, gamma):
+    two classes; replica 1's slow stage 1 (5 units) binds."""
+    return Plan.build([(0, 5), (5, 10)], [["alpha", "beta"], ["beta", "gamma"]], tp=2, micro_batch_size=1,
+                      instance=inst)
+
+
 def text_of(renderable, width=120) -> str:
     con = Console(width=width, record=True)
     con.print(renderable)
@@ -162,12 +169,14 @@ def test_html_report_names_the_types(mixed):
     assert "<th>GPU type</th>" in page
     assert "<td>beta</td><td>toy-2tf</td>" in page  # GPUs per domain
     assert "28 x toy-1tf + 8 x toy-2tf" in page and "GPU type: stage" in page
-    # replicas with different rows of types: no schedule nor explanation, the page says why
-    two = Plan.build([(0, 5), (5, 10)], [["alpha", "beta"], ["beta", "gamma"]], tp=2, micro_batch_size=1,
-                     instance=mixed)
+    # replicas with different rows of types: the schedule and the explanation too
+    two = two_classes(mixed)
     assert Evaluator(mixed, two).evaluate().feasible
     page = render(mixed, two)
-    assert "different rows of GPU types" in page
+    assert "different rows of GPU types" not in page
+    section = page[page.index('<section id="gantt">'):]
+    assert "<svg" in section[:section.index("</section>")]  # the Gantt chart is drawn
+    assert "2 rows of GPU types" in page and "GPU type: stage 1" in page and "Bottleneck:" in page
 
 
 def test_cli_explain_and_evaluate_on_a_mixed_plan(tmp_path, mixed):
@@ -186,3 +195,111 @@ def test_cli_explain_and_evaluate_on_a_mixed_plan(tmp_path, mixed):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["type_move"]["to_type"] == "toy-2tf" and doc["type_move"]["domains"] == ["beta"]
+
+
+# -- plans whose replicas run on different rows of GPU types (classes) ---------------------
+def _variant(inst, peak=1.0, stage_flops=None, plan=None):
+    """``inst`` with every type's peak times ``peak`` and, for ``stage_flops = (j, s)``, the
+    FLOPs of the units of ``plan``'s stage j times ``s``: an independent way to make compute
+    faster (tiny-mixed has no NVLink figure and no unit overhead, so c is FLOPs over speed)."""
+    from dataclasses import asdict
+
+    from planner.problem.model import ModelSpec
+
+    data = inst.to_dict()
+    units = [asdict(u) for u in inst.units]
+    if stage_flops is not None:
+        j, s = stage_flops
+        a, e = plan.bounds()[j]
+        for u in units[a:e]:
+            u["fwd_flops_per_token"] *= s
+    data["workload"]["model"] = ModelSpec(name="tiny-units", units=units)
+    for g in data["gpus"]:
+        g["peak_tflops"] *= peak
+    return Instance.from_dict(data)
+
+
+def _T(inst, plan) -> float:
+    return float(Evaluator(inst, plan).iteration_times()[0])
+
+
+def test_explain_of_two_classes_equals_the_evaluators_re_simulations(mixed):
+    p = two_classes(mixed)
+    ev = Evaluator(mixed, p)
+    assert ev.fig.classes == 2
+    assert all(g.unit_overhead_ms == 0 and g.nvlink_bandwidth_gbps is None for g in mixed.gpu_types)
+    assert _T(_variant(mixed), p) == _T(mixed, p)  # the rebuilt instance scores the plan as the packaged one
+    e = explain(mixed, p)
+    T0 = _T(mixed, p)
+    assert e.iteration_time_s == T0
+    by = {s.resource: s for s in e.sensitivities}
+    # every stage 10% faster: every type's peak x 1.1, a new instance, the evaluator
+    assert by["compute of every stage (GPU speed)"].iteration_time_s == pytest.approx(
+        _T(_variant(mixed, peak=1.1), p), rel=1e-12)
+    # one stage 10% faster in both replicas (on both types): its units' FLOPs / 1.1
+    for j in range(2):
+        want = _T(_variant(mixed, stage_flops=(j, 1 / 1.1), plan=p), p)
+        assert by[f"compute of stage {j}"].iteration_time_s == pytest.approx(want, rel=1e-12)
+        assert by[f"compute of stage {j}"].gain == pytest.approx((T0 - want) / T0, rel=1e-9)
+    # stage 1 holds the binding replica's slow copy: relaxing it helps most
+    assert by["compute of stage 1"].gain > by["compute of stage 0"].gain > 0
+    # the bottleneck is the largest gain, and every link figure is the evaluator's on a new instance
+    assert e.bottleneck.gain == max(s.gain for s in e.sensitivities)
+    for s in e.sensitivities:
+        if s.kind == "link_bandwidth":
+            a, b = s.target.split("-")
+            faster = mixed.with_link(a, b, bandwidth_gbps=next(
+                l.bandwidth_gbps for l in mixed.links if (l.a, l.b) == (a, b)) * 1.1)
+            assert s.iteration_time_s == pytest.approx(_T(faster, p), rel=1e-12)
+
+
+def test_explain_moves_the_binding_class_slow_stage_and_re_simulates(mixed):
+    # class times: replica 0 [toy-1tf, toy-2tf], replica 1 [toy-2tf, toy-1tf]; replica 1 binds
+    # (its slow stage 1 holds the heavier half), its stage 1 on gamma (toy-1tf) is the slowest;
+    # moving it to beta (toy-2tf, 4 GPUs free) is re-simulated on the whole plan
+    p = two_classes(mixed)
+    ev = Evaluator(mixed, p)
+    times = ev.class_times()[0]
+    assert times.max() == ev.iteration_times()[0] and int(times.argmax()) == int(ev.fig.replica_class[1])
+    e = explain(mixed, p)
+    move = e.type_move
+    assert move["stage"] == 1 and move["from_type"] == "toy-1tf" and move["to_type"] == "toy-2tf"
+    assert move["replicas"] == [1] and move["domains"] == ["beta"]  # replica 0's stage 1 is on beta already
+    moved = p.model_copy(update={"placement": [["alpha", "beta"], ["beta", "beta"]]})
+    T1 = _T(mixed, moved)
+    assert move["moved_s"] == T1 and move["iteration_time_s"] == e.iteration_time_s
+    assert T1 < e.iteration_time_s
+    assert "in replica 1 (the binding class: 2 rows of GPU types" in e.gpu_type and "runs on toy-1tf" in e.gpu_type
+    assert f"{T1:.4g} s instead of {e.iteration_time_s:.4g} s" in e.gpu_type
+
+
+def test_gantt_of_two_classes_draws_each_replica_at_its_types(mixed):
+    from planner.scoring.trace import trace
+
+    p = two_classes(mixed)
+    T = _T(mixed, p)
+    tr = trace(mixed, p)
+    assert tr.iteration_time_s == pytest.approx(T, rel=1e-9, abs=0)
+    # each class's makespan is the evaluator's simulation of that class
+    assert tr.class_time_s == pytest.approx(Evaluator(mixed, p).class_times()[0], rel=1e-9)
+    # every op lasts its own type's closed form: F tokens / (t peak mfu), backward twice that
+    tokens = p.micro_batch_size * mixed.workload.seq_len
+    for op in tr.ops:
+        a, e = p.bounds()[op.stage]
+        gpu = mixed.domain_gpu(p.placement[op.replica][op.stage])
+        f = sum(u.fwd_flops_per_token for u in mixed.units[a:e]) * tokens / (p.tp * gpu.flops_per_s)
+        assert op.end - op.start == pytest.approx(f * (1 if op.kind == "F" else 2), rel=1e-12)
+    ax = pp.gantt(mixed, p).axes[0]
+    k = 1e3  # T < 1 s: milliseconds
+    ends = [patch.get_x() + patch.get_width() for patch in ax.patches
+            if patch.get_gid() in ("compute:F", "compute:B", "allreduce")]
+    assert max(ends) == pytest.approx(T * k, rel=1e-9)  # the drawn makespan is the evaluator's T
+    line = next(l for l in ax.get_lines() if l.get_gid() == "iteration-end")
+    assert line.get_xdata()[0] == pytest.approx(T * k, rel=1e-12)
+    title = ax.get_title()
+    assert "2 rows of GPU types" in title and "binding (critical path): toy-2tf / toy-1tf, replica 1" in title
+    # replica 0's stage-0 bars (toy-1tf) are twice as long as replica 1's (toy-2tf)
+    w = {(pt.op.replica, pt.op.stage): pt.get_width() for pt in ax.patches if pt.get_gid() == "compute:F"}
+    assert w[(0, 0)] == pytest.approx(2 * w[(1, 0)], rel=1e-12)
+    crit = [pt.segment for pt in ax.patches if pt.get_gid() == "critical"]
+    assert crit and {s.replica for s in crit} == {1}

@@ -346,9 +346,10 @@ def test_one_type_named_through_gpus_plans_as_before(solver):
     assert evaluate(base, a).iteration_time_s == evaluate(one, b).iteration_time_s
 
 
-def test_gantt_and_explain_of_mixed_replicas_refused_naming_the_plan(tmp_path):
-    # f, g per stage are every replica's only when the replicas share their row of types: a
-    # plan [slow, fast] x 2 is drawn and explained; [slow, fast] + [fast, slow] is refused
+def test_gantt_and_explain_of_mixed_replicas(tmp_path):
+    # a plan [slow, fast] x 2 (one class) and [slow, fast] + [fast, slow] (two classes) are both
+    # drawn and explained; the trace times every replica at its own types (closed forms:
+    # f = 1 s, g = 2 s on slow, a third of that on fast; gpipe T = m c_slow + c_fast = 7 s)
     from click.testing import CliRunner
 
     from planner.cli import main
@@ -357,18 +358,40 @@ def test_gantt_and_explain_of_mixed_replicas_refused_naming_the_plan(tmp_path):
     inst = two_types(R=2, m=2)
     inst_path = tmp_path / "inst.json"
     inst_path.write_text(json.dumps(inst.to_dict()))
-    for rows, ok in (([["slow", "fast"], ["slow", "fast"]], True), ([["slow", "fast"], ["fast", "slow"]], False)):
+    for rows in ([["slow", "fast"], ["slow", "fast"]], [["slow", "fast"], ["fast", "slow"]]):
         plan = Plan.build([(0, 1), (1, 2)], rows, tp=1, micro_batch_size=1, instance=inst, schedule="gpipe")
         plan_path = tmp_path / "plan.json"
         plan_path.write_text(plan.to_json())
         for args in (["evaluate", str(inst_path), str(plan_path), "--gantt", str(tmp_path / "g.svg")],
                      ["explain", str(inst_path), str(plan_path)]):
             res = CliRunner().invoke(main, args)
-            if ok:
-                assert res.exit_code == 0, res.output
-            else:
-                assert res.exit_code == 2 and f"{plan_path}: placement:" in res.stderr, res.output
-        if ok:  # the trace's last end is the evaluator's T (no sync: P = 0)
-            tr = trace(inst, plan)
-            assert tr.iteration_time_s == pytest.approx(2 * 3.0 + 1.0, rel=1e-12)
-            assert float(tr.stage_end.max()) == pytest.approx(2 * 3.0 + 1.0, rel=1e-12)
+            assert res.exit_code == 0, res.output
+        tr = trace(inst, plan)  # the trace's last end is the evaluator's T (no sync: P = 0)
+        assert tr.iteration_time_s == pytest.approx(2 * 3.0 + 1.0, rel=1e-12)
+        assert float(tr.stage_end.max()) == pytest.approx(2 * 3.0 + 1.0, rel=1e-12)
+        assert tr.classes == len({tuple(r) for r in rows})
+        for op in tr.ops:
+            third = 1.0 if rows[op.replica][op.stage] == "slow" else 1 / 3
+            assert op.end - op.start == pytest.approx((1.0 if op.kind == "F" else 2.0) * third, rel=1e-12)
+
+
+def test_trace_of_two_classes_names_the_binding_one():
+    # 1f1b with c_fast <= f_slow: [slow, fast] takes m c_slow = 6 s, [fast, slow] m c_slow +
+    # c_fast = 7 s (test_two_stages_on_two_types_take_the_slower_period): the second binds
+    from planner.scoring.trace import trace
+
+    inst = two_types(R=2, m=2)
+    plan = Plan.build([(0, 1), (1, 2)], [["slow", "fast"], ["fast", "slow"]], tp=1, micro_batch_size=1,
+                      instance=inst, schedule="1f1b")
+    tr = trace(inst, plan)
+    ev = Evaluator(inst, plan)
+    assert tr.classes == 2 and tr.replica_class.tolist() == [0, 1]
+    assert tr.class_time_s == pytest.approx([6.0, 7.0], rel=1e-12)
+    assert ev.class_times()[0] == pytest.approx([6.0, 7.0], rel=1e-12)
+    assert tr.binding_class == 1 and tr.bottleneck_replica == 1
+    assert tr.iteration_time_s == float(ev.iteration_times()[0]) == pytest.approx(7.0, rel=1e-12)
+    # the critical path runs on replica 1 from 0 to T without gaps
+    cp = tr.critical_path
+    assert {s.replica for s in cp} == {1}
+    assert cp[0].start == pytest.approx(0.0, abs=1e-12) and cp[-1].end == pytest.approx(7.0, rel=1e-12)
+    assert all(b.start == pytest.approx(a.end, rel=1e-9, abs=1e-12) for a, b in zip(cp, cp[1:]))
