@@ -34,21 +34,17 @@ from _results import commit, save  # noqa: E402
 from gpu_types_instances import type_blind  # noqa: E402
 from planner import Evaluator, Instance, load_instance, plan  # noqa: E402
 from planner.problem.errors import InfeasibleError, InputError  # noqa: E402
+from planner.problem.subfleet import subfleet  # noqa: E402
 
 MIXED = ("edwc-mixed", "aws-a100-h100", "tiny-mixed")
 GOAL_BLIND = 0.85  # mixed T over the type-blind plan's T: at most this on EDWC or the cloud instance
 
 
 def only_type(instance: Instance, u: int) -> Instance:
-    """``instance`` without the domains whose GPU type is not ``instance.gpu_types[u]``
-    (and without their links)."""
-    keep = {d.name for d, t in zip(instance.domains, instance.domain_type) if t == u}
-    data = instance.to_dict()
-    data["workload"]["model"] = instance.workload.model
-    data["name"] = f"{instance.name}.{instance.gpu_types[u].name}"
-    data["domains"] = [d for d in data["domains"] if d["name"] in keep]
-    data["links"] = [e for e in data.get("links", []) if e["a"] in keep and e["b"] in keep]
-    return Instance.from_dict(data)
+    """``instance`` on the domains of GPU type ``instance.gpu_types[u]`` alone (and their links)."""
+    gpu = instance.gpu_types[u].name
+    return subfleet(instance, [d.name for d, t in zip(instance.domains, instance.domain_type) if t == u],
+                    name=f"{instance.name}.{gpu}")
 
 
 def simulated(instance, p) -> tuple[float, float] | None:

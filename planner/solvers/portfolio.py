@@ -17,8 +17,10 @@
    greedy's plan and the best plans of greedy's next best shapes
    (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all) and one of
    them placed as a pipeline across datacenters
-   (:func:`planner.solvers.greedy.spread_starts`), an equal share of the
-   engines' window each, the first quarter of it spent on the
+   (:func:`planner.solvers.greedy.spread_starts`), and, with several GPU types,
+   the best of greedy's plans of each type's domains alone
+   (:func:`planner.problem.subfleet.type_subfleets`: a plan of a sub-fleet is a
+   plan of the fleet), an equal share of the engines' window each, the first quarter of it spent on the
    per-stage in-flight limits, :func:`planner.solvers.inflight.tune_inflight`):
    on many domains the engines rarely leave greedy's plan within a minute,
    while a search scored by the exact simulation does, and a shape greedy
@@ -91,6 +93,7 @@ from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
 from .executor import from_main, spawn_context
+from ..problem.subfleet import type_subfleets
 from .greedy import greedy, lean_plans, shape_starts, spread_starts
 from .hierarchy import hier
 from .inflight import tune_inflight
@@ -302,6 +305,20 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         errors.append(err)
         lines["greedy"] = f"failed: {err}"
 
+    # several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a plan of the
+    # fleet), so that the mixed fleet's plan is never slower than greedy's on one type
+    typed_starts: list[Plan] = []
+    if instance.heterogeneous and (deterministic or time.time() < engine_deadline):
+        for gpu, sub in type_subfleets(instance):
+            try:
+                q = greedy(sub, time_limit=None if deterministic else max(0.2, 0.05 * budget), seed=seed)
+            except (InfeasibleError, TimeLimitError, Stopped):
+                continue
+            q = q.model_copy(update={"solver": None, "predicted": None})
+            if plan_matches(q, pins, forbid, require):
+                offer(f"greedy[{gpu}]", q)
+                typed_starts.append(q)
+
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
     if schedule is None and (deterministic or time.time() < engine_deadline):
         for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=max(0.2, 0.03 * budget))
@@ -322,6 +339,9 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if starts and (deterministic or time.time() < engine_deadline):
         spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
         starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
+    # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
+    typed_starts.sort(key=lambda q: simulated_score(instance, q) or math.inf)
+    starts += [q for q in typed_starts[:1] if not any(_same_plan(q, s) for s in starts)]
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
         if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():
