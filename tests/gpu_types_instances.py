@@ -132,3 +132,15 @@ def toy_mixed(domains=(("slow", 4, "slow"), ("fast", 2, "fast"), ("slow2", 4, "s
                     for n, g, k in domains],
         "links": [{"a": a, "b": b, "bandwidth_gbps": 1.0, "latency_ms": 2.0} for a, b in zip(names, names[1:])],
         "workload": wl, "options": {"max_stages": 4}})
+
+
+def one_type_named(instance: Instance, name: str = "only") -> Instance:
+    """``instance`` (one ``[gpu]``) with that type named through ``[[gpus]]`` by every
+    domain: SPEC 2, "with one type everything is as without [[gpus]]"."""
+    data = instance.to_dict()
+    data["workload"]["model"] = instance.workload.model
+    data["gpus"] = [dict(data.pop("gpu"), name=name)]
+    for d in data["domains"]:
+        d["gpu"] = name
+    return Instance.from_dict(data)
+

@@ -244,6 +244,16 @@ def _rebalancer(instance, plan: Plan):
     return rebalance
 
 
+
+def _stage_to(placement, j: int, d: str):
+    """``placement`` with stage ``j`` of every replica in domain ``d`` (None: it is already)."""
+    if all(row[j] == d for row in placement):
+        return None
+    pl = [list(row) for row in placement]
+    for row in pl:
+        row[j] = d
+    return pl
+
 def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0, rebalance=None):
     """One random neighbour of ``state`` = (bounds, placement, schedule), or None.
 
@@ -261,11 +271,9 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0, rebalan
         if kind == "retype":
             j = int(rng.integers(S))
             d = names[int(rng.integers(len(names)))]
-            if all(row[j] == d for row in placement):
+            pl = _stage_to(placement, j, d)
+            if pl is None:
                 return None
-            pl = [list(row) for row in placement]
-            for row in pl:
-                row[j] = d
             cuts = rebalance(bounds, pl, sched)
             return (list(cuts) if cuts is not None else bounds), pl, sched
     else:
@@ -281,12 +289,8 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0, rebalan
     if kind == "stage":
         j = int(rng.integers(S))
         d = names[int(rng.integers(len(names)))]
-        if all(row[j] == d for row in placement):
-            return None
-        pl = [list(row) for row in placement]
-        for row in pl:
-            row[j] = d
-        return bounds, pl, sched
+        pl = _stage_to(placement, j, d)
+        return None if pl is None else (bounds, pl, sched)
     if kind == "swap":
         r1, j1, r2, j2 = (int(x) for x in rng.integers([R, S, R, S]))
         if placement[r1][j1] == placement[r2][j2]:

@@ -20,6 +20,7 @@ from rich.console import Console  # noqa: E402
 import planner  # noqa: E402
 import planner.presentation.plot as pp  # noqa: E402
 from planner import Evaluator, Instance, Plan  # noqa: E402
+from gpu_types_instances import one_type_named  # noqa: E402
 from planner.presentation.display import instance_text, stage_rows  # noqa: E402
 from planner.presentation.explain import explain  # noqa: E402
 from planner.presentation.html_report import render  # noqa: E402
@@ -90,12 +91,7 @@ def test_one_type_output_unchanged(mixed):
     """One type, whether [gpu] or one [[gpus]] entry every domain names: no type column,
     no 'GPU types' row, the same tables as before."""
     base = planner.load_instance("tiny-3dc")
-    data = base.to_dict()
-    data["workload"]["model"] = base.workload.model
-    data["gpus"] = [dict(data.pop("gpu"), name="only")]
-    for d in data["domains"]:
-        d["gpu"] = "only"
-    one = Instance.from_dict(data)
+    one = one_type_named(base)
     p = two_stages(base, [["alpha", "beta"]])
     for inst in (base, one):
         ev = Evaluator(inst, p).evaluate()

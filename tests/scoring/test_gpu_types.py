@@ -29,6 +29,7 @@ from planner import Evaluator, Instance, InputError, Plan, evaluate
 from planner.problem.model import ModelSpec
 from planner.scoring.bounds import fastest_type_instance, lower_bound
 
+from gpu_types_instances import one_type_named
 from reference_sim_v3 import (RefDeadlock, ref3_cost, ref3_estimate_ends, ref3_stage_ends, ref3_stage_figures,
                               ref3_violations)
 from test_reference_agreement_v3 import SETTINGS, _assert_close_rows, _state, close, v3_cases
@@ -138,12 +139,7 @@ def test_mixed_figures_and_feasibility_agree_with_reference(case):
 def test_one_type_named_through_gpus_scores_bit_for_bit(case):
     # SPEC 2: "With one type everything is as without [[gpus]]"
     inst, plan, states, _ = case
-    data = inst.to_dict()
-    data["workload"]["model"] = inst.workload.model
-    data["gpus"] = [dict(data.pop("gpu"), name="only")]
-    for d in data["domains"]:
-        d["gpu"] = "only"
-    named = Instance.from_dict(data)
+    named = one_type_named(inst)
     a, b = Evaluator(inst, plan, spec=3), Evaluator(named, plan, spec=3)
     assert np.array_equal(a.estimate_times(states), b.estimate_times(states))
     try:
@@ -335,12 +331,7 @@ def test_one_type_named_through_gpus_plans_as_before(solver):
     from planner.solvers.registry import plan as run_plan
 
     base = load_instance(instances_dir() / "tiny-3dc.toml")
-    data = base.to_dict()
-    data["workload"]["model"] = base.workload.model
-    data["gpus"] = [dict(data.pop("gpu"), name="only")]
-    for d in data["domains"]:
-        d["gpu"] = "only"
-    one = Instance.from_dict(data)
+    one = one_type_named(base)
     a, b = run_plan(base, solver, time_limit=2, seed=0), run_plan(one, solver, time_limit=2, seed=0)
     assert (a.placement, a.stages, a.tp, a.schedule) == (b.placement, b.stages, b.tp, b.schedule)
     assert evaluate(base, a).iteration_time_s == evaluate(one, b).iteration_time_s

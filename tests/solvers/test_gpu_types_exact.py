@@ -19,7 +19,7 @@ import math
 
 import pytest
 
-from gpu_types_instances import toy_mixed
+from gpu_types_instances import one_type_named, toy_mixed
 from helpers import compositions
 from planner import Instance, Plan
 from planner.problem.model import ModelSpec
@@ -203,12 +203,7 @@ def test_one_type_cpsat_models_are_those_of_before(name, shape, digest):
     cm = build(inst, Shape(*shape), space=PlanSpace(inst))
     assert hashlib.sha256(str(cm.model.proto).encode()).hexdigest()[:16] == digest
     # the same type named through [[gpus]] by every domain: the same model
-    data = inst.to_dict()
-    data["workload"]["model"] = inst.workload.model
-    data["gpus"] = [dict(data.pop("gpu"), name="only")]
-    for d in data["domains"]:
-        d["gpu"] = "only"
-    named = Instance.from_dict(data)
+    named = one_type_named(inst)
     assert str(build(named, Shape(*shape)).model.proto) == str(cm.model.proto)
 
 
