@@ -132,8 +132,7 @@ def nvlink_one_way_gbps(total_gb_per_s: str) -> float | None:
 def gpu(name: str, mfu: float, mfu_reason: str) -> tuple[dict, list[str]]:
     """GPU table from gpu_specs.csv (dense bf16 TFLOP/s, HBM GB, NVLink one way)."""
     _, rows = read_csv("gpu_specs.csv")
-    key = {"A100-40GB": ("A100-40GB", "SXM4"), "A100-80GB": ("A100-80GB", "SXM4"),
-           "H100": ("H100", "SXM5")}[name]
+    key = GPU_ROWS[name]
     r = next(r for r in rows if (r["gpu"], r["form_factor"]) == key)
     table = {"name": name if name != "H100" else "H100-SXM-80GB",
              "peak_tflops": float(r["bf16_dense_tflops"]),
@@ -155,6 +154,9 @@ def gpu(name: str, mfu: float, mfu_reason: str) -> tuple[dict, list[str]]:
     lines.append(f"MFU {mfu}: {mfu_reason} -- mfu_reported.csv.")
     return table, lines
 
+
+GPU_ROWS = {"A100-40GB": ("A100-40GB", "SXM4"), "A100-80GB": ("A100-80GB", "SXM4"),
+            "H100": ("H100", "SXM5")}  # gpu() name -> (gpu, form_factor) row of gpu_specs.csv
 
 MFU_A100 = 0.45
 MFU_A100_REASON = ("published A100-80GB bf16 runs report 41.5% (Megatron-LM 22B), 51.4% (Megatron-LM "
@@ -1347,9 +1349,205 @@ def inst_tiny_line():
     return inst, hdr
 
 
+# ---- GPU types (issue 25, SPEC v3 change (g)): instances mixing accelerator generations ----
+
+# AWS on-demand list prices (USD per instance-hour, us-east-1, Linux), per GPU = / 8. These are the
+# list prices in force from the P5 launch (July 2023) until AWS cut P4d/P5 on-demand prices in
+# June 2025 (by up to 33% / 45%: usage.ai, "LLM Cost Optimization on AWS", 2026); what matters
+# here is their ratio, ~3.0x per GPU.
+AWS_P5_USD_PER_H = 98.32   # p5.48xlarge, 8 x H100 80GB
+AWS_P4D_USD_PER_H = 32.77  # p4d.24xlarge, 8 x A100 40GB
+AWS_PRICE_SRC = ("aws.amazon.com/ec2/pricing/on-demand/ (us-east-1, Linux) as reported for P5 by The Next "
+                 "Platform, 'H100 GPU Instance Pricing On AWS: Grin And Bear It' (2023-07-27), and "
+                 "awsnegotiations.com 'AWS GPU Instance Cost Strategy' (2026: p5.48xlarge list ~$98.30/h); "
+                 "p4d.24xlarge $32.77/h as in the other AWS instances; NOT re-checked against the AWS "
+                 "page this session; AWS cut both in June 2025")
+AWS_P5_USD_PER_GPU_H = round(AWS_P5_USD_PER_H / 8, 2)
+AWS_P4D_LIST_USD_PER_GPU_H = round(AWS_P4D_USD_PER_H / 8, 2)
+# p5.48xlarge: 192 vCPUs and 3200 Gbit/s of EFA networking per instance (8 x H100), i.e. 400 per GPU.
+AWS_P5_NIC_GBPS = 3200.0
+AWS_P5_VCPUS = 192
+AWS_P5_SRC = ("AWS 'Amazon EC2 Capacity Blocks for ML Pricing' (aws.amazon.com/ec2/capacityblocks/pricing/): "
+              "p5.48xlarge 8 x H100, 192 vCPU, 640 GB HBM3, 3200 Gigabit network")
+AWS_P5_GBPS_PER_GPU = AWS_P5_NIC_GBPS / 8
+
+# EDWC with two generations, ASSUMED: east (real-time demand) hubs host the newest H100 servers,
+# west (batch) hubs the older A100-40GB fleet. The H100 hour's base is the A100 base scaled by the
+# per-GPU AWS list-price ratio p5 / p4d (both above), its power by the TDP ratio of gpu_specs.csv.
+EDWC_MIXED_IDS = ["zhangjiakou", "yrd_demo_zone", "shaoguan", "horinger", "guian", "zhongwei"]
+EDWC_MIXED_GPUS = {"zhangjiakou": 64, "yrd_demo_zone": 32, "shaoguan": 32,
+                   "horinger": 256, "guian": 192, "zhongwei": 128}
+
+
+def tdp_w(name: str) -> float:
+    """TDP in watts of a gpu() type, gpu_specs.csv ``tdp_w``."""
+    _, rows = read_csv("gpu_specs.csv")
+    return float(next(r for r in rows if (r["gpu"], r["form_factor"]) == GPU_ROWS[name])["tdp_w"])
+
+
+def edwc_mixed_price(role: str, kind: str) -> float:
+    """USD per GPU-hour of an EDWC cluster of ``role`` with GPU ``kind`` (A100-40GB or H100)."""
+    scale = AWS_P5_USD_PER_GPU_H / AWS_P4D_LIST_USD_PER_GPU_H if kind == "H100" else 1.0
+    kw = EDWC_KW_PER_GPU * tdp_w(kind) / tdp_w("A100-80GB")
+    return round(EDWC_BASE_USD_PER_GPU_H * scale + kw * EDWC_PUE[role] * EDWC_TARIFF_USD_PER_KWH[role], 2)
+
+
+EXPORT_CONTROL_NOTE = [
+    "  CAVEAT: since US export controls (Oct 2022, Oct 2023) Chinese datacenters buy export variants",
+    "  (A800/H800: the same compute and memory, NVLink cut to 400 GB/s) or domestic accelerators",
+    "  (Huawei Ascend 910B); the datasheet A100/H100 figures stand in for them, so NVLink is optimistic.",
+]
+
+
+def inst_edwc_mixed():
+    E = edwc_data()
+    ids = EDWC_MIXED_IDS
+    kind = {c: "H100" if E["clusters"][c]["role"] == "east" else "A100-40GB" for c in ids}
+    h100, h_hdr = gpu("H100", MFU_H100, MFU_H100_REASON)
+    a100, a_hdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    type_name = {"H100": h100["name"], "A100-40GB": a100["name"]}
+    prices = {c: edwc_mixed_price(E["clusters"][c]["role"], kind[c]) for c in ids}
+    domains, links, nhdr = edwc_network(ids, EDWC_MIXED_GPUS, prices, IB_HDR_GBPS)
+    for d in domains:
+        d["gpu"] = type_name[kind[d["name"]]]
+        d["intra_bandwidth_gbps"] = IB_NDR_GBPS if kind[d["name"]] == "H100" else IB_HDR_GBPS
+    east = [c for c in ids if kind[c] == "H100"]
+    west = [c for c in ids if kind[c] != "H100"]
+    speed = (h100["peak_tflops"] * h100["mfu"]) / (a100["peak_tflops"] * a100["mfu"])
+    hdr = [
+        "edwc-mixed: LLaMA-2 13B over six East-Data-West-Computing clusters with TWO GPU GENERATIONS",
+        f"  (SPEC v3 [[gpus]]): H100 in the east hubs ({', '.join(east)}),",
+        f"  A100-40GB in the west hubs ({', '.join(west)}).",
+        f"Regime: GPU types. An H100 computes {speed:.1f}x as fast (peak x MFU) with twice the memory, but the",
+        f"  east holds {sum(EDWC_MIXED_GPUS[c] for c in east)} of them against "
+        f"{sum(EDWC_MIXED_GPUS[c] for c in west)} A100s in the west: which stages (and",
+        "  replicas) go on the fast type, and whether a pipeline mixing types beats the one-type ones.",
+        "  The network is edwc-llama2-13b's (2-16 ms, 100-400 Gbit/s).",
+        "Type per domain: ASSUMED (east hubs serve real-time demand and got the newest servers; the west",
+        "  hubs' batch fleet is a generation older).",
+        "",
+    ] + h_hdr + a_hdr + [
+        "  (A100-40GB: the SXM4 40 GB part of gpu_specs.csv; MFU taken as for the 80 GB part.)",
+    ] + EXPORT_CONTROL_NOTE + [
+        f"intra_bandwidth_gbps: {IB_NDR_GBPS:.0f} (one InfiniBand NDR port per H100, DGX H100) in the east,",
+        f"  {IB_HDR_GBPS:.0f} (HDR per A100, DGX A100) in the west -- interconnect_facts.csv.",
+        "gpus: ASSUMED allocation: " + ", ".join(f"{c} {EDWC_MIXED_GPUS[c]}" for c in ids) + ".",
+        "price_per_gpu_hour (USD), ASSUMED: west (A100-40GB) as edwc-llama2-13b,",
+        f"  {EDWC_BASE_USD_PER_GPU_H:.2f} base + {EDWC_KW_PER_GPU} kW x PUE x tariff;",
+        f"  east (H100) base {EDWC_BASE_USD_PER_GPU_H:.2f} x {AWS_P5_USD_PER_GPU_H:.2f} / "
+        f"{AWS_P4D_LIST_USD_PER_GPU_H:.2f} (the per-GPU ratio of AWS p5 / p4d list",
+        f"  prices: {AWS_PRICE_SRC}),",
+        f"  power {EDWC_KW_PER_GPU} kW x {tdp_w('H100'):g} / {tdp_w('A100-80GB'):g} W (gpu_specs.csv TDPs). "
+        f"East {prices[east[0]]:.2f}, west {prices[west[0]]:.2f}.",
+        "",
+    ] + nhdr + [
+        "wan_price_per_gb 0: leased wavelengths are flat-rate, not billed per GB.",
+        "",
+        "Workload: model llama2-13b (../models/llama2-13b.toml from llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096 as trained.",
+    ]
+    inst = {"name": "edwc-mixed",
+            "description": "GPU types: LLaMA-2 13B over 6 EDWC clusters, H100 in the east hubs, A100-40GB in the west",
+            "gpus": [h100, a100], "domains": domains, "links": links,
+            "workload": workload("llama2-13b", 1024, 4096),
+            "options": options(max_stages=16)}
+    return inst, hdr
+
+
+AWS_MIXED_REGIONS = {"us-east-1": "H100", "us-east-2": "H100", "us-west-2": "A100-40GB",
+                     "eu-west-1": "A100-40GB", "eu-central-1": "A100-40GB"}
+AWS_MIXED_GPUS = {"H100": 16, "A100-40GB": 32}  # per region: 2 x p5.48xlarge, 4 x p4d.24xlarge
+AWS_MIXED_VM_PAIRS = 8
+
+
+def inst_aws_a100_h100():
+    regions = list(AWS_MIXED_REGIONS)
+    kind = AWS_MIXED_REGIONS
+    h100, h_hdr = gpu("H100", MFU_H100, MFU_H100_REASON)
+    a100, a_hdr = gpu("A100-40GB", MFU_A100, MFU_A100_REASON)
+    gpus = {r: AWS_MIXED_GPUS[kind[r]] for r in regions}
+    domains, links, st = cloud_network("aws", regions, lambda r: f"aws:{r}", gpus, 0.0, 0.0,
+                                       AWS_MIXED_VM_PAIRS)
+    p4d_cap, cap_src = aws_interregion_vm_gbps(AWS_P4D_NIC_GBPS, AWS_P4D_VCPUS)
+    p5_cap, _ = aws_interregion_vm_gbps(AWS_P5_NIC_GBPS, AWS_P5_VCPUS)
+    for d in domains:
+        h = kind[d["name"]] == "H100"
+        d["gpu"] = h100["name"] if h else a100["name"]
+        d["intra_bandwidth_gbps"] = AWS_P5_GBPS_PER_GPU if h else AWS_P4D_GBPS_PER_GPU
+        d["price_per_gpu_hour"] = AWS_P5_USD_PER_GPU_H if h else AWS_P4D_LIST_USD_PER_GPU_H
+        uplink(d, p5_cap if h else p4d_cap,
+               "AWS inter-region cap: 50% of a " + ("p5.48xlarge's 3200" if h else "p4d.24xlarge's 400") + " Gbit/s")
+    note = [
+        f"  Aggregate bandwidth ASSUMPTION: {AWS_MIXED_VM_PAIRS} gateway VM pairs striped in parallel (Skyplane-style),",
+        "    each at the measured m5.8xlarge rate (as two-dc).",
+    ]
+    wan, whdr = aws_egress(regions)
+    h_regions = [r for r in regions if kind[r] == "H100"]
+    a_regions = [r for r in regions if kind[r] != "H100"]
+    speed = (h100["peak_tflops"] * h100["mfu"]) / (a100["peak_tflops"] * a100["mfu"])
+    hdr = [
+        "aws-a100-h100: LLaMA-2 13B on an AWS tenant's mixed fleet (SPEC v3 [[gpus]]): p5.48xlarge (H100)",
+        f"  in {', '.join(h_regions)}, p4d.24xlarge (A100-40GB) in {', '.join(a_regions)}.",
+        f"Regime: GPU types with real prices. An H100 hour costs {AWS_P5_USD_PER_GPU_H / AWS_P4D_LIST_USD_PER_GPU_H:.1f}x "
+        f"an A100 hour for {speed:.1f}x the speed",
+        "  (peak x MFU) and twice the memory; the H100 regions are small (16 GPUs each) and an ocean away",
+        "  from two of the A100 regions: types, prices and WAN latency pull in different directions.",
+        "Type per region and GPUs per region: ASSUMED (a typical on-demand quota; P5 and P4d are offered",
+        "  in these regions, check the console for current capacity).",
+        "",
+    ] + h_hdr + a_hdr + [
+        "  (p4d.24xlarge carries A100-40GB; MFU as for A100-80GB.)",
+        f"intra_bandwidth_gbps: {AWS_P5_GBPS_PER_GPU:g} on p5 (3200 Gbit/s EFA per 8 GPUs; {AWS_P5_SRC}),",
+        f"  {AWS_P4D_GBPS_PER_GPU:g} on p4d (400 Gbit/s EFA per 8 GPUs; {AWS_P4D_SRC}).",
+        f"price_per_gpu_hour: on-demand list prices / 8: p5.48xlarge ${AWS_P5_USD_PER_H}/h -> "
+        f"{AWS_P5_USD_PER_GPU_H:.2f},",
+        f"  p4d.24xlarge ${AWS_P4D_USD_PER_H}/h -> {AWS_P4D_LIST_USD_PER_GPU_H:.2f}; sources: {AWS_PRICE_SRC}.",
+        "  The us-east-1 price is used in every region.",
+        f"gpus: ASSUMED {AWS_MIXED_GPUS['H100']} per H100 region (2 x p5.48xlarge), "
+        f"{AWS_MIXED_GPUS['A100-40GB']} per A100 region (4 x p4d.24xlarge).",
+        "uplink_gbps (SPEC v3 sections 2, 5) = the region's VMs (gpus / 8) x the most one VM may send",
+        f"  to other regions: p5.48xlarge {p5_cap:g} Gbit/s (50% of 3200, 192 vCPUs), p4d.24xlarge",
+        f"  {p4d_cap:g} (50% of 400, 96 vCPUs).",
+        f"  Sources: {cap_src}; p5: {AWS_P5_SRC}; p4d: {AWS_P4D_SRC}.",
+        "  SPEC v3 has one figure for both directions; the per-VM egress cap is used for ingress too.",
+        "",
+    ] + cloud_hdr("aws", AWS_MIXED_VM_PAIRS, st, note) + whdr + [
+        "",
+        "Workload: model llama2-13b (../models/llama2-13b.toml from llm_configs.csv: Touvron et al. 2023);",
+        f"  {LLAMA2_BATCH_NOTE}; seq_len 4096.",
+    ]
+    inst = {"name": "aws-a100-h100",
+            "description": "GPU types: LLaMA-2 13B on AWS p5 (H100) and p4d (A100-40GB) regions at on-demand prices",
+            "gpus": [h100, a100], "domains": domains, "links": links,
+            "workload": workload("llama2-13b", 1024, 4096),
+            "options": options(max_stages=16, wan_price=wan)}
+    return inst, hdr
+
+
+TOY_GPU_FAST = {"name": "toy-2tf", "peak_tflops": 2.0, "memory_gb": 0.06, "mfu": 0.5}
+
+
+def inst_tiny_mixed():
+    base, _ = inst_tiny_3dc()
+    domains = [dict(d, gpu=TOY_GPU_FAST["name"] if d["name"] == "beta" else TOY_GPU["name"])
+               for d in base["domains"]]
+    hdr = ["tiny-mixed: tiny-3dc with two GPU types (SPEC v3 [[gpus]]), model tiny.",
+           "Regime: small test case for GPU types: beta (8 GPUs, the relay between alpha and gamma) has",
+           "  toy-2tf, twice as fast as toy-1tf (2 TFLOP/s) with 60 MB instead of 80 (54 MB usable), so a stage",
+           "  is faster on beta but may not fit there; alpha and gamma keep toy-1tf. Network as tiny-3dc."
+           ] + TOY_HDR + [
+           "  toy-2tf: SYNTHETIC as well, no NVLink figure either."]
+    inst = {"name": "tiny-mixed",
+            "description": "Synthetic test: tiny-3dc with a faster, smaller toy GPU type in beta",
+            "gpus": [dict(TOY_GPU), dict(TOY_GPU_FAST)], "domains": domains, "links": base["links"],
+            "workload": base["workload"], "options": base["options"]}
+    return inst, hdr
+
+
 BUILDERS = [inst_edwc_llama2_13b, inst_edwc_full, inst_aws_multiregion, inst_azure_multiregion,
             inst_two_dc, inst_memory_bound, inst_cost_edwc, inst_gcp_16, inst_edwc_120dc,
-            inst_edwc_300dc, inst_azure_zones, inst_tiny_3dc, inst_tiny_line]
+            inst_edwc_300dc, inst_azure_zones, inst_tiny_3dc, inst_tiny_line,
+            inst_edwc_mixed, inst_aws_a100_h100, inst_tiny_mixed]
 
 # One row per instance for README.md: (regime it exercises, data files used).
 README_ROWS = {
@@ -1403,6 +1601,18 @@ README_ROWS = {
         "synthetic"),
     "tiny-line": (
         "tests: line a-b-c-d, multi-hop routes sharing a slow middle link; toy GPU",
+        "synthetic"),
+    "edwc-mixed": (
+        "GPU TYPES: H100 in 3 east hubs (128), A100-40GB in 3 west hubs (576); which stages go on the "
+        "fast type",
+        "as edwc-llama2-13b"),
+    "aws-a100-h100": (
+        "GPU TYPES with real prices: p5 (H100, 12.29 USD/GPU-h) in 2 US regions, p4d (A100-40GB, 4.10) "
+        "in 3 US/EU regions",
+        "matrix_aws_{rtt,tput}_skyplane2022, aws_interregion_egress_usd_per_gb_2023, "
+        "interconnect_facts, gpu_specs, mfu_reported, llm_configs"),
+    "tiny-mixed": (
+        "tests: tiny-3dc with a faster, smaller toy type (toy-2tf) in beta",
         "synthetic"),
 }
 
@@ -1464,6 +1674,35 @@ def uplink_readme(insts: list[dict]) -> list[str]:
     return out
 
 
+def gpu_types_readme(insts: list[dict]) -> list[str]:
+    """README section on the instances with several GPU types (SPEC v3 change (g))."""
+    rows = []
+    for inst in insts:
+        if "gpus" not in inst:
+            continue
+        for g in inst["gpus"]:
+            doms = [d for d in inst["domains"] if d["gpu"] == g["name"]]
+            nv = g.get("nvlink_bandwidth_gbps")
+            rows.append(f"| `{inst['name']}` | {g['name']} | {g['peak_tflops']:g} | {g['mfu']:g} | "
+                        f"{g['memory_gb']:g} | {'-' if nv is None else f'{nv:g}'} | "
+                        f"{', '.join(d['name'] for d in doms)} ({sum(d['gpus'] for d in doms):,} GPUs) |")
+    return [
+        "## GPU types (SPEC v3)",
+        "",
+        "Three instances mix GPU types: `[[gpus]]` lists the types and each domain's `gpu` names",
+        "its own (SPEC v3 sections 2, 4, 5); a stage of a replica runs at the speed and memory of",
+        "its domain's type. The datasheet figures are `gpu_specs.csv`'s (H100 SXM5, A100-40GB SXM4),",
+        "the MFUs those of the one-type instances (`mfu_reported.csv`), and which domain has which",
+        "type is assumed (headers). `aws-a100-h100` prices each region at its instance's on-demand",
+        "list price per GPU (p5.48xlarge 98.32, p4d.24xlarge 32.77 USD/h, us-east-1, before AWS's",
+        "June 2025 cut; sources in the header); `edwc-mixed` scales the EDWC base price by that",
+        "ratio for its H100 hubs. `planner generate --gpu-types N` makes synthetic mixed fleets.",
+        "",
+        "| instance | type | peak TFLOP/s | mfu | memory GB | NVLink Gbit/s | domains |",
+        "|---|---|---|---|---|---|---|",
+    ] + rows
+
+
 # README: the VM type of each instance with uplinks, and what caps one VM's WAN traffic
 UPLINK_VM = {
     "aws-multiregion": ("p4d.24xlarge", "AWS inter-region cap: 50% of its 400 Gbit/s"),
@@ -1471,6 +1710,7 @@ UPLINK_VM = {
     "azure-multiregion": ("ND96isr_H100_v5", "its network bandwidth, all destinations"),
     "gcp-16": ("a3-megagpu-8g", "egress to external IPs; not verified"),
     "azure-zones": ("ND96isr_H100_v5", "as azure-multiregion"),
+    "aws-a100-h100": ("p5.48xlarge or p4d.24xlarge", "AWS inter-region cap: 50% of 3200 or 400 Gbit/s"),
 }
 
 
@@ -1497,7 +1737,8 @@ def readme(insts: list[dict]) -> str:
     for inst in insts:
         regime, src = README_ROWS[inst["name"]]
         out.append(f"| `{inst['name']}` | {len(inst['domains'])} | "
-                   f"{sum(d['gpus'] for d in inst['domains']):,} | {inst['gpu']['name']} | "
+                   f"{sum(d['gpus'] for d in inst['domains']):,} | "
+                   f"{' + '.join(g['name'] for g in gpu_types(inst))} | "
                    f"`{inst['workload']['model']}` | {regime} | {src} |")
     out += [
         "",
@@ -1529,6 +1770,8 @@ def readme(insts: list[dict]) -> str:
         "  which routes every linked pair over its link.",
         "",
     ] + uplink_readme(insts) + [
+        "",
+    ] + gpu_types_readme(insts) + [
         "",
         "## National scale (issue 15)",
         "",
@@ -1595,7 +1838,10 @@ def render(inst: dict, header: list[str], summary: list[str]) -> str:
                  "not this file.", ""]
     out.append(f"name = {fmt(inst['name'])}")
     out.append(f"description = {fmt(inst['description'])}")
-    out += ["", "[gpu]"] + table_lines(inst["gpu"])
+    if "gpu" in inst:
+        out += ["", "[gpu]"] + table_lines(inst["gpu"])
+    for g in inst.get("gpus", []):  # SPEC v3 (g): GPU types, named by the domains' gpu
+        out += ["", "[[gpus]]"] + table_lines(g)
     for d in inst["domains"]:
         out += ["", "[[domains]]"] + table_lines(d)
     for l in inst["links"]:
@@ -1611,11 +1857,12 @@ def render(inst: dict, header: list[str], summary: list[str]) -> str:
 
 RELAYS_LISTED = 30  # a header lists at most this many links that a relay would beat
 RELAYS_UNLINKED_LISTED = 10  # ... and at most this many relayed pairs without a link
-TOP_KEYS = {"name", "description", "gpu", "domains", "links", "workload", "options"}
+TOP_KEYS = {"name", "description", "gpu", "gpus", "domains", "links", "workload", "options"}
 GPU_KEYS = {"name", "peak_tflops", "memory_gb", "mfu"}
 GPU_OPTIONAL_KEYS = {"nvlink_bandwidth_gbps"}  # SPEC 2, v2
 DOMAIN_KEYS = {"name", "gpus", "gpus_per_node", "intra_bandwidth_gbps", "price_per_gpu_hour",
-               "region", "lat", "lon", "utc_offset_hours", "uplink_gbps"}  # uplink_gbps: SPEC 2, v3
+               "region", "lat", "lon", "utc_offset_hours", "uplink_gbps",  # uplink_gbps: SPEC 2, v3
+               "gpu"}  # a domain's GPU type: SPEC 2, v3 (g)
 LINK_KEYS = {"a", "b", "bandwidth_gbps", "latency_ms"}
 WORKLOAD_KEYS = {"model", "global_batch_size", "seq_len", "micro_batch_sizes",
                  "tensor_parallel", "recompute"}
@@ -1663,13 +1910,20 @@ def check(inst: dict) -> list[str]:
     """Validate; return summary lines. Raises AssertionError on a problem."""
     name = inst["name"]
     assert set(inst) <= TOP_KEYS, name
-    assert GPU_KEYS <= set(inst["gpu"]) <= GPU_KEYS | GPU_OPTIONAL_KEYS, name
-    nv = inst["gpu"].get("nvlink_bandwidth_gbps")
-    assert nv is None or (math.isfinite(nv) and nv > 0), (name, nv)
+    assert ("gpu" in inst) != ("gpus" in inst), (name, "exactly one of [gpu] and [[gpus]]")
+    types = gpu_types(inst)
+    assert len({g["name"] for g in types}) == len(types), (name, "GPU type names repeat")
+    for g in types:
+        assert GPU_KEYS <= set(g) <= GPU_KEYS | GPU_OPTIONAL_KEYS, name
+        nv = g.get("nvlink_bandwidth_gbps")
+        assert nv is None or (math.isfinite(nv) and nv > 0), (name, nv)
     names = [d["name"] for d in inst["domains"]]
     assert len(set(names)) == len(names), name
     for d in inst["domains"]:
         assert set(k for k in d if not k.startswith("_")) <= DOMAIN_KEYS, (name, d)
+        # SPEC v3 (g): with [[gpus]] every domain names one; with [gpu] none does
+        assert ("gpu" in d) == ("gpus" in inst), (name, d["name"], "domain gpu")
+        assert "gpu" not in d or d["gpu"] in {g["name"] for g in types}, (name, d)
         assert d["gpus"] >= 1 and d["gpus_per_node"] >= 1
         up = d.get("uplink_gbps")
         assert up is None or (isinstance(up, float) and math.isfinite(up) and 0 < up <= 1e9), (name, d)
@@ -1705,14 +1959,16 @@ def check(inst: dict) -> list[str]:
     detours = sorted(f"{a}-{b} (via {'-'.join(p[1:-1])})" for (a, b), p in v2.items()
                      if a < b and len(p) > 2 and frozenset((a, b)) in pairs)
     total = sum(d["gpus"] for d in inst["domains"])
-    P_total, cap = weight_params(inst), usable_bytes(inst)
+    P_total = weight_params(inst)
     def size(nbytes: float) -> str:
         return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.1f} MB"
 
     count = f"{P_total / 1e9:.3f}B" if P_total >= 1e9 else f"{P_total / 1e6:.3f}M"
+    usable = "; ".join(f"{size(usable_bytes(inst, g))} usable per {g['name']}" for g in types) \
+        if len(types) > 1 else f"{size(usable_bytes(inst))} usable per GPU"
     lines = [f"Feasibility (generator check, SPEC section 5): weight state 16 B x "
              f"{count} params = {size(16 * P_total)}; "
-             f"{size(cap)} usable per GPU; {total:,} GPUs in {len(names)} domains.",
+             f"{usable}; {total:,} GPUs in {len(names)} domains.",
              "  Smallest feasible replica count R and, for it, fewest stages S, per schedule and t:"]
     def listed(items: list[str], most: int) -> str:
         return (": " + ", ".join(items[:most]) if items else "") + (
@@ -1731,14 +1987,16 @@ def check(inst: dict) -> list[str]:
                       "take (v2 did)" + listed(detours, RELAYS_LISTED) + "." if detours else ""))
     any_ok = False
     for sched in o["schedules"]:
-        row = []
-        for t in w["tensor_parallel"]:
-            found = min_plan(inst, sched, t)
-            if found:
-                any_ok = True
-                R, S, b = found
-                row.append(f"t={t}: R={R} S={S}")
-        lines.append(f"  {sched}: " + ("; ".join(row) if row else "no feasible plan (in-flight memory)"))
+        for g in (types if len(types) > 1 else [None]):
+            row = []
+            for t in w["tensor_parallel"]:
+                found = min_plan(inst, sched, t, g)
+                if found:
+                    any_ok = True
+                    R, S, b = found
+                    row.append(f"t={t}: R={R} S={S}")
+            on = "" if g is None else f" on the {g['name']} domains alone"
+            lines.append(f"  {sched}{on}: " + ("; ".join(row) if row else "no feasible plan (in-flight memory)"))
     assert any_ok, (name, "no feasible plan")
     return [routes_line] + lines
 
@@ -1748,18 +2006,34 @@ def weight_params(inst: dict) -> float:
     return sum(u[0] for u in model_units(load_model(w["model"]), w["seq_len"], w["recompute"]))
 
 
-def usable_bytes(inst: dict) -> float:
-    return inst["gpu"]["memory_gb"] * 1e9 * (1 - inst["options"]["memory_reserve_fraction"])
+def gpu_types(inst: dict) -> list[dict]:
+    """The instance's GPU types: its ``[gpu]`` table, or its ``[[gpus]]`` entries (SPEC v3 (g))."""
+    return list(inst["gpus"]) if "gpus" in inst else [inst["gpu"]]
 
 
-def min_plan(inst: dict, sched: str, t: int):
+def domain_type(inst: dict, d: dict) -> dict:
+    """The GPU type of domain ``d``: the ``[[gpus]]`` entry it names, else ``[gpu]``."""
+    return next(g for g in inst["gpus"] if g["name"] == d["gpu"]) if "gpu" in d else inst["gpu"]
+
+
+def usable_bytes(inst: dict, g: dict | None = None) -> float:
+    """Usable bytes per GPU of type ``g`` (default: the instance's one ``[gpu]``)."""
+    g = inst["gpu"] if g is None else g
+    return g["memory_gb"] * 1e9 * (1 - inst["options"]["memory_reserve_fraction"])
+
+
+def min_plan(inst: dict, sched: str, t: int, g: dict | None = None):
     """Fewest replicas R, then fewest stages S (then smallest b) of a feasible plan with tp t:
     every stage within memory, R*S stages of t GPUs placeable (each stage in one domain),
-    a whole number m = global_batch_size / (R*b) of micro-batches. None if there is none."""
+    a whole number m = global_batch_size / (R*b) of micro-batches. None if there is none.
+    ``g``: a GPU type of a mixed instance; the plan then uses only the domains of that type
+    (a plan mixing types is feasible when one on a single type is, SPEC 4 and 5: this check
+    asks only that some plan exists)."""
     w, o = inst["workload"], inst["options"]
     units = model_units(load_model(w["model"]), w["seq_len"], w["recompute"])
-    cap = usable_bytes(inst)
-    slots = sum(d["gpus"] // t for d in inst["domains"] if t <= d["gpus_per_node"])
+    cap = usable_bytes(inst, g)
+    slots = sum(d["gpus"] // t for d in inst["domains"] if t <= d["gpus_per_node"]
+                and (g is None or domain_type(inst, d) is g))
     gbs = w["global_batch_size"]
     for R in range(1, slots + 1):
         best = None

@@ -27,7 +27,8 @@ from .presentation.frameworks import DEFAULT_VERSION
 from .presentation.report import claims_json, plan_summary, speed_change, whole
 from .problem.schemas import KINDS, schema_text
 from .solvers import stop as _stop
-from .solvers.registry import DEFAULT_SOLVER, SOLVERS, check_options, evaluation_of, plan as run_plan
+from .solvers.registry import (DEFAULT_SOLVER, SOLVERS, check_options, evaluation_of, plan as run_plan,
+                               refuse_gpu_types)
 
 
 class _Out(Console):
@@ -190,6 +191,10 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
              robust_stat, policy_path, quiet, memory_limit, executor, address, jobs, deterministic, target):
     """Make a plan for INSTANCE (a file or a packaged name; default: the packaged default)."""
     inst = pio.load_instance(instance)
+    try:
+        refuse_gpu_types(inst, solver)  # a solver that plans one GPU type refuses several (issue 25)
+    except InputError as err:
+        raise err.with_file(pio.resolve_instance_path(instance)) from None
     if target:
         if schedule and schedule not in SCHEDULES[target]:
             raise InputError(f"{NAMES[target]} does not run {schedule}", "--schedule")
@@ -332,7 +337,10 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
     p = pio.load_plan(plan_file, inst)
     ev = Evaluator(inst, p).evaluate(lower_bound_s=lower_bound(inst).value)
     if ev.feasible:
-        _pictures(inst, p, gantt_path, map_path)
+        try:
+            _pictures(inst, p, gantt_path, map_path)
+        except InputError as err:  # a plan the picture cannot show (GPU types): name the plan file
+            raise (err.with_file(plan_file) if err.file is None else err) from None
     if as_json:  # the figures, and whether the plan's solver claims still hold (SPEC 9)
         click.echo(strict_json({**ev.to_dict(), **claims_json(inst, p)}))
     else:
@@ -562,7 +570,9 @@ def rl_group():
 def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet):
     """Train a MaskablePPO policy that chooses one of greedy's best shapes and places its
     stages, on INSTANCES (one or more files or packaged names, or "all"; several: one
-    instance-agnostic policy for all) over the base network and generated network states."""
+    instance-agnostic policy for all) over the base network and generated network states.
+    When some instance has several GPU types the policy reads the typed observation
+    (format 3, as models/rl/types.zip) and plans mixed instances."""
     import time
 
     import numpy as np
@@ -740,7 +750,10 @@ def explain_cmd(instance, plan_file, as_json):
 
     inst = pio.load_instance(instance)
     p = pio.load_plan(plan_file, inst)
-    e = explain(inst, p)
+    try:
+        e = explain(inst, p)
+    except InputError as err:  # a plan it cannot explain yet (GPU types): name the plan file
+        raise (err.with_file(plan_file) if err.file is None else err) from None
     click.echo(strict_json(e.to_dict()) if as_json else str(e))
 
 
@@ -806,10 +819,13 @@ def validate_cmd(instance):
 @click.option("--model", default="llama2-70b", show_default=True, help="a model under models/")
 @click.option("--global-batch-size", type=click.IntRange(1, limits.MAX_GLOBAL_BATCH), default=None,
               help="sequences per iteration (default: 1024, doubled until it can feed every GPU)")
+@click.option("--gpu-types", type=click.IntRange(1), default=None,
+              help="N GPU types drawn from a sourced table (A100, H100, H200, V100), each domain naming "
+                   "one (SPEC v3 [[gpus]]); default: one A100-80GB [gpu]")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
               help="the instance file to write (TOML)")
 @_guard
-def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_path):
+def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, gpu_types, out_path):
     """Write a SYNTHETIC clustered instance: datacenters in clusters joined by metro links,
     clusters by a backbone between gateways (planner/problem/synthetic.py).  The same
     options and seed give the same file; the file is checked by the loader before it is
@@ -820,18 +836,20 @@ def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, out_pa
         raise InputError(f"no model named {model!r} (available: {', '.join(pio.available('models'))})", "--model")
     try:
         data = generate_instance(domains, gpus, seed, clusters=clusters, model=model,
-                                 global_batch_size=global_batch_size)
+                                 global_batch_size=global_batch_size, gpu_types=gpu_types)
     except InputError as e:  # name the option
-        e.field = f"--{e.field}" if e.field else None
+        e.field = f"--{e.field.replace('_', '-')}" if e.field else None
         raise
     command = " ".join(["planner generate", f"--domains {domains}", f"--gpus {gpus}", f"--seed {seed}"]
                        + ([f"--clusters {clusters}"] if clusters is not None else [])
                        + [f"--model {model}"]
-                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else []))
+                       + ([f"--global-batch-size {global_batch_size}"] if global_batch_size else [])
+                       + ([f"--gpu-types {gpu_types}"] if gpu_types is not None else []))
     pio.check_output(out_path, "--out")
     inst = pio.write_instance(data, header(data, command), out_path)  # validated before it replaces anything
     out.print(f"{inst.name}: {len(inst.domains)} domains in "
-              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs, "
+              f"{len({d.region for d in inst.domains})} clusters, {inst.total_gpus:,} GPUs"
+              + (f" ({inst.gpu_counts})" if inst.heterogeneous else "") + ", "
               f"{len(inst.links):,} links, model {inst.workload.model.name}, global batch "
               f"{inst.workload.global_batch_size} -> {out_path}")
 

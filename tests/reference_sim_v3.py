@@ -24,7 +24,9 @@ instance
     ``gpu`` (type name, default None: the ``[gpu]`` type) and ``uplink_gbps``
     (default None: no cap).
     ``links``: objects with ``a``, ``b``, ``bandwidth_gbps``, ``latency_ms``.
-    ``gpu``: the ``[gpu]`` type (may be None when ``gpus`` lists every type),
+    ``gpu``: the ``[gpu]`` type (may be None when ``gpus`` lists every type;
+    read from ``gpu_table`` when the object has one, as ``planner.Instance``
+    does: its ``gpu`` is the one type every domain has),
     with ``name``, ``peak_tflops``, ``memory_gb``, ``mfu``,
     ``nvlink_bandwidth_gbps`` (default None), ``unit_overhead_ms`` (v3,
     default 0).  ``gpus`` (v3, default empty): further types, same fields.
@@ -139,10 +141,17 @@ def _order(instance):
     return {d.name: i for i, d in enumerate(instance.domains)}
 
 
+def gpu_table(instance):
+    """The ``[gpu]`` table, or None."""
+    if hasattr(type(instance), "model_fields") and "gpu_table" in type(instance).model_fields:
+        return instance.gpu_table
+    return getattr(instance, "gpu", None)
+
+
 def gpu_types(instance):
     """{name: type} over ``[gpu]`` and ``[[gpus]]``."""
     out = {}
-    base = getattr(instance, "gpu", None)
+    base = gpu_table(instance)
     if base is not None:
         out[base.name] = base
     for g in getattr(instance, "gpus", None) or ():
@@ -155,7 +164,7 @@ def domain_type(instance, name):
     d = _domains(instance)[name]
     tname = getattr(d, "gpu", None)
     if tname is None:
-        base = getattr(instance, "gpu", None)
+        base = gpu_table(instance)
         if base is None:
             raise ValueError(f"domain {name} names no GPU type and there is no [gpu]")
         return base

@@ -10,6 +10,17 @@ from ..problem.plan import claims_check
 from ..problem.views import register
 
 
+def replica_list(rs, most: int = 6) -> str:
+    """Replica indices as text, the first ``most`` then how many in all.
+
+    >>> replica_list([0, 2, 5]), replica_list(range(4, 32))
+    ('0, 2, 5', '4, 5, 6, 7, 8, 9, ... (28 in all)')
+    """
+    rs = [int(r) for r in rs]
+    text = ", ".join(map(str, rs[:most]))
+    return text + (f", ... ({len(rs)} in all)" if len(rs) > most else "")
+
+
 def _table(rows: list[dict]) -> str:
     if not rows:
         return ""
@@ -40,21 +51,25 @@ def frame(rows: list[dict]):
 # -- instances ---------------------------------------------------------------
 def instance_text(inst) -> str:
     wl = inst.workload
-    lines = [f"Instance {inst.name}: {len(inst.domains)} domains, {inst.total_gpus} x {inst.gpu.name} "
-             f"({inst.gpu.peak_tflops:g} TFLOP/s, {inst.gpu.memory_gb:g} GB, mfu {inst.gpu.mfu:g}), "
+    types = "; ".join(f"{inst.gpu_types[u].name}: {inst.gpu_types[u].peak_tflops:g} TFLOP/s, "
+                      f"{inst.gpu_types[u].memory_gb:g} GB, mfu {inst.gpu_types[u].mfu:g}" for u in inst.types_used)
+    lines = [f"Instance {inst.name}: {len(inst.domains)} domains, {inst.gpu_counts} ({types}), "
              f"{len(inst.links)} WAN links",
              f"  model {wl.model.name} ({wl.model.total_params() / 1e9:.2f}B parameters, {inst.num_units} units), "
              f"batch {wl.global_batch_size} x {wl.seq_len} tokens, objective {inst.options.objective}"]
+    typed = inst.heterogeneous  # GPU types: each domain's type (one type: as before)
     for d in inst.domains:
-        lines.append(f"  {d.name:<16} {d.gpus:>6} GPUs  {d.intra_bandwidth_gbps:g} Gbit/s inside  "
-                     f"{d.price_per_gpu_hour:g}/GPU-h")
+        lines.append(f"  {d.name:<16} {d.gpus:>6} " + (f"x {inst.domain_gpu(d.name).name}" if typed else "GPUs")
+                     + f"  {d.intra_bandwidth_gbps:g} Gbit/s inside  {d.price_per_gpu_hour:g}/GPU-h")
     return "\n".join(lines)
 
 
 def instance_html(inst) -> str:
     head = html.escape(instance_text(inst).splitlines()[0])
     sub = html.escape(instance_text(inst).splitlines()[1].strip())
-    doms = [{"domain": d.name, "GPUs": d.gpus, "per node": d.gpus_per_node,
+    doms = [{"domain": d.name, "GPUs": d.gpus,
+             **({"GPU type": inst.domain_gpu(d.name).name} if inst.heterogeneous else {}),
+             "per node": d.gpus_per_node,
              "inside Gbit/s": d.intra_bandwidth_gbps, "price/GPU-h": d.price_per_gpu_hour,
              "region": d.region} for d in inst.domains]
     links = [{"link": f"{l.a} - {l.b}", "Gbit/s": l.bandwidth_gbps, "latency ms": l.latency_ms}
@@ -135,18 +150,25 @@ def _count(items):
 
 
 def stage_rows(instance, plan) -> list[dict]:
-    """One row per stage: units, layers, compute, memory, gradient sync, domains."""
+    """One row per stage: units, layers, compute, memory, gradient sync, domains; with
+    several GPU types (SPEC v3 (g)) also ``gpu_types``, the type of each replica's copy
+    of the stage, and ``memory_limit_gb`` the stage's own (its tightest type's)."""
     from ..scoring.evaluator import Evaluator
 
     e = Evaluator(instance, plan).evaluate()
     units = instance.units
     rows = []
     for j, st in enumerate(plan.stages):
-        rows.append({"stage": j, "first_unit": units[st.start].name, "last_unit": units[st.end - 1].name,
-                     "units": st.end - st.start, "compute_s": e.compute_s[j],
-                     "memory_gb_per_gpu": e.memory_gb_per_gpu[j], "memory_limit_gb": e.memory_limit_gb,
-                     "allreduce_s": e.allreduce_s[j],
-                     "domains": [row[j] for row in plan.placement]})
+        doms = [row[j] for row in plan.placement]
+        row = {"stage": j, "first_unit": units[st.start].name, "last_unit": units[st.end - 1].name,
+               "units": st.end - st.start, "compute_s": e.compute_s[j],
+               "memory_gb_per_gpu": e.memory_gb_per_gpu[j], "memory_limit_gb": e.memory_limit_gb,
+               "allreduce_s": e.allreduce_s[j], "domains": doms}
+        if instance.heterogeneous:
+            gpus = [instance.domain_gpu(d) for d in doms]
+            row["memory_limit_gb"] = min(instance.memory_limit_of(g) for g in gpus) / 1e9
+            row["gpu_types"] = [g.name for g in gpus]
+        rows.append(row)
     return rows
 
 

@@ -29,9 +29,8 @@ from ..problem.errors import InfeasibleError, human_bytes
 from ..scoring.estimate import window_period
 from ..scoring.evaluator import Evaluator
 from ..problem.network import GBPS, NetworkStates
-from ..scoring.simulator import simulate_times
-from ..scoring.evaluator import program_for
 from ..scoring.trace import trace
+from .display import replica_list
 from .report import claims_json, solver_rows, speed_change
 
 RELAX = 0.10  # relax each resource by 10%
@@ -69,6 +68,9 @@ class Explanation:
     solver: str = ""  # the solver's claims as the plan summary shows them, or why none is shown
     solver_claims: str = "absent"  # shown | stale | edited | absent (planner.problem.plan.claims_check)
     solver_claims_reason: str | None = None  # why no claim is shown
+    gpu_type: str = ""  # GPU types: the type of the stage whose c_j sets the period, and a move re-simulated
+    type_move: dict | None = None  # that move: stage, from_type, to_type, domains, iteration_time_s, moved_s
+
 
     def lines(self) -> list[str]:
         T = self.iteration_time_s
@@ -84,6 +86,8 @@ class Explanation:
             out.append(f"Solver {self.solver}.")
         if self.tau_term:
             out.append(f"Pipeline period (T_est): the period is set by {self.tau_term}.")
+        if self.gpu_type:
+            out.append(f"GPU type: {self.gpu_type}")
         total = sum(self.critical_path.values()) or 1.0
         parts = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(self.critical_path.items(),
                                                                       key=lambda kv: -kv[1]) if v > 0)
@@ -147,21 +151,16 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     def add(resource, kind, target, T):
         sens.append(Sensitivity(resource, kind, target, float(T), float((T0 - T) / T0)))
 
-    # stages' compute: 10% faster f and g, same network
+    # stages' compute: 10% faster f and g of every replica's copy (each at its own GPU
+    # type), same network, re-simulated by the evaluator (per class of GPU types)
     comm = fig.comm(base)
-    prog = program_for(plan)
     for j in range(plan.num_stages):
-        f, g = fig.f.copy(), fig.g.copy()
-        f[j] /= 1 + RELAX
-        g[j] /= 1 + RELAX
-        E = simulate_times(prog, f, g, comm.x, comm.l)
-        add(f"compute of stage {j}", "compute", str(j), (E + comm.ar).max())
+        add(f"compute of stage {j}", "compute", str(j), ev.relaxed_times(base, compute=_one_stage(plan, j))[0])
     if plan.num_stages > 1:
-        E = simulate_times(prog, fig.f / (1 + RELAX), fig.g / (1 + RELAX), comm.x, comm.l)
-        add("compute of every stage (GPU speed)", "all_compute", "*", (E + comm.ar).max())
-    E = simulate_times(prog, fig.f, fig.g, comm.x, comm.l)
+        add("compute of every stage (GPU speed)", "all_compute", "*", ev.relaxed_times(base, compute=1 + RELAX)[0])
     if comm.ar.max() > 0:
-        add("gradient synchronisation (all stages)", "allreduce", "*", (E + comm.ar / (1 + RELAX)).max())
+        add("gradient synchronisation (all stages)", "allreduce", "*",
+            ev.relaxed_times(base, allreduce=1 + RELAX)[0])
     # WAN links the plan uses: bandwidth +10% and latency -10%, one by one and all
     # together, in one vectorised batch
     used = sorted({l for r in fig.flow_routes + fig.hop_routes for l in r})
@@ -216,7 +215,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     for l in used:
         util[_link_name(instance, l)] = float(load[l] / (bw_bytes[l] * T0)) if bw_bytes[l] > 0 else float("inf")
 
-    headroom = [float((instance.memory_limit_bytes - m) / 1e9) for m in fig.memory]
+    headroom = [float((lim - m) / 1e9) for lim, m in zip(fig.memory_limit, fig.memory)]  # per type
     suggestion, sgain = "", 0.0
     single = [x for x in sens if x.kind in SINGLE]
     if single and single[0].gain > 0:
@@ -226,9 +225,104 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     Te = float(ev.estimate_times(base)[0])
     claims = claims_json(instance, plan)
     rows = solver_rows(instance, plan)
+    type_text, move = _slow_type(instance, plan, ev, base, T0)
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
                        util, headroom, suggestion, sgain, _tau_term(fig, comm, plan),
-                       rows[0][1] if rows else "", claims["solver_claims"], claims["solver_claims_reason"])
+                       rows[0][1] if rows else "", claims["solver_claims"], claims["solver_claims_reason"],
+                       type_text, move)
+
+
+def _one_stage(plan, j: int, step: float = RELAX) -> np.ndarray:
+    """(S,) compute divisors: stage ``j`` ``1 + step`` times faster, the others as they are."""
+    div = np.ones(plan.num_stages)
+    div[j] = 1 + step
+    return div
+
+
+def _achieved(gpu) -> str:
+    return f"{gpu.flops_per_s / 1e12:.3g} TFLOP/s achieved"
+
+
+def type_moves(instance, plan, j: int, to: int, replicas=None) -> list[tuple[str, ...]]:
+    """The ways to put stage ``j`` of the replicas ``replicas`` (default every one) on GPU
+    type ``to`` (an index into ``instance.gpu_types``) within the domains' free GPUs: each
+    domain of that type that can take all those copies (``tp`` GPUs each) alone, and, when
+    none can, one greedy fill of its domains, most free GPUs first.  Each way is the tuple
+    of domains, one per moved replica in order; [] when the type has too few free GPUs.
+
+    >>> type_moves(inst, plan, 1, 1)                   # doctest: +SKIP
+    [('beta',)]
+    """
+    used = plan.gpus_per_domain()
+    t = plan.tp
+    R = plan.replicas if replicas is None else len(replicas)
+    free = {d.name: d.gpus - used.get(d.name, 0) for d, u in zip(instance.domains, instance.domain_type)
+            if u == to and d.gpus_per_node >= t}
+    whole = [(d,) * R for d, n in free.items() if n >= R * t]
+    if whole:
+        return whole
+    out, left = [], dict(free)
+    for _ in range(R):
+        d = max(left, key=lambda k: (left[k], -instance.domain_index[k]), default=None)
+        if d is None or left[d] < t:
+            return []
+        out.append(d)
+        left[d] -= t
+    return [tuple(out)]
+
+
+def _slow_type(instance, plan, ev, base, T0: float) -> tuple[str, dict | None]:
+    """With several GPU types (SPEC v3 (g)): in the binding class (the replicas with one
+    row of GPU types whose own simulated iteration is the longest, the evaluator's T;
+    every replica with one class), the stage whose c_j is the largest (it sets the compute
+    period), its type, and, when a faster type of the instance fits that stage's memory,
+    the plan with that stage moved there (the copy of every replica whose copy runs on a
+    slower type), RE-SIMULATED by the evaluator on the whole plan: the best of
+    :func:`type_moves`.  ("", None) for a one-type instance."""
+    if not instance.heterogeneous:
+        return "", None
+    fig = ev.fig
+    k = int(np.argmax(ev.class_times(base)[0]))  # the binding class (0 with one class)
+    c = fig.class_f[k] + fig.class_g[k]
+    j = int(np.argmax(c))
+    mine = np.nonzero(fig.replica_class == k)[0]
+    u = int(fig.type_of[mine[0], j])  # every replica of the class has this type on stage j
+    g = instance.gpu_types[u]
+    where_class = "" if fig.classes == 1 else (
+        f" in replica{'s' if len(mine) > 1 else ''} {replica_list(mine)} (the binding class: "
+        f"{fig.classes} rows of GPU types over the replicas, this one's simulated iteration is the longest)")
+    head = (f"stage {j}, the slowest (c_{j} = {c[j]:.4g} s per micro-batch, the largest c_j: it sets the "
+            f"compute part of the pipeline period){where_class}, runs on {g.name} ({_achieved(g)}).")
+    faster = [v for v in instance.types_used if instance.gpu_types[v].flops_per_s > g.flops_per_s
+              and instance.memory_limit_of(instance.gpu_types[v]) >= fig.memory[j]]
+    if not faster:
+        slower = any(instance.gpu_types[v].flops_per_s > g.flops_per_s for v in instance.types_used)
+        return head + (" No faster type has the memory for it." if slower else " It is the fastest type."), None
+    to = max(faster, key=lambda v: (instance.gpu_types[v].flops_per_s, -v))
+    h = instance.gpu_types[to]
+    # the copies of stage j on a slower type than h (those already on h stay)
+    movers = [r for r in range(plan.replicas) if instance.gpu_types[int(fig.type_of[r, j])].flops_per_s
+              < h.flops_per_s]
+    best = None
+    for doms in type_moves(instance, plan, j, to, movers):
+        rows = [list(row) for row in plan.placement]
+        for r, d in zip(movers, doms):
+            rows[r][j] = d
+        cand = plan.model_copy(update={"placement": rows, "predicted": None, "solver": None})
+        moved = Evaluator(instance, cand)
+        if not moved.evaluate().feasible:
+            continue
+        T = float(moved.iteration_times(base)[0])
+        if best is None or T < best[1]:
+            best = (doms, T)
+    if best is None:
+        return head + f" The fastest type that fits it, {h.name}, has too few free GPUs to take it.", None
+    doms, T = best
+    where = ", ".join(dict.fromkeys(doms))
+    move = {"stage": j, "from_type": g.name, "to_type": h.name, "replicas": movers, "domains": list(doms),
+            "iteration_time_s": T0, "moved_s": T}
+    return (head + f" Moving it to {h.name} ({_achieved(h)}, the fastest type that fits it) in {where}, "
+            f"re-simulated: {T:.4g} s instead of {T0:.4g} s ({speed_change(T0, T)})."), move
 
 
 def _category(b: Sensitivity | None, cp: dict, fig) -> str:
@@ -257,13 +351,14 @@ def _tau_term(fig, comm, plan) -> str:
     from :func:`planner.scoring.estimate.window_period`, the estimate's own code."""
     if plan.schedule == "gpipe":
         return "compute and transfers with forward and backward phases apart (gpipe)"
-    c, S, w = fig.c, plan.num_stages, fig.inflight
-    best = (float(c.max()), f"the compute of stage {int(np.argmax(c))}")
+    S, w = plan.num_stages, fig.inflight
+    best = (float(fig.c.max()), f"the compute of stage {int(np.argmax(fig.c))}")  # the largest over replicas
     x, l = comm.x[0], comm.l[0]
+    class_c = fig.class_f + fig.class_g  # GPU types: each replica's c is its class's
     for r in range(plan.replicas):
         if S > 1 and x[r].max() > best[0]:
             best = (float(x[r].max()), f"the transfer over boundary {int(np.argmax(x[r]))} (replica {r})")
-        v, j, k = window_period(c, x[r], l[r], w, fig.m)
+        v, j, k = window_period(class_c[fig.replica_class[r]], x[r], l[r], w, fig.m)
         if v > best[0]:
             held = int(w[j] - w[k] + 1)
             best = (v, f"the window between stages {j} and {k} (replica {r}): a {v * held:.3g} s round "
@@ -301,15 +396,12 @@ def _move_unit(instance, plan, j: int, T0: float):
 def _bigger_step(instance, plan, ev, base, b: Sensitivity, T0) -> tuple[str, float]:
     """Measure a +25% (or -25% latency, +25% compute speed) change of the bottleneck."""
     step = BIG_STEP
-    fig = ev.fig
-    comm = fig.comm(base)
     if b.kind in ("all_compute", "allreduce"):
         if b.kind == "all_compute":
-            E = simulate_times(program_for(plan), fig.f / (1 + step), fig.g / (1 + step), comm.x, comm.l)
-            return f"{step:.0%} faster GPUs (or mfu)", (T0 - float((E + comm.ar).max())) / T0
-        E = simulate_times(program_for(plan), fig.f, fig.g, comm.x, comm.l)
-        return (f"{step:.0%} faster gradient synchronisation (bandwidth of its rings)",
-                (T0 - float((E + comm.ar / (1 + step)).max())) / T0)
+            T = float(ev.relaxed_times(base, compute=1 + step)[0])
+            return f"{step:.0%} faster GPUs (or mfu)", (T0 - T) / T0
+        T = float(ev.relaxed_times(base, allreduce=1 + step)[0])
+        return f"{step:.0%} faster gradient synchronisation (bandwidth of its rings)", (T0 - T) / T0
     if b.kind in ("all_bandwidth", "all_latency"):
         bw, lat = base.bandwidth_gbps.copy(), base.latency_ms.copy()
         if b.kind == "all_bandwidth":
@@ -336,10 +428,7 @@ def _bigger_step(instance, plan, ev, base, b: Sensitivity, T0) -> tuple[str, flo
         text = f"+{step:.0%} internal bandwidth in {d}"
     else:
         j = int(b.target)
-        f, g = fig.f.copy(), fig.g.copy()
-        f[j] /= 1 + step
-        g[j] /= 1 + step
-        T = float((simulate_times(program_for(plan), f, g, comm.x, comm.l) + comm.ar).max())
+        T = float(ev.relaxed_times(base, compute=_one_stage(plan, j, step))[0])
         text = f"{step:.0%} faster compute on stage {j}"
         moved = _move_unit(instance, plan, j, T0)
         if moved is not None:  # a change a person can make, re-simulated

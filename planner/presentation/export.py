@@ -697,6 +697,22 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
     if warnings:
         lines += ["## Warnings: what the launch does not do as planned", ""]
         lines += [f"- {_text(w)}" for w in warnings] + [""]
+    typed = instance.heterogeneous  # GPU types (SPEC v3 (g)): which domains run which type
+    if typed:
+        used_doms = {d for row in plan_run.placement for d in row}
+        rows = []
+        for u in instance.types_used:
+            g = instance.gpu_types[u]
+            doms = [d.name for d, k in zip(instance.domains, instance.domain_type) if k == u and d.name in used_doms]
+            stages = sorted({j for row in plan_run.placement for j, d in enumerate(row) if d in doms})
+            if doms:
+                rows.append((_text(g.name), f"{g.peak_tflops:g} x {g.mfu:g}", f"{g.memory_gb:g}",
+                             ", ".join(_text(d) for d in doms), ", ".join(map(str, stages))))
+        lines += ["## GPU types", "",
+                  "The domains run different GPU types; each stage runs at its domain's type's speed and memory "
+                  "(SPEC v3). The launch files are the same for every type: check that each host's software "
+                  "(CUDA, NCCL, the framework) supports its GPUs, and that NCCL can join the types.", ""]
+        lines += _table(("GPU type", "peak TFLOP/s x mfu", "memory GB", "domains", "stages"), rows) + [""]
     lines += ["## What to run where", "",
               f"The job has {rm.world_size} ranks started by {len(rm.agents)} torchrun agent(s). Hosts are "
               "named `DOMAIN-nodeK`: map them to your machines. On every host set `MASTER_ADDR` to the address "
@@ -712,8 +728,9 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
     for d in used:
         dom = instance.domain(d)
         agents = rm.agents_in(d)
+        kind = f" {_text(instance.domain_gpu(d).name)}" if typed else ""
         lines += [f"### {_text(d)}", "",
-                  f"{dom.gpus} GPUs, {dom.gpus_per_node} per host; the plan uses {sum(a.nproc for a in agents)}.",
+                  f"{dom.gpus}{kind} GPUs, {dom.gpus_per_node} per host; the plan uses {sum(a.nproc for a in agents)}.",
                   ""]
         lines += _table(("host", "torchrun --node-rank", "CUDA_VISIBLE_DEVICES", "--nproc-per-node", "ranks",
                          "runs"),
@@ -734,8 +751,9 @@ def _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, map
     for j, st in enumerate(plan.stages):
         doms = Counter(row[j] for row in plan.placement)
         rows.append((j, f"[{st.start}, {st.end})", _unit_range(layers.names[st.start], layers.names[st.end - 1]),
-                     ", ".join(f"{d} x{n}" if n > 1 else d for d, n in doms.items())))
-    lines += _table(("stage", "units", "layers", "domains (replicas)"), rows)
+                     ", ".join(f"{d} x{n}" if n > 1 else d for d, n in doms.items()))
+                    + ((", ".join(dict.fromkeys(instance.domain_gpu(d).name for d in doms)),) if typed else ()))
+    lines += _table(("stage", "units", "layers", "domains (replicas)") + (("GPU type",) if typed else ()), rows)
     lines += ["", "## Rank order", "",
               f"rank = stage x {R * t} + replica x {t} + tensor-parallel rank: tensor parallelism fastest, then "
               "the data-parallel rank (the plan's replica), then the stage. " + _ORDER[fmt]

@@ -36,7 +36,7 @@ from ..problem.errors import InfeasibleError
 from ..scoring.bounds import lower_bound
 from ..scoring.evaluator import Evaluator
 from ..problem.plan import claims_check
-from .report import STAGE_COLUMNS, gpu_table, schedule_used, shown_gap, stage_table, summary_rows
+from .report import gpu_table, schedule_used, shown_gap, stage_columns, stage_table, summary_rows
 from .display import status_text
 
 # the only rule a page needs: nothing from outside, inline styles (matplotlib's SVG uses style attributes)
@@ -119,20 +119,21 @@ counterpart); gap = (objective &minus; bound) / objective.</p>{% endif %}
 <section id="gpus">
 <h2>GPUs per domain</h2>
 <table>
-<tr><th>domain</th><th class="num">used</th><th class="num">available</th></tr>
-{% for name, used, avail in gpus %}<tr><td>{{ name }}</td><td class="num">{{ used }}</td><td class="num">{{ avail }}</td></tr>
+<tr><th>domain</th>{% if typed %}<th>GPU type</th>{% endif %}<th class="num">used</th><th class="num">available</th></tr>
+{% for name, used, avail in gpus %}<tr><td>{{ name }}</td>{% if typed %}<td>{{ inst.domain_gpu(name).name }}</td>{% endif %}<td class="num">{{ used }}</td><td class="num">{{ avail }}</td></tr>
 {% endfor %}</table>
 </section>
 
 <section id="instance">
 <h2>The instance</h2>
-<p>{{ inst.total_gpus }} x {{ inst.gpu.name }} ({{ "%g"|format(inst.gpu.peak_tflops) }} TFLOP/s,
-{{ "%g"|format(inst.gpu.memory_gb) }} GB, mfu {{ "%g"|format(inst.gpu.mfu) }}) in {{ inst.domains|length }} domains;
+<p>{% if typed %}{{ inst.gpu_counts }} ({% for u in inst.types_used %}{% set g = inst.gpu_types[u] %}{{ g.name }}: {{ "%g"|format(g.peak_tflops) }} TFLOP/s,
+{{ "%g"|format(g.memory_gb) }} GB, mfu {{ "%g"|format(g.mfu) }}{% if not loop.last %}; {% endif %}{% endfor %}){% else %}{% set g = inst.gpu_types[inst.types_used[0]] %}{{ inst.total_gpus }} x {{ g.name }} ({{ "%g"|format(g.peak_tflops) }} TFLOP/s,
+{{ "%g"|format(g.memory_gb) }} GB, mfu {{ "%g"|format(g.mfu) }}){% endif %} in {{ inst.domains|length }} domains;
 model {{ inst.workload.model.name }}, global batch {{ inst.workload.global_batch_size }} x {{ inst.workload.seq_len }}
 tokens; objective {{ inst.options.objective }}.</p>
 <table id="domains">
-<tr><th>domain</th><th class="num">GPUs</th><th class="num">per node</th><th class="num">inside Gbit/s</th><th class="num">price/GPU-h</th><th>region</th></tr>
-{% for d in inst.domains %}<tr><td>{{ d.name }}</td><td class="num">{{ d.gpus }}</td><td class="num">{{ d.gpus_per_node }}</td><td class="num">{{ "%g"|format(d.intra_bandwidth_gbps) }}</td><td class="num">{{ "%g"|format(d.price_per_gpu_hour) }}</td><td>{{ d.region }}</td></tr>
+<tr><th>domain</th><th class="num">GPUs</th>{% if typed %}<th>GPU type</th>{% endif %}<th class="num">per node</th><th class="num">inside Gbit/s</th><th class="num">price/GPU-h</th><th>region</th></tr>
+{% for d in inst.domains %}<tr><td>{{ d.name }}</td><td class="num">{{ d.gpus }}</td>{% if typed %}<td>{{ inst.domain_gpu(d.name).name }}</td>{% endif %}<td class="num">{{ d.gpus_per_node }}</td><td class="num">{{ "%g"|format(d.intra_bandwidth_gbps) }}</td><td class="num">{{ "%g"|format(d.price_per_gpu_hour) }}</td><td>{{ d.region }}</td></tr>
 {% endfor %}</table>
 {% if inst.links %}<details{% if inst.links|length <= 12 %} open{% endif %}><summary>{{ inst.links|length }} WAN links</summary>
 <table id="links">
@@ -146,7 +147,9 @@ tokens; objective {{ inst.options.objective }}.</p>
 {% if gantt %}<figure>{{ gantt }}
 <figcaption>One simulated iteration: blue forward, orange backward micro-batches; transfers between
 stages solid while sending, hatched in flight; purple gradient synchronisation; red outlines the
-critical path; white space is idle time.</figcaption></figure>
+critical path; white space is idle time.{% if classes > 1 %} The replicas run on {{ classes }} rows of GPU types
+(classes), each drawn at its own types' speeds as the evaluator simulates it; the title names the row that
+binds (the longest simulated iteration, where the critical path runs).{% endif %}</figcaption></figure>
 {% else %}<p>{{ gantt_missing }}</p>{% endif %}
 </section>
 
@@ -280,7 +283,8 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
         version = "(not installed)"
 
     plot._pyplot()  # chooses "Agg" without a display
-    ev = Evaluator(instance, plan).evaluate(lower_bound_s=lower_bound(instance).value)
+    scored = Evaluator(instance, plan)
+    ev = scored.evaluate(lower_bound_s=lower_bound(instance).value)
     figures = [(k, _value(v)) for k, v in ev.to_dict().items()]
     gantt = network_map = why = None
     gantt_missing = why_missing = ""
@@ -303,8 +307,9 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
     network_map = _svg(plot.draw(instance, plan))
     return _template.render(
         csp=CSP, version=version, inst=instance, plan=plan, summary=summary_rows(instance, plan, ev),
-        figures=figures, solver=_solver_rows(instance, plan), stage_columns=STAGE_COLUMNS,
+        figures=figures, solver=_solver_rows(instance, plan), stage_columns=stage_columns(instance),
+        typed=instance.heterogeneous,
         numeric={"stage", "compute/mb", "mem/GPU", "grad sync"}, stages=stage_table(instance, plan, ev),
         gpus=gpu_table(instance, ev), gantt=gantt, gantt_missing=gantt_missing, network_map=network_map,
-        why=why, why_missing=why_missing,
+        why=why, why_missing=why_missing, classes=scored.fig.classes,
         instance_file=instance_file or instance.name, plan_file=plan_file or "the plan")

@@ -30,12 +30,14 @@ import math
 import os
 import sys
 from collections import Counter
+from itertools import groupby
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..problem.specversion import check_spec
 from ..problem.views import register
+from .display import replica_list
 
 # picture files matplotlib writes without anything beyond its own dependencies
 # (by the file name's extension; "pgf" needs LaTeX, "raw"/"rgba" are not pictures)
@@ -180,9 +182,11 @@ def _fmt_value(v: float, metric: str) -> str:
 
 
 # -- Gantt ---------------------------------------------------------------------
-def _replicas_to_draw(replicas, R: int, bottleneck: int) -> list[int]:
+def _replicas_to_draw(replicas, R: int, bottleneck: int, firsts=()) -> list[int]:
+    """The replicas a Gantt chart draws; by default all when R <= 4, else replica 0, the
+    bottleneck replica and ``firsts`` (the first replica of each class of GPU types)."""
     if replicas is None:
-        return list(range(R)) if R <= 4 else sorted({0, bottleneck})
+        return list(range(R)) if R <= 4 else sorted({0, bottleneck, *firsts})
     if isinstance(replicas, int):
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
@@ -209,7 +213,13 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
 
     ``states``: one network state (default: the instance's base network).
     ``replicas``: an int (the first n replicas) or a list of indices;
-    default all when R <= 4, else replica 0 and the bottleneck replica.
+    default all when R <= 4, else replica 0 and the bottleneck replica (and, with up
+    to 4 rows of GPU types over the replicas, the first replica of each).
+
+    GPU types (SPEC v3 (g)): each replica is drawn at the figures of its own row of
+    types (its class), as the evaluator simulates it, so every bar is exact; the
+    title says how many rows there are and which binds (the bottleneck replica's,
+    where the critical path runs).
     """
     from matplotlib.patches import Patch
 
@@ -222,7 +232,9 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
     if not math.isfinite(T):
         raise ValueError("the iteration never ends under this network state "
                          "(a link the plan uses is down): nothing to draw")
-    drawn = _replicas_to_draw(replicas, R, tr.bottleneck_replica)
+    # GPU types: by default one replica of each row of types too (up to 4 rows)
+    firsts = np.unique(tr.replica_class, return_index=True)[1].tolist() if 1 < tr.classes <= 4 else ()
+    drawn = _replicas_to_draw(replicas, R, tr.bottleneck_replica, firsts)
     scale, unit = (1e3, "ms") if T < 1 else (1.0, "s")
 
     # row layout: y grows downwards (the axis is inverted at the end)
@@ -230,13 +242,15 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
     compute_y: dict[tuple[int, int], float] = {}
     xfer_y: dict[tuple[int, int], float] = {}
     ticks, tick_labels, tick_small = [], [], []
+    typed = instance.heterogeneous  # GPU types: each stage's row names its domain's type
     y = 0.0
     for r in drawn:
         row = plan.placement[r]
         for j in range(S):
             compute_y[(r, j)] = y
             ticks.append(y)
-            tick_labels.append(f"r{r} stage {j} · {printable(row[j])}")
+            tick_labels.append(f"r{r} stage {j} · {printable(row[j])}"
+                               + (f" · {printable(instance.domain_gpu(row[j]).name)}" if typed else ""))
             tick_small.append(False)
             y += 1.0
             if j < S - 1:
@@ -342,6 +356,13 @@ def gantt(instance, plan, states=None, ax=None, replicas=None, critical: bool = 
         f"; replica{'s' if len(drawn) > 1 else ''} {', '.join(map(str, drawn))} of {R} shown")
     if hidden_critical:
         shown += f" (critical path on replica {tr.bottleneck_replica}, not shown)"
+    if tr.classes > 1:  # GPU types: the replicas run on several rows of types, each at its own
+        names = [printable(instance.domain_gpu(d).name) for d in plan.placement[tr.bottleneck_replica]]
+        runs = [(n, sum(1 for _ in grp)) for n, grp in groupby(names)]  # stage by stage, runs merged
+        types = " / ".join(n if c == 1 else f"{n} x{c}" for n, c in runs)
+        shown += (f"\n{tr.classes} rows of GPU types over the replicas, each drawn at its own; binding "
+                  f"(critical path): {types}, replica{'s' if (tr.replica_class == tr.binding_class).sum() > 1 else ''} "
+                  f"{replica_list(np.nonzero(tr.replica_class == tr.binding_class)[0])}")
     ax.set_title(f"{printable(instance.name)}: {plan.schedule_kind}, R={R} S={S} m={m} b={plan.micro_batch_size} "
                  f"tp={plan.tp} — iteration {_fmt_time(T)}{shown}", fontsize=10)
 
@@ -464,7 +485,9 @@ def draw(instance, plan=None, ax=None):
                linewidths=1.5, zorder=3, gid="domain")
     labels = []
     for n, x, y_, g in zip(names, xs, ys, gpus):
-        text = f"{printable(n)}\n{g} GPUs"
+        # GPU types: 'n x type' instead of 'n GPUs'
+        text = f"{printable(n)}\n{g} " + (f"x {printable(instance.domain_gpu(n).name)}" if instance.heterogeneous
+                                           else "GPUs")
         if plan is not None:
             text += f"\n{used.get(n, 0)} used"
         labels.append(ax.annotate(text, (x, y_), xytext=(0, 14 + 14 * g / top_g), textcoords="offset points",
@@ -474,7 +497,8 @@ def draw(instance, plan=None, ax=None):
     _map_axes(ax, geo, sum(ys) / len(ys), spines=False)
     ax.margins(0.18)
 
-    title = f"{printable(instance.name)}: {len(names)} domains, {instance.total_gpus} GPUs, {len(instance.links)} WAN links"
+    gpus_text = printable(instance.gpu_counts) if instance.heterogeneous else f"{instance.total_gpus} GPUs"
+    title = f"{printable(instance.name)}: {len(names)} domains, {gpus_text}, {len(instance.links)} WAN links"
     if plan is not None:
         title += (f"\nplan: R={plan.replicas} S={plan.num_stages} tp={plan.tp}, "
                   f"{plan.gpus_used} GPUs in {len(used)} domain{'s' if len(used) > 1 else ''}")
@@ -547,6 +571,8 @@ def _draw_large(instance, plan=None, ax=None):
     for region in sorted(shown, key=list(regions).index):
         idx = regions[region]
         text = f"{printable(region)}\n{len(idx)} domains, {int(gpus[idx].sum()):,} GPUs"
+        if instance.heterogeneous:  # GPU types: the region's types
+            text += "\n" + ", ".join(dict.fromkeys(printable(instance.domain_gpu(names[i]).name) for i in idx))
         u = sum(used.get(names[i], 0) for i in idx)
         if plan is not None and u:
             text += f"\n{u:,} used"
@@ -557,7 +583,8 @@ def _draw_large(instance, plan=None, ax=None):
     if plan is not None and len(used) <= 12:
         for n in sorted(used, key=instance.domain_index.__getitem__):
             x, y_ = pos[n]
-            labels.append(ax.annotate(f"{printable(n)}: {used[n]} GPUs", (x, y_), xytext=(0, -12),
+            kind = f" {printable(instance.domain_gpu(n).name)}" if instance.heterogeneous else ""
+            labels.append(ax.annotate(f"{printable(n)}: {used[n]}{kind} GPUs", (x, y_), xytext=(0, -12),
                                       textcoords="offset points", ha="center", va="top", fontsize=6,
                                       color=NODE_USED, zorder=6, gid="domain-label"))
     _map_axes(ax, geo, float(ys.mean()), spines=True)

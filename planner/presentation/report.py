@@ -62,8 +62,10 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
     for an infeasible plan, ``("INFEASIBLE", the violations one a line)``.  The
     terminal summary (:func:`plan_summary`) and the HTML report print these."""
     rows = [("instance", f"{instance.name}  ({len(instance.domains)} domains, "
-             f"{instance.total_gpus} x {instance.gpu.name}, model {instance.workload.model.name})")]
+             f"{instance.gpu_counts}, model {instance.workload.model.name})")]
     rows += solver_rows(instance, plan)
+    if instance.heterogeneous:
+        rows.append(("GPU types", type_use_text(instance, plan)))
     rows.append(("shape", f"{plan.replicas} replica(s) x {plan.num_stages} stage(s) x tp {plan.tp} = "
                  f"{plan.gpus_used} GPUs; micro-batch {plan.micro_batch_size} x "
                  f"{plan.num_micro_batches} per replica; schedule {plan.schedule_kind}"))
@@ -177,6 +179,52 @@ def claims_json(instance, plan) -> dict:
 
 
 STAGE_COLUMNS = ("stage", "units", "layers", "compute/mb", "mem/GPU", "grad sync", "domains")
+TYPE_COLUMN = "GPU type"  # between "grad sync" and "domains" when the instance has several GPU types
+
+
+def stage_columns(instance) -> tuple[str, ...]:
+    """The columns of :func:`stage_table`: :data:`STAGE_COLUMNS`, with :data:`TYPE_COLUMN`
+    before "domains" when the domains have more than one GPU type (SPEC v3 (g))."""
+    if not instance.heterogeneous:
+        return STAGE_COLUMNS
+    return STAGE_COLUMNS[:-1] + (TYPE_COLUMN, STAGE_COLUMNS[-1])
+
+
+def _speed(gpu) -> str:
+    """'415 TFLOP/s': achieved FLOP/s per GPU, peak x mfu."""
+    return f"{gpu.flops_per_s / 1e12:.3g} TFLOP/s"
+
+
+def type_use_text(instance, plan) -> str:
+    """Which GPU type the plan uses where, one clause per type of the instance:
+    'H100-SXM-80GB (415 TFLOP/s achieved, 80 GB): stages 0-1 on zhangjiakou, 64 of 128
+    GPUs; A100-40GB (...): stage 2 on horinger, 32 of 576 GPUs'; a type the plan
+    leaves unused says so."""
+    used = plan.gpus_per_domain()
+    out = []
+    for u in instance.types_used:
+        g = instance.gpu_types[u]
+        doms = [d.name for d, t in zip(instance.domains, instance.domain_type) if t == u]
+        stages = sorted({j for row in plan.placement for j, d in enumerate(row) if d in doms})
+        on = [d for d in doms if used.get(d)]
+        head = f"{g.name} ({_speed(g)} achieved, {g.memory_gb:g} GB)"
+        if not stages:
+            out.append(f"{head}: unused ({sum(instance.domain(d).gpus for d in doms)} GPUs)")
+            continue
+        st = _stage_list(stages)
+        out.append(f"{head}: {st} on {', '.join(on)}, {sum(used[d] for d in on)} of "
+                   f"{sum(instance.domain(d).gpus for d in doms)} GPUs")
+    return "; ".join(out)
+
+
+def _stage_list(stages: list[int]) -> str:
+    """[0, 1, 2, 5] -> 'stages 0-2, 5'; [3] -> 'stage 3'."""
+    runs, start = [], stages[0]
+    for a, b in zip(stages, stages[1:] + [None]):
+        if b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ("stage " if len(stages) == 1 else "stages ") + ", ".join(runs)
 # The terminal summary of a large plan (hier on hundreds of domains printed 600+ lines)
 # shows this much unless asked for everything (plan_summary(full=True), planner plan --full).
 DOMAINS_SHOWN = 4  # domains named per stage (those with the most replicas)
@@ -199,13 +247,22 @@ def stage_table(instance, plan, ev, domains_shown: int | None = None) -> list[tu
     ``domains_shown``: name at most this many domains a stage (the others
     counted), None: all."""
     units = instance.units
+    typed = instance.heterogeneous
     rows = []
     for j, st in enumerate(plan.stages):
         names = _unit_range(units[st.start].name, units[st.end - 1].name)
         shown = _domains_cell(Counter(row[j] for row in plan.placement), domains_shown)
+        if not typed:
+            rows.append((str(j), f"{st.start}-{st.end - 1}", names, _fmt_s(ev.compute_s[j]),
+                         _fmt_mem(ev.memory_gb_per_gpu[j], ev.memory_limit_gb),
+                         _fmt_s(ev.allreduce_s[j]), shown))
+            continue
+        # GPU types: the stage's own memory limit (its tightest type) and its types
+        gpus = [instance.domain_gpu(row[j]) for row in plan.placement]
+        limit = min(instance.memory_limit_of(g) for g in gpus) / 1e9
+        kinds = _domains_cell(Counter(g.name for g in gpus), None)
         rows.append((str(j), f"{st.start}-{st.end - 1}", names, _fmt_s(ev.compute_s[j]),
-                     _fmt_mem(ev.memory_gb_per_gpu[j], ev.memory_limit_gb),
-                     _fmt_s(ev.allreduce_s[j]), shown))
+                     _fmt_mem(ev.memory_gb_per_gpu[j], limit), _fmt_s(ev.allreduce_s[j]), kinds, shown))
     return rows
 
 
@@ -229,7 +286,8 @@ def plan_summary(instance, plan, ev, full: bool = False) -> Group:
     stages = Table(title="stages", title_justify="left")
     # short headers, and names wrapped, never cut: the table fits 80 columns (documented in docs/guide.md)
     longest = max(len(d) for d in instance.domain_names)
-    for col in STAGE_COLUMNS:
+    columns = stage_columns(instance)
+    for col in columns:
         stages.add_column(col, justify="right" if col in ("stage", "compute/mb", "mem/GPU", "grad sync") else "left",
                           overflow="fold", min_width=longest if col == "domains" else None)
     rows = stage_table(instance, plan, ev, domains_shown=None if full else DOMAINS_SHOWN)
@@ -238,18 +296,22 @@ def plan_summary(instance, plan, ev, full: bool = False) -> Group:
         stages.add_row(*row)
     if cut:
         stages.add_row("", f"{cut[0][1].split('-')[0]}-{cut[-1][1].split('-')[-1]}", f"{len(cut)} more stages",
-                       "", "", "", "")
+                       *[""] * (len(columns) - 3))
     use = Table(title="GPUs per domain", title_justify="left")
     use.add_column("domain", overflow="fold")
+    typed = instance.heterogeneous
+    if typed:
+        use.add_column(TYPE_COLUMN, overflow="fold")
     use.add_column("used", justify="right")
     use.add_column("available", justify="right")
     gpus = gpu_table(instance, ev)
     shown = gpus if full or len(gpus) <= GPU_ROWS else sorted(gpus, key=lambda g: -g[1])[:GPU_ROWS - 1]
     for name, used, avail in shown:
-        use.add_row(name, str(used), str(avail))
+        use.add_row(name, *([instance.domain_gpu(name).name] if typed else []), str(used), str(avail))
     if len(shown) < len(gpus):
         left = [g for g in gpus if g not in shown]
-        use.add_row(f"{len(left)} more domains", str(sum(g[1] for g in left)), str(sum(g[2] for g in left)))
+        use.add_row(f"{len(left)} more domains", *([""] if typed else []), str(sum(g[1] for g in left)),
+                    str(sum(g[2] for g in left)))
     parts = [head, stages, use]
     summarised = bool(cut) or len(shown) < len(gpus) or any(", and " in r[-1] for r in rows)
     if summarised:

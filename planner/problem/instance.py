@@ -50,7 +50,8 @@ class _Strict(BaseModel):
 
 
 class GPU(_Strict):
-    """The GPU type of every domain."""
+    """A GPU type: ``[gpu]`` (the type of every domain that names none) or an entry
+    of ``[[gpus]]`` (SPEC v3, named by a domain's ``gpu``)."""
 
     name: Name = "GPU"
     peak_tflops: float = Field(gt=0, le=L.MAX_PEAK_TFLOPS, description="dense bf16 peak, TFLOP/s")
@@ -80,6 +81,12 @@ class GPU(_Strict):
         return 2.0 * (t - 1) / t * nbytes / (self.nvlink_bandwidth_gbps * 1e9 / 8)
 
 
+class NamedGPU(GPU):
+    """An entry of ``[[gpus]]`` (SPEC v3): a GPU type a domain names by ``gpu``; ``name`` required."""
+
+    name: Name
+
+
 class Domain(_Strict):
     """A datacenter: its GPUs, its internal network and its price."""
 
@@ -92,6 +99,10 @@ class Domain(_Strict):
     lat: float | None = Field(default=None, ge=-90, le=90)
     lon: float | None = Field(default=None, ge=-180, le=180)
     utc_offset_hours: float | None = Field(default=None, ge=-12, le=14)
+    gpu: str | None = Field(
+        default=None, strict=True,
+        description="SPEC v3: the name of this domain's GPU type ([gpu] or an entry of [[gpus]]); "
+                    "absent: the [gpu] type")
     uplink_gbps: float | None = Field(
         default=None, gt=0, le=L.MAX_BANDWIDTH_GBPS, allow_inf_nan=False, strict=True,
         description="SPEC v3: the most the domain sends to the WAN in total, and separately the most it "
@@ -162,7 +173,12 @@ class Instance(_Strict):
 
     name: Name
     description: str = ""
-    gpu: GPU
+    # ``[gpu]``: the file's key is ``gpu``; ``Instance.gpu`` is the one type every domain has
+    gpu_table: GPU | None = Field(default=None, alias="gpu",
+                                  description="the GPU type of every domain that names none")
+    gpus: list[NamedGPU] | None = Field(
+        default=None, min_length=1, max_length=L.MAX_GPU_TYPES,
+        description="SPEC v3: further GPU types, named by a domain's gpu")
     domains: list[Domain] = Field(min_length=1, max_length=L.MAX_DOMAINS)
     links: list[Link] = Field(default=[], max_length=L.MAX_LINKS)
     workload: Workload
@@ -185,6 +201,7 @@ class Instance(_Strict):
 
     def check(self) -> None:
         """Cross-field rules pydantic cannot express; raise ``InputError``."""
+        self._check_gpu_types()
         seen: dict[str, int] = {}
         for i, d in enumerate(self.domains):
             if d.name in seen:
@@ -223,6 +240,87 @@ class Instance(_Strict):
             if t > max_node:
                 raise InputError(f"tensor-parallel degree {t} exceeds every domain's gpus_per_node "
                                  f"(largest {max_node})", f"workload.tensor_parallel[{i}]")
+
+    def _check_gpu_types(self) -> None:
+        """SPEC 9: a GPU table; type names unique over ``[gpu]`` and ``[[gpus]]``; every
+        domain's ``gpu`` naming a type, and given when there is no ``[gpu]``."""
+        if self.gpu_table is None and self.gpus is None:
+            raise InputError("no GPU type: give [gpu] (the type of every domain) or [[gpus]] "
+                             "(types the domains name by gpu)", "gpu")
+        names: dict[str, str] = {}
+        if self.gpu_table is not None:
+            names[self.gpu_table.name] = "gpu.name"
+        for i, g in enumerate(self.gpus or ()):
+            if g.name in names:
+                raise InputError(f"duplicate GPU type name {g.name!r} (also {names[g.name]})",
+                                 f"gpus[{i}].name")
+            names[g.name] = f"gpus[{i}].name"
+        for i, d in enumerate(self.domains):
+            if d.gpu is None:
+                if self.gpu_table is None:
+                    raise InputError("no gpu given and the instance has no [gpu] table; name one of "
+                                     + ", ".join(names), f"domains[{i}].gpu")
+            elif d.gpu not in names:
+                raise InputError(f"unknown GPU type {d.gpu!r}; known: {', '.join(names)}",
+                                 f"domains[{i}].gpu")
+
+    # -- GPU types (SPEC v3: [[gpus]] and a domain's gpu) ---------------------
+    @cached_property
+    def gpu_types(self) -> tuple[GPU, ...]:
+        """Every GPU type: ``[gpu]`` first (when given), then ``[[gpus]]`` in file order."""
+        return ((self.gpu_table,) if self.gpu_table is not None else ()) + tuple(self.gpus or ())
+
+    @cached_property
+    def domain_type(self) -> tuple[int, ...]:
+        """Index into :attr:`gpu_types` of every domain's type, in domain order.
+
+        >>> inst.domain_type          # doctest: +SKIP
+        (0, 0, 1)
+        """
+        index = {g.name: i for i, g in enumerate(self.gpu_types)}
+        return tuple(0 if d.gpu is None else index[d.gpu] for d in self.domains)
+
+    def domain_gpu(self, name: str) -> GPU:
+        """The GPU type of domain ``name``."""
+        return self.gpu_types[self.domain_type[self.domain_index[name]]]
+
+    @property
+    def types_used(self) -> tuple[int, ...]:
+        """Indices into :attr:`gpu_types` of the types some domain has, ascending."""
+        return tuple(sorted(set(self.domain_type)))
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether the domains have more than one GPU type."""
+        return len(self.types_used) > 1
+
+    @property
+    def gpu(self) -> GPU:
+        """The GPU type of every domain (with only ``[gpu]``: that table).
+
+        Raises ``InputError`` naming a domain's ``gpu`` when the domains have several
+        types: code that models one type must not silently take one of them."""
+        used = self.types_used
+        if len(used) > 1:
+            i = next(i for i, t in enumerate(self.domain_type) if t != self.domain_type[0])
+            raise InputError("the domains have several GPU types ("
+                             + ", ".join(self.gpu_types[t].name for t in used)
+                             + "); this part of planner models one GPU type for every domain",
+                             f"domains[{i}].gpu")
+        return self.gpu_types[used[0]]
+
+    @property
+    def gpu_counts(self) -> str:
+        """GPUs per type in words: ``"36 x A100"``, or ``"24 x A100 + 12 x H100"`` (types in
+        :attr:`gpu_types` order)."""
+        count = {u: 0 for u in self.types_used}
+        for d, u in zip(self.domains, self.domain_type):
+            count[u] += d.gpus
+        return " + ".join(f"{n} x {self.gpu_types[u].name}" for u, n in count.items())
+
+    def memory_limit_of(self, gpu: GPU) -> float:
+        """Usable bytes per GPU of type ``gpu``: memory_gb * 1e9 * (1 - reserve)."""
+        return gpu.memory_gb * 1e9 * (1 - self.options.memory_reserve_fraction)
 
     # -- derived data (cached; the object is frozen) -------------------------
     @property
@@ -280,8 +378,9 @@ class Instance(_Strict):
 
     @property
     def memory_limit_bytes(self) -> float:
-        """Usable memory per GPU: memory_gb * 1e9 * (1 - reserve)."""
-        return self.gpu.memory_gb * 1e9 * (1 - self.options.memory_reserve_fraction)
+        """Usable memory per GPU: memory_gb * 1e9 * (1 - reserve) of :attr:`gpu`, the one
+        type of every domain (``InputError`` with several types: see :meth:`memory_limit_of`)."""
+        return self.memory_limit_of(self.gpu)
 
     def domain(self, name: str) -> Domain:
         return self.domains[self.domain_index[name]]

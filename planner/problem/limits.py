@@ -28,6 +28,7 @@ MAX_SEQ_LEN = 10**8             # tokens per sequence (the longest contexts: ~10
 MAX_LAYERS = 10_000             # transformer blocks, and entries of an explicit [[units]] list
 MAX_HIDDEN = 10**6              # hidden, FFN and head counts (real: ~10^4 to 10^5)
 MAX_VOCAB = 10**8               # vocabulary entries (real: ~10^5)
+MAX_GPU_TYPES = 1000           # entries of [[gpus]] (one per domain at most is useful)
 MAX_LIST = 64                   # entries of micro_batch_sizes, tensor_parallel
 MAX_STAGES = 10_000             # options.max_stages (it is also capped by the unit count)
 MAX_UNIT_FIGURE = 1e18          # params, FLOPs or bytes per token of one explicit unit

@@ -273,7 +273,7 @@ def _check_site(name: str, where: str, src: str | None) -> None:
 
 
 # -- the sites table ---------------------------------------------------------------
-SITE_FIELDS = set(Domain.model_fields) - {"name"}
+SITE_FIELDS = set(Domain.model_fields) - {"name", "gpu"}  # one [gpu] type for every site (no [[gpus]] yet)
 SITES_KEYS = {"name", "description", "gpu", "defaults", "sites", "workload", "options"}
 
 

@@ -19,6 +19,8 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import Callable, Sequence
 
+import numpy as np
+
 
 class UnitTable:
     """Prefix sums of per-unit compute (any unit), state memory (bytes) and
@@ -217,3 +219,81 @@ def little_period(tab: UnitTable, w: Sequence[int], lsuf: Sequence[float], rate:
         else:
             lo = mid
     return lo
+
+
+def typed_partition(tab: UnitTable, stages: int, times: Sequence, limit: Callable[[int], float],
+                    act: Callable[[int], float], iters: int = 60) -> list[tuple[int, int]] | None:
+    """Exactly ``stages`` stages minimising the slowest stage's time when each stage
+    has its own speeds (GPU types, SPEC v3 (g)), every stage fitting memory; None when
+    no partition into ``stages`` stages fits.
+
+    ``times[j]`` is a 2-D array (types hosting stage j, n + 1) of non-decreasing
+    prefix sums: stage j over units [a, b) takes ``max_k times[j][k, b] - times[j][k, a]``
+    seconds (the slowest type hosting it).  ``limit(j)`` and ``act(j)`` are the memory
+    rule of :func:`balanced_partition` (bytes per stage slot, tokens of stored
+    activation in flight).  Exact up to the bisection's 1e-9: a period tau is
+    feasible iff some partition has every stage within tau and its memory, which
+    a sweep over the reachable stage ends tests (an interval [a, b) that fits
+    still fits when shortened, so from each start the feasible ends are a run).
+
+    >>> t = UnitTable(flops=[1] * 6, mem=[0] * 6, stored=[0] * 6)
+    >>> fast, slow = np.arange(7) * 1.0, np.arange(7) * 2.0   # slow: twice the time per unit
+    >>> typed_partition(t, 2, [fast[None], slow[None]], lambda j: 1.0, lambda j: 0.0)
+    [(0, 4), (4, 6)]
+    """
+    n = tab.n
+    if stages > n or stages < 1:
+        return None
+    me, st = np.asarray(tab.mem), np.asarray(tab.stored)
+    pos = np.arange(n + 1)
+    mem_end = []  # per stage: the furthest end from each start that fits memory
+    for j in range(stages):
+        h = me + act(j) * st  # non-decreasing in the end
+        cap = limit(j)
+        # no tolerance: a stage that fits here fits the evaluator's rule (within 1e-12) too
+        mem_end.append(np.searchsorted(h, h + cap, side="right") - 1)
+    times = [np.atleast_2d(np.asarray(tj, float)) for tj in times]
+
+    def furthest(j: int, tau: float) -> np.ndarray:
+        e = mem_end[j]
+        for row in times[j]:
+            e = np.minimum(e, np.searchsorted(row, row + tau * (1 + 1e-12), side="right") - 1)
+        return np.minimum(e, n - (stages - 1 - j))  # one unit left for every later stage
+
+    def sweep(tau: float):
+        """The reachable ends after each stage (bool arrays), or None when n is not reached."""
+        reach = np.zeros(n + 1, bool)
+        reach[0] = True
+        out = [reach]
+        for j in range(stages):
+            e = furthest(j, tau)
+            ok = reach & (e > pos)
+            diff = np.zeros(n + 2, np.int64)
+            np.add.at(diff, pos[ok] + 1, 1)
+            np.add.at(diff, e[ok] + 1, -1)
+            reach = np.cumsum(diff[:-1]) > 0
+            if not reach.any():
+                return None
+            out.append(reach)
+        return out if out[-1][n] else None
+
+    hi = max(float(np.max(tj[:, -1] - tj[:, 0])) for tj in times)  # the whole model on any stage
+    if sweep(hi) is None:
+        return None  # memory alone rules every partition out
+    lo = 0.0
+    for _ in range(iters):
+        if hi - lo <= 1e-9 * max(hi, 1e-30):
+            break
+        mid = 0.5 * (lo + hi)
+        if sweep(mid) is not None:
+            hi = mid
+        else:
+            lo = mid
+    reach = sweep(hi)
+    cuts, end = [], n
+    for j in range(stages - 1, -1, -1):  # back from the end: the earliest start that reaches it
+        e = furthest(j, hi)
+        s = int(np.flatnonzero(reach[j] & (pos < end) & (e >= end))[0])
+        cuts.append((s, end))
+        end = s
+    return cuts[::-1]

@@ -132,8 +132,18 @@ def instance_sha256(instance: Instance) -> str:
     """SHA-256 (hex) of ``instance`` as canonical JSON: every field with its
     default filled in (the model inlined), keys sorted, no whitespace.  The
     same instance gives the same hash whether read from TOML or JSON and
-    whatever the order of its keys; any changed figure gives another."""
-    return _sha256(instance.model_dump(mode="json", by_alias=True))
+    whatever the order of its keys; any changed figure gives another.  The GPU-type
+    fields of SPEC v3 (``[[gpus]]``, a domain's ``gpu``) enter only when given, so an
+    instance without them keeps the hash it had before they existed."""
+    data = instance.model_dump(mode="json", by_alias=True)
+    if data.get("gpus") is None:
+        data.pop("gpus", None)
+    if data.get("gpu") is None:
+        data.pop("gpu", None)
+    for d in data["domains"]:
+        if d.get("gpu") is None:
+            d.pop("gpu", None)
+    return _sha256(data)
 
 
 def claims_check(instance: Instance | None, plan: "Plan") -> tuple[str, str] | None:

@@ -17,9 +17,12 @@ from itertools import accumulate
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from .limits import MAX_STAGE_MICRO_BATCHES
 from .model import BYTES_PER_PARAM_STATE
-from .partition import UnitTable, balanced_partition, light_boundaries, pack
+from .specversion import check_spec
+from .partition import UnitTable, balanced_partition, light_boundaries, pack, typed_partition
 
 
 #: the memory rule of the leanest explicit schedule (one micro-batch in flight per
@@ -49,7 +52,14 @@ class Shape:
 
 
 class PlanSpace:
-    """Precomputed tables for one instance (see module docstring)."""
+    """Precomputed tables for one instance (see module docstring).
+
+    ``gpu`` is the GPU type the shape figures (:meth:`compute_time`,
+    :meth:`stage_time`) and the type-blind partitions (:meth:`partition`) use: the
+    one type of every domain, or, on an instance with several types (SPEC v3 (g)),
+    :func:`planning_gpu` (the GPU-weighted mean speed, the largest memory: a shape
+    ranks by the fleet's average GPU and no shape that fits some type's memory is
+    ruled out).  :meth:`typed_partition` cuts for the types a placement lands on."""
 
     def __init__(self, instance):
         self.instance = instance
@@ -61,7 +71,10 @@ class PlanSpace:
         self.bwd = 3.0 if wl.recompute else 2.0
         self.flops_total = self.table.flops[-1]
         self.tp_bytes = [0.0, *accumulate(float(u.tp_bytes_per_token) for u in units)]  # prefix sums
-        self._cache: dict = _partition_cache(instance)
+        self.gpu = planning_gpu(instance)
+        self.memory_limit = (instance.memory_limit_bytes if not instance.heterogeneous
+                             else instance.memory_limit_of(self.gpu))  # usable bytes per GPU
+        self._cache: dict = _partition_cache(instance, self.memory_limit)
 
     # -- capacity ----------------------------------------------------------
     def slots(self, tp: int) -> dict[str, int]:
@@ -82,7 +95,7 @@ class PlanSpace:
         """Forward+backward seconds of one micro-batch over ``flops_per_token``."""
         inst = self.instance
         return ((1 + self.bwd) * flops_per_token * micro_batch * inst.workload.seq_len
-                / (tp * inst.gpu.flops_per_s))
+                / (tp * self.gpu.flops_per_s))
 
     def stage_time(self, a: int, b: int, tp: int, micro_batch: int) -> float:
         """c = f + g of a stage holding units [a, b) (s per micro-batch): compute plus the
@@ -93,7 +106,7 @@ class PlanSpace:
         inst = self.instance
         nbytes = (self.tp_bytes[b] - self.tp_bytes[a]) * micro_batch * inst.workload.seq_len
         return (self.compute_time(self.table.interval(a, b)[0], tp, micro_batch)
-                + 2.0 * float(inst.gpu.tp_allreduce_s(nbytes, tp)))
+                + 2.0 * float(self.gpu.tp_allreduce_s(nbytes, tp)))
 
     # -- memory-feasible balanced partitions -------------------------------
     def _inflight(self, schedule: str, stages: int, m: int):
@@ -137,10 +150,79 @@ class PlanSpace:
         return light_boundaries(self.table, cuts, send, lambda a, b: self.stage_time(a, b, tp, micro_batch),
                                 *self._memory_rule(tp, micro_batch, schedule, stages, micro_batches), micro_batches)
 
+    # -- GPU types (SPEC v3 (g)): partitions for the types a placement lands on ----------
+    def type_times(self, gpu_type: int, tp: int, micro_batch: int) -> np.ndarray:
+        """Prefix sums (s) of c = f + g per unit on GPU type ``gpu_type`` (an index into
+        ``instance.gpu_types``): a stage over units [a, b) takes ``p[b] - p[a]`` seconds per
+        micro-batch (SPEC 5: compute at the type's peak * mfu, the tensor-parallel
+        all-reduces at its NVLink bandwidth, v3's unit overhead).
+
+        >>> PlanSpace(instance).type_times(1, tp=1, micro_batch=1)[-1]   # doctest: +SKIP
+        0.0265
+        """
+        memo = self.__dict__.setdefault("_type_times", {})
+        key = (gpu_type, tp, micro_batch)
+        if key not in memo:
+            gpu = self.instance.gpu_types[gpu_type]
+            tokens = micro_batch * self.instance.workload.seq_len
+            flops = np.asarray(self.table.flops)
+            tp_bytes = np.asarray(self.tp_bytes)
+            counted = np.concatenate([[0.0], np.cumsum([u.fwd_flops_per_token > 0 for u in self.instance.units])])
+            overhead = gpu.unit_overhead_ms / 1000.0 if check_spec(None) >= 3 else 0.0
+            memo[key] = ((1 + self.bwd) * flops * tokens / (tp * gpu.flops_per_s)
+                         + 2.0 * np.asarray(gpu.tp_allreduce_s(tp_bytes * tokens, tp), float)
+                         + (1 + self.bwd) * counted * overhead)
+        return memo[key]
+
+    def typed_partition(self, tp: int, micro_batch: int, schedule: str, stages: int, micro_batches: int,
+                        types) -> list[tuple[int, int]] | None:
+        """The partition into ``stages`` stages whose slowest (replica, stage) is fastest
+        when stage j runs on the GPU types ``types[j]`` (indices into
+        ``instance.gpu_types``; several when replicas put stage j on different types),
+        every stage fitting the memory of the smallest type hosting it
+        (:func:`planner.problem.partition.typed_partition`); None when none fits.  Cuts
+        layers in proportion to the speed of the type each stage lands on: with two
+        stages on types twice as fast as each other, about 2:1.
+
+        >>> PlanSpace(mixed).typed_partition(1, 1, "1f1b", 2, 4, ((1,), (0,)))   # doctest: +SKIP
+        [(0, 6), (6, 9)]
+        """
+        if stages * micro_batches > MAX_STAGE_MICRO_BATCHES:
+            return None
+        types = tuple(tuple(sorted(set(t))) for t in types)
+        key = ("typed", tp, micro_batch, schedule, stages,
+               micro_batches if schedule == "gpipe" else min(micro_batches, stages), types)
+        if key not in self._cache:
+            inst = self.instance
+            w = self._inflight(schedule, stages, micro_batches)
+            tokens = micro_batch * inst.workload.seq_len
+            caps = [min(inst.memory_limit_of(inst.gpu_types[u]) for u in ts) * tp for ts in types]
+            times = [np.array([self.type_times(u, tp, micro_batch) for u in ts]) for ts in types]
+            self._cache[key] = typed_partition(self.table, stages, times, caps.__getitem__,
+                                               lambda j: w(j) * tokens)
+        return self._cache[key]
+
+    def fits_types(self, cuts, tp: int, micro_batch: int, schedule: str, micro_batches: int, types) -> bool:
+        """Whether every stage of ``cuts`` fits the usable memory of the smallest of its GPU
+        types ``types[j]`` under ``schedule``'s in-flight rule (no tolerance: what fits here
+        fits SPEC 5's rule).
+
+        >>> PlanSpace(mixed).fits_types([(0, 5), (5, 10)], 1, 1, "1f1b", 4, ((0,), (1,)))  # doctest: +SKIP
+        True
+        """
+        inst = self.instance
+        w = self._inflight(schedule, len(cuts), micro_batches)
+        tokens = micro_batch * inst.workload.seq_len
+        for j, ((a, b), ts) in enumerate(zip(cuts, types)):
+            _, mem, stored = self.table.interval(a, b)
+            if mem + w(j) * tokens * stored > min(inst.memory_limit_of(inst.gpu_types[u]) for u in ts) * tp:
+                return False
+        return True
+
     def _memory_rule(self, tp, micro_batch, schedule, stages, micro_batches):
         """(limit(j), act(j)) of the partition functions: the memory per stage slot (bytes)
         and the tokens of stored activation stage j keeps in flight."""
-        cap = self.instance.memory_limit_bytes * tp
+        cap = self.memory_limit * tp
         w = self._inflight(schedule, stages, micro_batches)
         tokens = micro_batch * self.instance.workload.seq_len
         return (lambda j: cap), (lambda j: w(j) * tokens)
@@ -174,15 +256,47 @@ class PlanSpace:
                             yield Shape(tp, b, sched, S, R)
 
 
+def planning_gpu(instance):
+    """The GPU type a :class:`PlanSpace` ranks shapes with: the one type of every domain;
+    with several types (SPEC v3 (g)), a type with the GPU-weighted mean peak * mfu of
+    the domains (as ``peak_tflops``, ``mfu`` 1), the smallest NVLink bandwidth (none
+    when some type has none), the mean unit overhead and the largest memory.
+
+    >>> planning_gpu(mixed).memory_gb                                   # doctest: +SKIP
+    80.0
+    """
+    if not instance.heterogeneous:
+        return instance.gpu
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    if "planning_gpu" not in cache:
+        from .instance import GPU
+
+        types = [instance.gpu_types[u] for u in instance.domain_type]
+        gpus = [d.gpus for d in instance.domains]
+        total = float(sum(gpus))
+        speed = sum(g.flops_per_s * k for g, k in zip(types, gpus)) / total
+        nvlink = [g.nvlink_bandwidth_gbps for g in types]
+        cache["planning_gpu"] = GPU.model_construct(
+            name="planning", peak_tflops=speed / 1e12, mfu=1.0, memory_gb=max(g.memory_gb for g in types),
+            nvlink_bandwidth_gbps=None if None in nvlink else min(nvlink),
+            unit_overhead_ms=sum(g.unit_overhead_ms * k for g, k in zip(types, gpus)) / total)
+    return cache["planning_gpu"]
+
+
 _PARTITIONS: dict[tuple, dict] = {}  # what a partition depends on -> its cache (a few entries)
 
 
-def _partition_cache(instance) -> dict:
+def _partition_cache(instance, memory_limit: float) -> dict:
     """The partition cache of every instance with the same model, sequence length,
     recompute and usable memory per GPU (what a memory-feasible partition depends on):
-    the aggregated instances of the hierarchical planner and what-if copies share it."""
+    the aggregated instances of the hierarchical planner and what-if copies share it.
+    With several GPU types (SPEC v3 (g)) the types' figures are in the key too (the
+    typed partitions depend on them)."""
     wl = instance.workload
-    key = (wl.model.model_dump_json(), wl.seq_len, wl.recompute, instance.memory_limit_bytes)
+    key = (wl.model.model_dump_json(), wl.seq_len, wl.recompute, memory_limit)
+    if instance.heterogeneous:
+        key += (tuple(g.model_dump_json() for g in instance.gpu_types), instance.options.memory_reserve_fraction,
+                check_spec(None))
     if key not in _PARTITIONS:
         if len(_PARTITIONS) >= 8:
             _PARTITIONS.pop(next(iter(_PARTITIONS)))

@@ -31,17 +31,22 @@ def v3_only_fields(data) -> list[str]:
     """Dotted paths of the fields of instance ``data`` (a dict shaped like the file,
     or an :class:`~planner.problem.instance.Instance`) that only SPEC v3 models:
     a domain's ``uplink_gbps``, ``workload.gradient_sync = "reduce_broadcast"``,
-    ``gpu.unit_overhead_ms > 0``.  Defaults (absent, ``"ring"``, 0) are v2's."""
+    ``gpu.unit_overhead_ms > 0``, ``[[gpus]]`` and a domain's ``gpu`` (change (g)).
+    Defaults (absent, ``"ring"``, 0) are v2's."""
     def get(obj, key, default=None):
         return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
 
     out = []
-    gpu = get(data, "gpu")
+    gpu = data.get("gpu") if isinstance(data, dict) else getattr(data, "gpu_table", None)
     if gpu is not None and get(gpu, "unit_overhead_ms") not in (0, None):
         out.append("gpu.unit_overhead_ms")
+    if get(data, "gpus") is not None:
+        out.append("gpus")
     for i, d in enumerate(get(data, "domains") or ()):
         if get(d, "uplink_gbps") is not None:
             out.append(f"domains[{i}].uplink_gbps")
+        if get(d, "gpu") is not None:
+            out.append(f"domains[{i}].gpu")
     wl = get(data, "workload")
     if wl is not None and get(wl, "gradient_sync", "ring") != "ring":
         out.append("workload.gradient_sync")
@@ -63,8 +68,9 @@ def refuse_v3_fields(data, spec: int | None = None) -> None:
 
 def without_v3_fields(instance):
     """``instance`` with every v3-only field at its v2 default (no ``uplink_gbps``,
-    ``gradient_sync = "ring"``, ``unit_overhead_ms = 0``): what SPEC v2 can read.
-    ``instance`` itself when it has none.  For features that follow v2 on purpose
+    ``gradient_sync = "ring"``, ``unit_overhead_ms = 0``; with one GPU type used by
+    every domain, that type as ``[gpu]``): what SPEC v2 can read.  ``instance`` itself
+    when it has none.  Raises ``InputError`` when the domains have several GPU types.  For features that follow v2 on purpose
     (the RL policy's observation), never for scores."""
     if not v3_only_fields(instance):
         return instance
@@ -73,6 +79,9 @@ def without_v3_fields(instance):
     for d in data["domains"]:
         d.pop("uplink_gbps", None)
     data["workload"]["gradient_sync"] = "ring"
-    data["gpu"]["unit_overhead_ms"] = 0.0
+    data["gpu"] = dict(instance.gpu.model_dump(exclude_none=True), unit_overhead_ms=0.0)  # one type
+    data.pop("gpus", None)
+    for d in data["domains"]:
+        d.pop("gpu", None)
     return type(instance).from_dict(data)
 

@@ -58,6 +58,29 @@ GPU = {"name": "A100-80GB", "peak_tflops": 312.0, "memory_gb": 80.0, "mfu": 0.45
        "nvlink_bandwidth_gbps": 2400.0}
 INTRA_GBPS = 200.0         # one InfiniBand HDR port per GPU
 
+# GPU types for ``gpu_types`` (issue 25, SPEC v3 [[gpus]]): datasheet figures as tabulated in
+# shared/data/gpu_specs.csv (dense bf16 TFLOP/s, HBM GB; NVLink one way = half the bidirectional
+# total x 8, SPEC 2), MFU from shared/data/mfu_reported.csv where a run on that type is reported;
+# each entry names its sources.  ``intra`` is the per-GPU bandwidth inside a datacenter (Gbit/s).
+GPU_TYPES = (
+    {"name": "A100-40GB", "peak_tflops": 312.0, "memory_gb": 40.0, "mfu": 0.45, "nvlink_bandwidth_gbps": 2400.0,
+     "intra": 200.0, "source": "gpu_specs.csv A100-40GB SXM4 (NVIDIA A100 datasheet); MFU 0.45 as A100-80GB"},
+    {"name": "A100-80GB", "peak_tflops": 312.0, "memory_gb": 80.0, "mfu": 0.45, "nvlink_bandwidth_gbps": 2400.0,
+     "intra": 200.0, "source": "gpu_specs.csv A100-80GB SXM4; MFU 0.45: mfu_reported.csv A100 runs 41.5-56%"},
+    {"name": "H100-SXM-80GB", "peak_tflops": 989.0, "memory_gb": 80.0, "mfu": 0.42, "nvlink_bandwidth_gbps": 3600.0,
+     "intra": 400.0, "source": "gpu_specs.csv H100 SXM5 (NVIDIA H100 datasheet); MFU 0.42: mfu_reported.csv "
+                               "Llama 3 405B 41-43%, llm-foundry 70B 42.6%"},
+    {"name": "H100-PCIe-80GB", "peak_tflops": 756.0, "memory_gb": 80.0, "mfu": 0.42, "nvlink_bandwidth_gbps": 2400.0,
+     "intra": 400.0, "source": "gpu_specs.csv H100 PCIe (600 GB/s NVLink bridge); MFU ASSUMED as H100 SXM"},
+    {"name": "H200-SXM-141GB", "peak_tflops": 989.0, "memory_gb": 141.0, "mfu": 0.42, "nvlink_bandwidth_gbps": 3600.0,
+     "intra": 400.0, "source": "gpu_specs.csv H200 SXM; MFU ASSUMED as H100 SXM (same compute, none reported)"},
+    {"name": "V100-SXM2-32GB", "peak_tflops": 125.0, "memory_gb": 32.0, "mfu": 0.30, "nvlink_bandwidth_gbps": 1200.0,
+     "intra": 100.0, "source": "gpu_specs.csv V100 SXM2 (125 TFLOP/s fp16: no bf16, fp16 ASSUMED; 32 GB part); "
+                               "MFU 0.30: Megatron-LM 8.3B on V100, 39 TFLOP/s = 30% of peak (Shoeybi et al. "
+                               "2019; nv-adlr.github.io/MegatronLMV1: 48% later for 1.2B on one GPU); intra "
+                               "100 Gbit/s (EDR InfiniBand) ASSUMED"},
+)
+
 
 def default_clusters(domains: int) -> int:
     """About 30 datacenters per cluster, at least 1 and at most 100 clusters.
@@ -98,15 +121,25 @@ def _km(a: tuple[float, float], b: tuple[float, float]) -> float:
 
 def generate_instance(domains: int, gpus: int, seed: int = 0, *, clusters: int | None = None,
                       model: str = "llama2-70b", global_batch_size: int | None = None,
-                      seq_len: int = 4096, max_stages: int = 32) -> dict:
+                      seq_len: int = 4096, max_stages: int = 32, gpu_types: int | None = None) -> dict:
     """A synthetic clustered instance as a dict shaped like the instance file
     (``workload.model`` is the model's name); see the module docstring.
 
     ``domains`` datacenters holding ``gpus`` GPUs in all, grouped into ``clusters``
     clusters (default :func:`default_clusters`); ``region`` of each domain is its
     cluster.  ``global_batch_size`` defaults to :func:`default_global_batch`.
+    ``gpu_types`` N (SPEC v3 ``[[gpus]]``): N types drawn from :data:`GPU_TYPES`, each
+    domain naming one (every type on at least one domain; a domain's internal bandwidth
+    that of its type); None: the one ``[gpu]`` A100-80GB, the same file as without it.
     Raises ``InputError`` for sizes out of range.
+
+    >>> data = generate_instance(6, 480, seed=2, clusters=2, gpu_types=3)
+    >>> len(data["gpus"]), len({d["gpu"] for d in data["domains"]})
+    (3, 3)
     """
+    if gpu_types is not None and not 1 <= gpu_types <= min(len(GPU_TYPES), domains):
+        raise InputError(f"{gpu_types} GPU types for {domains} domains; between 1 and "
+                         f"{min(len(GPU_TYPES), domains)} (the table has {len(GPU_TYPES)})", "gpu_types")
     if not 1 <= domains <= L.MAX_DOMAINS:
         raise InputError(f"{domains} domains; between 1 and {L.MAX_DOMAINS}", "domains")
     if gpus < MIN_GPUS * domains or gpus > L.MAX_TOTAL_GPUS:
@@ -156,11 +189,21 @@ def generate_instance(domains: int, gpus: int, seed: int = 0, *, clusters: int |
             for g in range(min(GATEWAYS, len(members[a]), len(members[b]))):
                 link(members[a][g], members[b][g], rng.choice(BACKBONE_GBPS), max(ms, METRO_MIN_MS))
     gbs = global_batch_size or default_global_batch(gpus)
+    types_part = {"gpu": dict(GPU)}
+    if gpu_types is not None:  # drawn after everything else: the rest is as without types
+        types = rng.sample(range(len(GPU_TYPES)), gpu_types)
+        order = [types[i % gpu_types] for i in range(domains)]
+        rng.shuffle(order)
+        for d, t in zip(doms, order):
+            d["gpu"] = GPU_TYPES[t]["name"]
+            d["intra_bandwidth_gbps"] = GPU_TYPES[t]["intra"]
+        types_part = {"gpus": [{k: v for k, v in GPU_TYPES[t].items() if k not in ("intra", "source")}
+                               for t in sorted(types)]}
     return {
-        "name": f"synthetic-{domains}dc-{gpus}gpu-s{seed}",
+        "name": f"synthetic-{domains}dc-{gpus}gpu-s{seed}" + (f"-{gpu_types}types" if gpu_types else ""),
         "description": (f"SYNTHETIC: {domains} datacenters in {clusters} clusters, {gpus:,} GPUs, "
                         f"model {model} (planner generate, seed {seed})"),
-        "gpu": dict(GPU),
+        **types_part,
         "domains": doms,
         "links": links,
         "workload": {"model": model, "global_batch_size": gbs, "seq_len": seq_len,
@@ -176,8 +219,18 @@ def header(data: dict, command: str) -> list[str]:
     made (``command``) and what the figures are."""
     lat = sorted(l["latency_ms"] for l in data["links"])
     regions = sorted({d["region"] for d in data["domains"]})
+    if "gpus" in data:
+        source = {g["name"]: g["source"] for g in GPU_TYPES}
+        count = {g["name"]: sum(d["gpus"] for d in data["domains"] if d["gpu"] == g["name"]) for g in data["gpus"]}
+        gpu_lines = [f"GPU types ({len(data['gpus'])}, drawn from planner/problem/synthetic.py GPU_TYPES; "
+                     "which domain has which type is random):"] + [
+            f"  {g['name']}: {g['peak_tflops']:g} TFLOP/s, {g['memory_gb']:g} GB, MFU {g['mfu']:g}, "
+            f"{count[g['name']]:,} GPUs -- {source[g['name']]}" for g in data["gpus"]]
+    else:
+        gpu_lines = ["GPU: A100-80GB datasheet figures, MFU 0.45; coordinates are made up (for maps only)."]
     return [
-        f"{data['name']}: SYNTHETIC instance; no figure is sourced.",
+        f"{data['name']}: SYNTHETIC instance; "
+        + ("only the GPU types' figures are sourced." if "gpus" in data else "no figure is sourced."),
         f"Generated by: {command}",
         f"{len(data['domains'])} datacenters in {len(regions)} clusters ('region' = cluster), "
         f"{sum(d['gpus'] for d in data['domains']):,} GPUs, {len(data['links']):,} links"
@@ -186,6 +239,6 @@ def header(data: dict, command: str) -> list[str]:
         f"  neighbours, {METRO_GBPS:g} Gbit/s, {METRO_MIN_MS:g}-2 ms; backbone: gateway i of each cluster to",
         f"  gateway i of every other, {'/'.join(f'{x:g}' for x in BACKBONE_GBPS)} Gbit/s, distance x "
         f"{BACKBONE_ROUTE_FACTOR} x {FIBRE_MS_PER_KM} ms/km.",
-        "GPU: A100-80GB datasheet figures, MFU 0.45; coordinates are made up (for maps only).",
+    ] + gpu_lines + [
         "See planner/problem/synthetic.py.",
     ]

@@ -34,6 +34,17 @@ ring or a direct route changes none of these parts: none charges the
 gradient sync, and every route has at least one link of at least the
 smallest latency.
 
+GPU types (SPEC v3 (g)): with several types the parts are those of the
+*optimistic* instance (:func:`fastest_type_instance`): every domain gets the
+type with the largest peak * mfu, the largest NVLink bandwidth (none, that
+is free tensor-parallel communication, when some type has none), the
+smallest unit overhead and the largest memory.  Every plan feasible on the
+instance is feasible there (memory only grows; GPUs, nodes and links are the
+same), and its f and g are no larger on every (replica, stage); T is
+non-decreasing in every f and g (SPEC 7, "GPU types"), so a lower bound
+there is one here.  ``cost_lower_bound`` takes the cheapest price per
+achieved FLOP over the domains.
+
 Example
 -------
 >>> lb = lower_bound(instance)                            # doctest: +SKIP
@@ -89,6 +100,10 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
     cache = instance.__dict__.setdefault("_planner_cache", {})
     if key in cache:
         return cache[key]
+    if instance.heterogeneous:  # the optimistic one-type instance (module docstring)
+        bound = lower_bound(fastest_type_instance(instance), spec=spec)
+        cache[key] = bound
+        return bound
     space = space or PlanSpace(instance)
     wl = instance.workload
     gbs, s = wl.global_batch_size, wl.seq_len
@@ -127,11 +142,50 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
     return bound
 
 
+def fastest_type_instance(instance):
+    """``instance`` with one GPU type for every domain, at least as fast and as large
+    as each of its types: the peak and mfu of the type with the largest peak * mfu,
+    the largest ``nvlink_bandwidth_gbps`` (none when some type has none), the
+    smallest ``unit_overhead_ms``, the largest ``memory_gb``.  ``instance`` itself
+    when its domains have one type.  Cached on the instance.
+
+    >>> fastest_type_instance(mixed).gpu.peak_tflops      # doctest: +SKIP
+    989.0
+    """
+    if not instance.heterogeneous:
+        return instance
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    if "fastest_type_instance" not in cache:
+        from ..problem.instance import Instance
+
+        types = [instance.gpu_types[u] for u in instance.types_used]
+        fast = max(types, key=lambda g: g.flops_per_s)
+        nvlink = [g.nvlink_bandwidth_gbps for g in types]
+        gpu = {"name": "optimistic", "peak_tflops": fast.peak_tflops, "mfu": fast.mfu,
+               "memory_gb": max(g.memory_gb for g in types),
+               "unit_overhead_ms": min(g.unit_overhead_ms for g in types)}
+        if None not in nvlink:
+            gpu["nvlink_bandwidth_gbps"] = max(nvlink)
+        data = instance.to_dict()
+        data["workload"]["model"] = instance.workload.model
+        data["gpu"] = gpu
+        data.pop("gpus", None)
+        for d in data["domains"]:
+            d.pop("gpu", None)
+        cache["fastest_type_instance"] = Instance.from_dict(data)
+    return cache["fastest_type_instance"]
+
+
 def cost_lower_bound(instance, spec: int | None = None) -> float:
     """Every FLOP runs on some GPU-second priced at least the cheapest GPU-hour (any
-    ``spec``: the v3 unit overhead only adds GPU-seconds)."""
-    sp = PlanSpace(instance)
+    ``spec``: the v3 unit overhead only adds GPU-seconds).  With several GPU types:
+    every FLOP costs at least the smallest price_per_gpu_hour / (peak * mfu) over
+    the domains."""
+    sp = PlanSpace(fastest_type_instance(instance))
     wl = instance.workload
+    if instance.heterogeneous:
+        per_flop = min(d.price_per_gpu_hour / instance.domain_gpu(d.name).flops_per_s for d in instance.domains)
+        return wl.global_batch_size * wl.seq_len * (1 + sp.bwd) * sp.flops_total * per_flop / 3600.0
     gpu_seconds = (wl.global_batch_size * wl.seq_len * (1 + sp.bwd) * sp.flops_total
                    / instance.gpu.flops_per_s)
     return gpu_seconds / 3600.0 * min(d.price_per_gpu_hour for d in instance.domains)

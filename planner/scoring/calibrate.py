@@ -558,6 +558,9 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
     # 2. compute from the runs, on that network --------------------------------------
     final_values = dict(net_values)
     if runs:
+        if start.gpus is not None:
+            raise InputError("fitting mfu and unit_overhead_ms of an instance with [[gpus]] types is not "
+                             "supported yet (SPEC v3 (g)); calibrate the network alone, without runs", "gpus")
         gpu = start.gpu
         measured_r = np.array([r.seconds for r in runs])
         for r, t in zip(runs, _start_times(start, runs)):
@@ -570,7 +573,9 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
 
         def at(values):
             new_gpu = gpu.model_copy(update={"mfu": float(values[0]), "unit_overhead_ms": float(values[1])})
-            return start.model_copy(update={"gpu": new_gpu})  # the network (and its routes) as in ``start``
+            new = start.model_copy(update={"gpu_table": new_gpu})  # the network (and its routes) as in ``start``
+            new.__dict__.pop("gpu_types", None)  # derived from the GPU tables: recomputed
+            return new
 
         def residuals_r(values):
             return _run_times(at(values), runs) / measured_r - 1

@@ -61,8 +61,8 @@ class Evaluation:
     feasible: bool
     violations: list[Violation] = field(default_factory=list)
     memory_gb_per_gpu: list[float] = field(default_factory=list)
-    memory_limit_gb: float = 0.0
-    compute_s: list[float] = field(default_factory=list)  # c_j per micro-batch
+    memory_limit_gb: float = 0.0  # usable per GPU; with GPU types, the smallest over the stages'
+    compute_s: list[float] = field(default_factory=list)  # c_j per micro-batch (GPU types: the largest over replicas)
     allreduce_s: list[float] = field(default_factory=list)  # AR_j
     gpus_used: dict[str, int] = field(default_factory=dict)
     wan_gb_per_iteration: float = 0.0
@@ -154,8 +154,25 @@ class Evaluator:
         """
         return self._simulate(self._comm(self._states(states)))
 
+    def _by_class(self, comm, stage_ends) -> np.ndarray:
+        """``stage_ends(f, g, x, l)`` (K, S) taken per class of replicas with the same GPU
+        types (SPEC v3 (g): (r, j) runs at the speed of its domain's type), the largest
+        over the classes: E_j is a maximum over replicas and each replica's figures are
+        its own.  One call with one class (one type everywhere)."""
+        fig = self.fig
+        if fig.classes == 1:
+            return stage_ends(fig.class_f[0], fig.class_g[0], comm.x, comm.l)
+        of = fig.group_class if self.group_replicas else fig.replica_class
+        out = None
+        for k in range(fig.classes):
+            cols = np.nonzero(of == k)[0]
+            E = stage_ends(fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
+            out = E if out is None else np.maximum(out, E)
+        return out
+
     def _simulate(self, comm) -> np.ndarray:
-        return simulate_times(program_for(self.plan), self.fig.f, self.fig.g, comm.x, comm.l)  # (K, S)
+        prog = program_for(self.plan)
+        return self._by_class(comm, lambda f, g, x, l: simulate_times(prog, f, g, x, l))  # (K, S)
 
     def iteration_times(self, states: NetworkStates | None = None) -> np.ndarray:
         """Exact simulated iteration time per state, T = max_j (E_j + AR_j), shape (K,), seconds.
@@ -165,13 +182,50 @@ class Evaluator:
         comm = self._comm(self._states(states))
         return (self._simulate(comm) + comm.ar).max(axis=1)
 
+    def relaxed_times(self, states: NetworkStates | None = None, compute=1.0, allreduce: float = 1.0
+                      ) -> np.ndarray:
+        """T per state, shape (K,), seconds, with every replica's stage j computing ``compute[j]``
+        times faster (f and g of each class divided by it; a scalar: every stage) and gradient
+        synchronisation ``allreduce`` times faster: the what-ifs of ``planner explain``, simulated
+        like :meth:`iteration_times` (per class of GPU types, exact).  With both 1 it is
+        :meth:`iteration_times` bit for bit.
+
+        >>> ev.relaxed_times(compute=np.array([1.1, 1.0]))    # stage 0 10% faster  # doctest: +SKIP
+        array([7.01])
+        """
+        comm = self._comm(self._states(states))
+        prog = program_for(self.plan)
+        div = np.asarray(compute, dtype=float)
+        E = self._by_class(comm, lambda f, g, x, l: simulate_times(prog, f / div, g / div, x, l))
+        return (E + comm.ar / allreduce).max(axis=1)
+
+    def class_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """Each class of replicas' (same row of GPU types, ``fig.replica_class``) own
+        max_j (E_j + AR_j), shape (K, classes), seconds: T is its largest column, the
+        *binding* class (one column with one type everywhere).
+
+        >>> ev.class_times().argmax(axis=1)     # the binding class  # doctest: +SKIP
+        array([1])
+        """
+        fig = self.fig
+        comm = self._comm(self._states(states))
+        prog = program_for(self.plan)
+        of = fig.group_class if self.group_replicas else fig.replica_class
+        out = np.empty((comm.ar.shape[0], fig.classes))
+        for k in range(fig.classes):
+            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
+            E = simulate_times(prog, fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
+            out[:, k] = (E + comm.ar).max(axis=1)
+        return out
+
     def estimate_ends(self, states: NetworkStates | None = None) -> np.ndarray:
         """E^est_j (SPEC 7), shape (K, S), seconds."""
         return self._estimate(self._comm(self._states(states)))
 
     def _estimate(self, comm) -> np.ndarray:
         fig = self.fig
-        return stage_end_estimates(fig.f, fig.g, comm.x, comm.l, fig.flushes, downstream=self.spec >= 3)
+        return self._by_class(comm, lambda f, g, x, l: stage_end_estimates(
+            f, g, x, l, fig.flushes, downstream=self.spec >= 3))
 
     def estimate_times(self, states: NetworkStates | None = None) -> np.ndarray:
         """T_est = max_j (E^est_j + AR_j) per state, shape (K,), seconds."""
@@ -214,7 +268,7 @@ class Evaluator:
             cost_per_iteration=float(self.cost(T)), cost_estimate=float(self.cost(Te)),
             feasible=not violations, violations=violations,
             memory_gb_per_gpu=[float(v) / 1e9 for v in fig.memory],
-            memory_limit_gb=inst.memory_limit_bytes / 1e9,
+            memory_limit_gb=float(fig.memory_limit.min()) / 1e9,
             compute_s=[float(v) for v in fig.c], allreduce_s=[float(v) for v in comm.ar[0]],
             gpus_used=dict(self.plan.gpus_per_domain()),
             wan_gb_per_iteration=fig.wan_bytes() / 1e9, lower_bound_s=lower_bound_s)
@@ -245,12 +299,16 @@ def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation
         out.append(Violation("schedule", "explicit op lists not allowed (options.explicit_schedules = false)"))
     if plan.num_stages > instance.max_stages:
         out.append(Violation("max_stages", f"{plan.num_stages} stages > max_stages={instance.max_stages}"))
-    limit = instance.memory_limit_bytes
     for j, mem in enumerate(fig.memory):
+        limit = fig.memory_limit[j]  # the smallest over the GPU types hosting stage j (SPEC 5)
         if mem > limit * (1 + 1e-12):
             s = plan.stages[j]
+            on = ""
+            if len(instance.gpu_types) > 1:
+                lims = [instance.memory_limit_of(instance.gpu_types[u]) for u in fig.type_of[:, j]]
+                on = f" on {instance.gpu_types[int(fig.type_of[int(np.argmin(lims)), j])].name}"
             out.append(Violation("memory", f"stage {j} (units {s.start}-{s.end - 1}): "
-                                 f"{mem / 1e9:.2f} GB per GPU > {limit / 1e9:.2f} GB usable "
+                                 f"{mem / 1e9:.2f} GB per GPU > {limit / 1e9:.2f} GB usable{on} "
                                  f"(tp={plan.tp}, {int(fig.inflight[j])} micro-batches in flight, "
                                  f"weights+optimizer {16 * fig.P[j] / plan.tp / 1e9:.2f} GB)"))
     for r, row in enumerate(plan.placement):

@@ -84,7 +84,15 @@ class PlanFigures:
     ``n_j o`` forward, ``beta n_j o`` backward; ``A`` boundary bytes per
     micro-batch (stage j -> j+1); ``P`` parameters; ``stored`` activation bytes
     per token kept for backward; ``inflight`` micro-batches in flight;
-    ``memory`` bytes per GPU; ``flushes`` the schedule's flushes (SPEC 7).
+    ``memory`` bytes per GPU; ``memory_limit`` usable bytes per GPU of each stage (the
+    smallest over the GPU types hosting it); ``flushes`` the schedule's flushes (SPEC 7).
+
+    GPU types (SPEC v3 (g)): ``type_of`` (R, S) index into ``instance.gpu_types`` of
+    every (replica, stage); replicas with the same row form a class
+    (``replica_class`` (R,), ``group_class`` (G,)), with figures ``class_f``,
+    ``class_g`` (classes, S), what the evaluator simulates.  ``f``, ``g`` are then
+    per stage the largest over the classes and ``c`` the largest c over replicas
+    (display figures); with one type they are exactly the one-type figures.
 
     Raises ``InputError`` when ``spec`` is 2 and the instance uses a field only
     v3 models (:func:`planner.problem.specversion.refuse_v3_fields`).
@@ -103,25 +111,54 @@ class PlanFigures:
         self.S, self.R, self.m = S, R, plan.num_micro_batches
         tokens = b * wl.seq_len
         bwd = 3.0 if wl.recompute else 2.0
-        rate = t * instance.gpu.flops_per_s
         F = np.array([sum(u.fwd_flops_per_token for u in units[s.start:s.end]) for s in plan.stages])
         # y_j: tensor-parallel all-reduces of one pass, the same forward and backward (SPEC 5, v2)
         tpb = np.array([sum(u.tp_bytes_per_token for u in units[s.start:s.end]) for s in plan.stages])
-        self.y = np.asarray(instance.gpu.tp_allreduce_s(tpb * tokens, t), float)
-        self.f = F * tokens / rate + self.y
-        self.g = bwd * F * tokens / rate + self.y
-        overhead = instance.gpu.unit_overhead_ms * MS if self.spec >= 3 else 0.0
-        if overhead:  # v3 (f): n_j units with FLOPs, o seconds each forward, beta o backward
-            n = np.array([sum(u.fwd_flops_per_token > 0 for u in units[s.start:s.end]) for s in plan.stages])
-            self.f = self.f + n * overhead
-            self.g = self.g + bwd * n * overhead
-        self.c = self.f + self.g
+        n = np.array([sum(u.fwd_flops_per_token > 0 for u in units[s.start:s.end]) for s in plan.stages])
+        idx = instance.domain_index
+        self.domain_of = np.fromiter(map(idx.__getitem__, chain.from_iterable(plan.placement)),
+                                     dtype=np.int64, count=R * S).reshape(R, S)
+        # GPU types (SPEC v3 (g)): (r, j) runs on the type of placement[r][j]; the figures of a
+        # stage are tabulated per type used, and replicas with the same type row form a class
+        self.type_of = np.asarray(instance.domain_type, dtype=np.int64)[self.domain_of]  # (R, S)
+        used = np.unique(self.type_of)
+        table_f, table_g, table_y = {}, {}, {}
+        for u in used.tolist():
+            gpu = instance.gpu_types[u]
+            rate = t * gpu.flops_per_s
+            y = np.asarray(gpu.tp_allreduce_s(tpb * tokens, t), float)
+            f = F * tokens / rate + y
+            g = bwd * F * tokens / rate + y
+            overhead = gpu.unit_overhead_ms * MS if self.spec >= 3 else 0.0
+            if overhead:  # v3 (f): n_j units with FLOPs, o seconds each forward, beta o backward
+                f = f + n * overhead
+                g = g + bwd * n * overhead
+            table_f[u], table_g[u], table_y[u] = f, g, y
+        rows, self.replica_class = np.unique(self.type_of, axis=0, return_inverse=True)
+        self.replica_class = self.replica_class.ravel()
+        cols = np.arange(S)
+        pick = lambda table, row: np.array([table[u][j] for j, u in zip(cols, row.tolist())])  # noqa: E731
+        if len(used) == 1:  # one type: the figures of SPEC 5 without types, bit for bit
+            self.class_f, self.class_g = table_f[int(used[0])][None, :], table_g[int(used[0])][None, :]
+            self.y = table_y[int(used[0])]
+        else:
+            self.class_f = np.array([pick(table_f, row) for row in rows])
+            self.class_g = np.array([pick(table_g, row) for row in rows])
+            self.y = np.array([table_y[u] for u in used.tolist()]).max(axis=0)
+        # f, g, c over stages: the plan's when every replica has the same types; otherwise, per
+        # stage, each the largest over the classes, so c may be less than f + g (display figures:
+        # the evaluator simulates each class with its own class_f, class_g)
+        self.f, self.g = self.class_f.max(axis=0), self.class_g.max(axis=0)
+        self.c = (self.class_f + self.class_g).max(axis=0)
         self.A = np.array([units[s.end - 1].out_bytes_per_token * tokens for s in plan.stages])
         self.P = np.array([sum(u.params for u in units[s.start:s.end]) for s in plan.stages])
         self.stored = np.array([sum(u.stored_bytes_per_token for u in units[s.start:s.end])
                                 for s in plan.stages])
         self.inflight = np.array(inflight_counts(plan.schedule_spec, S, self.m))
         self.memory = (BYTES_PER_PARAM_STATE * self.P + self.inflight * tokens * self.stored) / t
+        # usable bytes per GPU of each stage: the smallest over the types hosting it (SPEC 5)
+        limits = np.array([instance.memory_limit_of(gpu) for gpu in instance.gpu_types])
+        self.memory_limit = limits[self.type_of].min(axis=0)
         self.G = BYTES_PER_PARAM_GRAD * self.P
         self.flushes = plan_flushes(plan, self.spec, self.inflight)
         # n(q) = max(n_F, n_B) when every flush is gpipe-shaped (the replicas run in phase, so
@@ -144,11 +181,10 @@ class PlanFigures:
         the placement; no Python loop runs over replicas."""
         inst, plan = self.instance, self.plan
         S, R = self.S, self.R
-        idx = inst.domain_index
-        n = len(idx)
-        P = np.fromiter(map(idx.__getitem__, chain.from_iterable(plan.placement)), dtype=np.int64,
-                        count=R * S).reshape(R, S)
-        self.domain_of = P  # (R, S) domain index of every stage of every replica
+        n = len(inst.domain_index)
+        P = self.domain_of  # (R, S) domain index of every stage of every replica
+        # replicas of different classes (GPU type rows) are never grouped together
+        klass = self.replica_class[:, None] if self.classes > 1 else np.zeros((R, 0), dtype=np.int64)
         intra = np.array([d.intra_bandwidth_gbps * GBPS for d in inst.domains])
         self._intra = intra
         # pipeline boundaries: a route id (a pair of domains) or -1 - (intra class) inside one domain
@@ -162,7 +198,8 @@ class PlanFigures:
             code[~same] = inv.ravel()
             bw_classes, cls = np.unique(intra[a[same]], return_inverse=True)
             code[same] = -1 - cls.ravel()
-            _, first, group_of = np.unique(code, axis=0, return_index=True, return_inverse=True)
+            _, first, group_of = np.unique(np.concatenate([code, klass], axis=1), axis=0,
+                                           return_index=True, return_inverse=True)
             # groups in order of their first replica
             order = np.argsort(first, kind="stable")
             rank = np.empty_like(order)
@@ -174,6 +211,17 @@ class PlanFigures:
             self.g_intra = (np.where(self.g_same, bw_classes[np.maximum(-1 - gcode, 0)], 0.0)
                             if len(bw_classes) else np.zeros(gcode.shape))
             self.g_route = np.where(self.g_same, -1, gcode)
+        elif self.classes > 1:  # one stage: one group per class, in order of its first replica
+            _, first, group_of = np.unique(self.replica_class, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            self.group_rep = first[order]
+            self.group_of = rank[group_of.ravel()]
+            G = len(first)
+            self.g_same = np.zeros((G, 0), dtype=bool)
+            self.g_intra = np.zeros((G, 0))
+            self.g_route = np.zeros((G, 0), dtype=np.int64)
         else:
             self.pipe = _ChannelTable(self.routes, self.resources, np.zeros(0, np.int64), np.zeros(0, np.int64),
                                       np.zeros(0), self.add_directions)
@@ -182,6 +230,7 @@ class PlanFigures:
             self.g_same = np.zeros((1, 0), dtype=bool)
             self.g_intra = np.zeros((1, 0))
             self.g_route = np.zeros((1, 0), dtype=np.int64)
+        self.group_class = self.replica_class[self.group_rep]
         self._setup_rings(P, intra)
         # cost figures (SPEC 6), summed in the order of the per-replica loops they replace
         cross = P[:, :-1] != P[:, 1:]
@@ -223,6 +272,11 @@ class PlanFigures:
         wmax = int(width.max(initial=0))
         self.ring_pad = np.where(np.arange(wmax) < width[:, None], first[:, None] + np.arange(wmax),
                                  self.ring.size)
+
+    @property
+    def classes(self) -> int:
+        """Distinct rows of GPU types over the replicas (1 with one type everywhere)."""
+        return len(self.class_f)
 
     @property
     def groups(self) -> int:

@@ -68,10 +68,28 @@ class Trace:
     critical_path: list[Segment] = field(default_factory=list)
     bottleneck_stage: int = 0
     bottleneck_replica: int = 0
+    # GPU types (SPEC v3 (g)): replicas with the same row of types form a class; each
+    # replica's ops run at its own class's figures.  ``classes`` of them, the bottleneck
+    # replica's is ``binding_class`` (index into ``PlanFigures.class_f``), ``class_time_s``
+    # each class's own max_j (E_j + AR_j) over its replicas, seconds
+    classes: int = 1
+    binding_class: int = 0
+    replica_class: np.ndarray | None = None  # (R,) class of every replica
+    class_time_s: np.ndarray | None = None  # (classes,)
 
 
 def trace(instance, plan, states: NetworkStates | None = None) -> Trace:
-    """Op-level times of one iteration under one network state (base by default)."""
+    """Op-level times of one iteration under one network state (base by default).
+
+    With several GPU types each replica runs at the figures of its own class (its row
+    of types, ``PlanFigures.class_f``, ``class_g``), as the evaluator simulates it, so
+    every op time is exact and ``iteration_time_s`` is the evaluator's T; the critical
+    path runs on the bottleneck replica, in the binding class (``Trace.binding_class``).
+
+    >>> tr = trace(inst, plan)                             # doctest: +SKIP
+    >>> tr.classes, tr.binding_class, tr.class_time_s     # doctest: +SKIP
+    (2, 1, array([6.9, 7.28]))
+    """
     ev = Evaluator(instance, plan)
     st = ev.one_state(states, "trace")
     fig = ev.fig
@@ -81,13 +99,18 @@ def trace(instance, plan, states: NetworkStates | None = None) -> Trace:
                            else tuple(tuple(o) for o in plan.schedule_spec), S, m, keep_all=True)
     x = comm.x[0].T if S > 1 else np.zeros((0, R))  # (S-1, R)
     l = comm.l[0].T if S > 1 else np.zeros((0, R))
-    regs = prog.registers(fig.f, fig.g, x, l) if S > 1 else _single(prog, fig, R)
-    dur = {F: fig.f, B: fig.g}
+    klass = fig.replica_class  # (R,) each replica's row of GPU types
+    regs = np.empty((prog.nregs, R))
+    for k in range(fig.classes):  # one class (one type everywhere): one run over every replica
+        cols = np.nonzero(klass == k)[0] if fig.classes > 1 else slice(None)
+        f, g = fig.class_f[k], fig.class_g[k]
+        regs[:, cols] = prog.registers(f, g, x[:, cols], l[:, cols]) if S > 1 else _single(prog, f, g, R)[:, cols]
+    durs = [{F: fig.class_f[k], B: fig.class_g[k]} for k in range(fig.classes)]
     ops, xfers = [], []
     for (j, kind, i), (s_reg, e_reg, _, _) in prog.op_regs.items():
         for r in range(R):
             end = regs[e_reg, r]
-            start = regs[s_reg, r] if s_reg is not None else end - dur[kind][j]
+            start = regs[s_reg, r] if s_reg is not None else end - durs[klass[r]][kind][j]
             ops.append(Op(r, j, kind, i, float(start), float(end)))
     for (d, k, i), (s0, se, ar) in prog.xfer_regs.items():
         for r in range(R):
@@ -98,16 +121,18 @@ def trace(instance, plan, states: NetworkStates | None = None) -> Trace:
     total = E.max(axis=0) + comm.ar[0]
     j_star = int(np.argmax(total))
     r_star = int(np.argmax(E[:, j_star]))
+    class_time = np.array([(E[klass == k].max(axis=0) + comm.ar[0]).max() for k in range(fig.classes)])
     tr = Trace(float(total.max()), E, comm.ar[0].copy(), ops, xfers, bottleneck_stage=j_star,
-               bottleneck_replica=r_star)
+               bottleneck_replica=r_star, classes=fig.classes, binding_class=int(klass[r_star]),
+               replica_class=klass.copy(), class_time_s=class_time)
     with np.errstate(invalid="ignore"):  # inf - inf when a link is down
-        tr.critical_path = _critical_path(prog, regs, dur, j_star, r_star, E, comm.ar[0], x, l)
+        tr.critical_path = _critical_path(prog, regs, durs[klass[r_star]], j_star, r_star, E, comm.ar[0], x, l)
     return tr
 
 
-def _single(prog, fig, R):
+def _single(prog, f, g, R):
     dur = np.empty(2)
-    dur[0], dur[1] = fig.f[0], fig.g[0]
+    dur[0], dur[1] = f[0], g[0]
     regs = np.empty((prog.nregs, R))
     prog._execute(regs, dur, None, None)
     return regs

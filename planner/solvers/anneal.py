@@ -12,7 +12,12 @@ parallelism, micro-batch size, hence the micro-batch count) while it moves:
   warm-up, :mod:`planner.solvers.inflight`; held as the limits, written as an
   explicit schedule);
 * ``split`` / ``merge``: a stage cut in two / two adjacent stages joined
-  (memory, ``max_stages`` and GPU capacity decide through :func:`check_plan`).
+  (memory, ``max_stages`` and GPU capacity decide through :func:`check_plan`);
+* with several GPU types (SPEC v3 (g)): ``rebalance``, the partition re-cut for
+  the types the placement lands on (:meth:`planner.problem.space.PlanSpace.typed_partition`:
+  faster types take more layers), and ``retype``, stage j of every replica moved
+  to one domain and the partition re-cut (a stage moved to a faster type only
+  pays once its share of the layers follows).
 
 Every candidate is checked with :func:`planner.scoring.evaluator.check_plan`
 (memory, GPUs per domain, routes, schedule, stage count, pins) and, when
@@ -52,6 +57,10 @@ log = logging.getLogger("planner.anneal")
 
 MOVES = ("replica", "stage", "swap", "boundary", "schedule", "split", "merge")
 WEIGHTS = (0.24, 0.14, 0.14, 0.24, 0.08, 0.08, 0.08)
+# with several GPU types (SPEC v3 (g)) two more: the partition re-cut for the types the
+# placement lands on ("rebalance"), and a stage moved to another domain then re-cut ("retype")
+TYPED_MOVES = MOVES + ("rebalance", "retype")
+TYPED_WEIGHTS = tuple(0.8 * w for w in WEIGHTS) + (0.1, 0.1)
 
 
 def _key(bounds, placement, schedule):
@@ -127,6 +136,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
         allowed_sched = []  # pinned; an explicit schedule is kept as it is
     can_resize = stages is None and (not isinstance(plan.schedule, ExplicitSchedule) or profile is not None)
     R = plan.replicas
+    rebalance = _rebalancer(instance, plan) if instance.heterogeneous and stages is None else None
     memo: dict = {}
     unfaithful: set = set()  # keys of plans the walk may cross but the search may not return
     evals = 0
@@ -183,7 +193,8 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
             frac = min(1.0, (time.perf_counter() - t0) / max(1e-9, time_limit))
         temp = start * t_start * math.exp(ln_ratio * frac)
         candidates += 1
-        cand = _move(rng, cur_state, names, n_units, allowed_sched, can_resize, R, m if inflight else 0)
+        cand = _move(rng, cur_state, names, n_units, allowed_sched, can_resize, R, m if inflight else 0,
+                     rebalance)
         if cand is None:
             continue
         val = scored(*cand)
@@ -213,14 +224,60 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     return result.model_copy(update={"solver": si, "predicted": None})
 
 
-def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0):
+def _rebalancer(instance, plan: Plan):
+    """``(bounds, placement, schedule) -> bounds``: the partition balanced for the GPU
+    types of ``placement`` (None when none fits, or the schedule is explicit op lists
+    that are not in-flight limits); for the moves ``rebalance`` and ``retype``."""
+    from ..problem.space import PlanSpace
+    from .greedy import stage_types
+
+    space = PlanSpace(instance)
+    tp, b, m = plan.tp, plan.micro_batch_size, plan.num_micro_batches
+
+    def rebalance(bounds, placement, sched):
+        if isinstance(sched, tuple):  # in-flight limits: 1f1b's memory rule, check_plan decides
+            sched = "1f1b"
+        if not isinstance(sched, str):
+            return None
+        return space.typed_partition(tp, b, sched, len(bounds), m, stage_types(instance, placement))
+
+    return rebalance
+
+
+
+def _stage_to(placement, j: int, d: str):
+    """``placement`` with stage ``j`` of every replica in domain ``d`` (None: it is already)."""
+    if all(row[j] == d for row in placement):
+        return None
+    pl = [list(row) for row in placement]
+    for row in pl:
+        row[j] = d
+    return pl
+
+def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0, rebalance=None):
     """One random neighbour of ``state`` = (bounds, placement, schedule), or None.
 
     A schedule is a name or a tuple of in-flight limits; ``m`` > 0 (the
-    micro-batch count) lets the schedule move change one limit."""
+    micro-batch count) lets the schedule move change one limit.  ``rebalance``
+    (instances with several GPU types, :func:`_rebalancer`) adds the moves
+    ``rebalance`` and ``retype``."""
     bounds, placement, sched = state
     S = len(bounds)
-    kind = MOVES[rng.choice(len(MOVES), p=WEIGHTS)]
+    if rebalance is not None:
+        kind = TYPED_MOVES[rng.choice(len(TYPED_MOVES), p=TYPED_WEIGHTS)]
+        if kind == "rebalance":
+            cuts = rebalance(bounds, placement, sched)
+            return None if cuts is None or list(cuts) == list(bounds) else (list(cuts), placement, sched)
+        if kind == "retype":
+            j = int(rng.integers(S))
+            d = names[int(rng.integers(len(names)))]
+            pl = _stage_to(placement, j, d)
+            if pl is None:
+                return None
+            cuts = rebalance(bounds, pl, sched)
+            return (list(cuts) if cuts is not None else bounds), pl, sched
+    else:
+        kind = MOVES[rng.choice(len(MOVES), p=WEIGHTS)]
     if kind == "replica":
         r, j = int(rng.integers(R)), int(rng.integers(S))
         d = names[int(rng.integers(len(names)))]
@@ -232,12 +289,8 @@ def _move(rng, state, names, n_units, allowed_sched, can_resize, R, m=0):
     if kind == "stage":
         j = int(rng.integers(S))
         d = names[int(rng.integers(len(names)))]
-        if all(row[j] == d for row in placement):
-            return None
-        pl = [list(row) for row in placement]
-        for row in pl:
-            row[j] = d
-        return bounds, pl, sched
+        pl = _stage_to(placement, j, d)
+        return None if pl is None else (bounds, pl, sched)
     if kind == "swap":
         r1, j1, r2, j2 = (int(x) for x in rng.integers([R, S, R, S]))
         if placement[r1][j1] == placement[r2][j2]:

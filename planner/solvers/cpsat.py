@@ -22,6 +22,11 @@ search's (:func:`planner.solvers.shapesearch.stage_bounds` at the same
 version: under 3 without :mod:`planner.solvers.formulations.milp_bounds`,
 which is v2's).
 
+GPU types (SPEC v3 (g)): on a mixed instance each (replica, stage) takes its
+domain's type's figures and memory (``_typed_compute`` in
+:mod:`planner.solvers.formulations.cpsat`), and the shapes' bounds come from
+the optimistic instance (:func:`planner.solvers.shapesearch.search_space`).
+
 Example
 -------
 >>> plan = cpsat(instance, time_limit=30, seed=0)                # doctest: +SKIP

@@ -375,29 +375,76 @@ def _stopped(plan: Plan, reason: str | None, t0: float) -> Plan:
 
 def _chains(instance, space: PlanSpace, tp: int):
     """The slots of ``tp`` GPUs and the domain chains from the best start domains
-    (they depend on tp only: kept on ``space`` for the shapes that share it)."""
+    (they depend on tp only: kept on ``space`` for the shapes that share it).  With
+    several GPU types (SPEC v3 (g)) also a chain from the largest domain of each type,
+    fastest type first (:func:`type_starts`)."""
     memo = space.__dict__.setdefault("_greedy_chains", {})
     if tp not in memo:
         slots = space.slots(tp)
-        memo[tp] = slots, [domain_chain(instance, tp, start, slots) for start in _starts(instance, slots)]
+        starts = _starts(instance, slots)
+        if instance.heterogeneous:
+            starts += [d for d in type_starts(instance, slots) if d not in starts]
+        memo[tp] = slots, [domain_chain(instance, tp, start, slots) for start in starts]
     return memo[tp]
 
 
-def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set):
+def type_starts(instance, slots: dict[str, int]) -> list[str]:
+    """Per GPU type with slots, fastest (peak * mfu) first, its domain with the most
+    slots (instance order on ties): where a chain starts so that a pipeline's first
+    stages, and small plans altogether, land on that type.
+
+    >>> type_starts(mixed, PlanSpace(mixed).slots(1))                 # doctest: +SKIP
+    ['fast', 'slow']
+    """
+    best: dict[int, str] = {}
+    for d in instance.domain_names:
+        if slots.get(d, 0) <= 0:
+            continue
+        u = instance.domain_type[instance.domain_index[d]]
+        if u not in best or slots[d] > slots[best[u]]:
+            best[u] = d
+    return [best[u] for u in sorted(best, key=lambda u: (-instance.gpu_types[u].flops_per_s, u))]
+
+
+def stage_types(instance, placement) -> tuple[tuple[int, ...], ...]:
+    """Per stage, the GPU types (indices into ``instance.gpu_types``) its replicas run on."""
+    types, idx = instance.domain_type, instance.domain_index
+    return tuple(tuple(sorted({types[idx[row[j]]] for row in placement})) for j in range(len(placement[0])))
+
+
+def _placements(instance, space: PlanSpace, sh: Shape, cuts, seen: set, memory_rule: str | None = None):
     """The chain placements (fill and aligned, from the best start domains) of a shape
-    with a fixed partition, each once."""
+    with a fixed partition, each once.
+
+    With several GPU types (SPEC v3 (g)) each placement also gets the partition
+    balanced for the types it lands on (:meth:`PlanSpace.typed_partition`: faster
+    types take more layers, each stage within the memory of its types), and a plan
+    is yielded only when it fits the memory of the types hosting it, under the
+    in-flight rule of ``memory_rule`` (default the shape's schedule; :data:`LEAN`
+    for :func:`lean_plans`)."""
     slots, chains = _chains(instance, space, sh.tp)
+    mixed = instance.heterogeneous
+    m = sh.micro_batches(instance.workload.global_batch_size) if mixed else 0
     for chain in chains:
         for placer in (place_fill, place_aligned):
             placement = placer(chain, slots, sh.stages, sh.replicas)
             if placement is None:
                 continue
-            key = (sh, tuple(cuts), hash(tuple(map(tuple, placement))))  # a hash: placements can be huge
-            if key in seen:
-                continue
-            seen.add(key)
-            yield Plan.build(cuts, placement, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
-                             schedule=sh.schedule)
+            options = [cuts]
+            if mixed:  # the cut balanced for the placement's types (fits their memory), and the given one if it fits
+                types = stage_types(instance, placement)
+                rule = memory_rule or sh.schedule
+                typed = space.typed_partition(sh.tp, sh.micro_batch, rule, sh.stages, m, types)
+                options = [] if typed is None else [typed]
+                if list(cuts) != typed and space.fits_types(cuts, sh.tp, sh.micro_batch, rule, m, types):
+                    options.append(cuts)
+            for c in options:
+                key = (sh, tuple(c), hash(tuple(map(tuple, placement))))  # a hash: placements can be huge
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield Plan.build(c, placement, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
+                                 schedule=sh.schedule)
 
 
 def shape_plan(instance, shape: Shape, stage_counts, space: PlanSpace | None = None, forbid=()) -> Plan | None:
@@ -432,7 +479,7 @@ def infeasibility_reasons(space: PlanSpace) -> list[str]:
     inst = space.instance
     gbs = inst.workload.global_batch_size
     reasons = []
-    limit = inst.memory_limit_bytes
+    limit = space.memory_limit  # with several GPU types: the largest type's (planning_gpu)
     for tp in inst.workload.tensor_parallel:
         slots = space.slots(tp)
         have = sum(slots.values())
@@ -458,13 +505,22 @@ def infeasibility_reasons(space: PlanSpace) -> list[str]:
 
             worst = max(range(tab.n), key=need_alone)
             reasons.append(f"tp={tp}: no split into at most {inst.max_stages} stages fits "
-                           f"{human_bytes(limit)} usable per GPU (unit {units[worst].name} alone "
+                           f"{_usable(inst, limit)} per GPU (unit {units[worst].name} alone "
                            f"needs {human_bytes(need_alone(worst))} per GPU at micro-batch {b})")
         else:
             reasons.append(f"tp={tp}: the model needs at least {need} stages x {tp} GPUs = "
-                           f"{need * tp} GPUs in memory ({human_bytes(limit)} usable each); "
+                           f"{need * tp} GPUs in memory ({_usable(inst, limit)} each); "
                            f"the domains offer {have * tp} GPUs in slots of {tp}")
     return reasons
+
+
+def _usable(instance, limit: float) -> str:
+    """The usable memory per GPU in words: ``"72 MB usable"``; with several GPU types
+    (SPEC v3 (g)) each type's, largest first: ``"H100 usable 72 GB, A100 usable 36 GB"``."""
+    if not instance.heterogeneous:
+        return f"{human_bytes(limit)} usable"
+    types = sorted((instance.gpu_types[u] for u in instance.types_used), key=lambda g: -g.memory_gb)
+    return ", ".join(f"{g.name} usable {human_bytes(instance.memory_limit_of(g))}" for g in types)
 
 
 def shape_starts(instance, k: int = 4, time_limit: float | None = None) -> list[Plan]:
@@ -525,10 +581,15 @@ def _fitting_limits(instance, space: PlanSpace, plan: Plan) -> list[int]:
     """Per stage, the most micro-batches in flight (at most 1f1b's ``min(m, S - j)``,
     at least 1) whose activations fit the GPU memory of ``space``'s rule."""
     S, m = plan.num_stages, plan.num_micro_batches
-    cap = instance.memory_limit_bytes * plan.tp
+    if instance.heterogeneous:  # each stage within the smallest memory of the types hosting it
+        limits = [min(instance.memory_limit_of(instance.gpu_types[u]) for u in ts)
+                  for ts in stage_types(instance, plan.placement)]
+    else:
+        limits = [instance.memory_limit_bytes] * S
     tokens = plan.micro_batch_size * instance.workload.seq_len
     out = []
     for j, (a, b) in enumerate(plan.bounds()):
+        cap = limits[j] * plan.tp
         _, weights, stored = space.table.interval(a, b)
         most = min(m, S - j)
         fit = most if stored <= 0 else int((cap - weights) // (tokens * stored))
@@ -572,7 +633,7 @@ def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int 
         if scored and time.perf_counter() > deadline:
             break
         m = gbs // (R * b)
-        for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen):
+        for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen, memory_rule=LEAN):
             for w in (_fitting_limits(instance, space, p), [1] * S):
                 q = p.model_copy(update={"schedule": inflight_schedule(w, m)})
                 ev = Evaluator(instance, q)

@@ -66,7 +66,7 @@ from ..problem.instance import Instance
 from ..problem.limits import MAX_BANDWIDTH_GBPS
 from ..problem.plan import Plan, SolverInfo
 from ..problem.specversion import check_spec
-from ..scoring.bounds import estimate_family, gap_claim, objective_lower_bound
+from ..scoring.bounds import estimate_family, fastest_type_instance, gap_claim, objective_lower_bound
 from . import stop
 from ..scoring.evaluator import simulated_score
 from .anneal import anneal
@@ -108,22 +108,26 @@ def group_domains(instance, threshold_ms: float = THRESHOLD_MS, max_groups: int 
         return []
     regions = [instance.domain(d).region for d in names]
     by_region = all(regions) and len(set(regions)) < len(names)
+    kind = {d: instance.domain_type[order[d]] for d in names}  # GPU types (SPEC v3 (g))
     runs: list[list[str]] = []
     for d, reg in zip(names, regions):
-        if by_region and runs and instance.domain(runs[-1][-1]).region == reg:
+        if by_region and runs and instance.domain(runs[-1][-1]).region == reg and kind[runs[-1][-1]] == kind[d]:
             runs[-1].append(d)
         else:
             runs.append([d])
     cap = max_groups if max_groups is not None else math.ceil(math.sqrt(len(names)))
     cap = max(1, cap)
 
-    def linkage(a, b) -> float:  # complete linkage: the longest route latency between the runs
-        return max(_latency(instance, x, y) for x in a for y in b)
+    def linkage(a, b) -> tuple[bool, float]:
+        """(whether the runs' GPU types differ, complete linkage: the longest route latency
+        between them): runs of different types merge only to get within ``max_groups``."""
+        return ({kind[x] for x in a} != {kind[y] for y in b},
+                max(_latency(instance, x, y) for x in a for y in b))
 
     links = [linkage(runs[i], runs[i + 1]) for i in range(len(runs) - 1)]
     while len(runs) > 1:
         i = min(range(len(links)), key=lambda k: (links[k], k))
-        if len(runs) <= cap and (by_region or links[i] > threshold_ms):
+        if len(runs) <= cap and (by_region or links[i][0] or links[i][1] > threshold_ms):
             break
         runs[i:i + 2] = [runs[i] + runs[i + 1]]
         del links[i]
@@ -280,11 +284,52 @@ def aggregate(instance, groups, tps=None, optimistic: bool = True) -> list[Aggre
                 bw = link_bw if optimistic else max(_bottleneck(instance, a, b) for a in g for b in h)
                 links.append({"a": names[g], "b": names[h], "bandwidth_gbps": bw, "latency_ms": lat})
         data = instance.to_dict()
+        if instance.heterogeneous:  # SPEC v3 (g): each group's type
+            types = _group_types(instance, used, optimistic)
+            data.pop("gpu", None)
+            data["gpus"] = list({t["name"]: t for t in types.values()}.values())
+            for d, g in zip(doms, used):
+                d["gpu"] = types[g]["name"]
+        else:
+            data["gpu"] = instance.gpu.model_dump(exclude_none=True)  # the one GPU type
+            data.pop("gpus", None)  # the groups name no type: each has [gpu]'s
         suffix = ".groups" + ("" if len(classes) == 1 else f".tp{ts[0]}")  # a valid name (SPEC 9): 64 at most
         data.update(name=instance.name[:64 - len(suffix)] + suffix, domains=doms, links=links)
         data["workload"]["tensor_parallel"] = list(ts)
         agg = Instance.from_dict(data)
         out.append(Aggregate(agg, {names[g]: g for g in used}, ts, valid))
+    return out
+
+
+def _group_types(instance, groups, optimistic: bool) -> dict:
+    """Per group, the GPU type of its aggregated domain (a ``[[gpus]]`` entry as a dict):
+    the type of its domains when they share one; for a group of several types, with
+    ``optimistic`` the type at least as fast and as large as each of them (the largest
+    peak * mfu, the largest NVLink bandwidth, none when some has none, the smallest unit
+    overhead, the largest memory: every real plan stays at least as fast, the bound
+    valid), else the type holding most of its GPUs (representative)."""
+    types = instance.gpu_types
+    taken = {g.name for g in types}
+    out = {}
+    for i, g in enumerate(groups):
+        kinds = sorted({instance.domain_type[instance.domain_index[d]] for d in g})
+        if len(kinds) == 1 or not optimistic:
+            count = {u: sum(instance.domain(d).gpus for d in g
+                            if instance.domain_type[instance.domain_index[d]] == u) for u in kinds}
+            u = max(kinds, key=lambda k: (count[k], -k))
+            out[g] = dict(types[u].model_dump(exclude_none=True), name=types[u].name)
+            continue
+        ts = [types[u] for u in kinds]
+        fast = max(ts, key=lambda t: t.flops_per_s)
+        name = f"optimistic{i}"
+        while name in taken:
+            name += "x"
+        taken.add(name)
+        nvlink = [t.nvlink_bandwidth_gbps for t in ts]
+        out[g] = {"name": name, "peak_tflops": fast.peak_tflops, "mfu": fast.mfu,
+                  "memory_gb": max(t.memory_gb for t in ts), "unit_overhead_ms": min(t.unit_overhead_ms for t in ts)}
+        if None not in nvlink:
+            out[g]["nvlink_bandwidth_gbps"] = max(nvlink)
     return out
 
 
@@ -348,7 +393,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
          deterministic: bool = False, polish: bool = True, stages: int | None = None,
          replicas: int | None = None, tp: int | None = None, micro_batch_size: int | None = None,
          schedule: str | None = None, forbid=(), executor: str | None = None, address: str | None = None,
-         jobs: int | None = None, **_) -> Plan:
+         jobs: int | None = None, type_aware=frozenset(), **_) -> Plan:
     """Plan hierarchically; see the module docstring.
 
     ``time_limit`` seconds in all (None: 60): greedy (capped at a tenth) and the
@@ -362,6 +407,15 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     ``max_groups``).  Pins as for the MILP except ``require``; ``executor``,
     ``address`` and ``jobs`` go to the top level's shape search.  Raises
     ``InfeasibleError`` when no plan exists.
+
+    GPU types (SPEC v3 (g)): groups are runs of one type where ``max_groups``
+    allows, and each aggregated domain carries its group's type
+    (:func:`aggregate`).  ``type_aware`` names the solvers that plan with several
+    types (the registry passes :data:`planner.solvers.registry.GPU_TYPE_SOLVERS`):
+    a top solver not among them solves a mixed aggregate with every group given
+    the fastest type (:func:`planner.scoring.bounds.fastest_type_instance`: its
+    bound stays valid); greedy's starts on the aggregate and every real plan are
+    typed.
     """
     if top not in ("milp", "cpsat"):
         raise InputError(f"top level solver {top!r}: choose milp or cpsat", "top")
@@ -418,7 +472,8 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     lines: list[str] = []
     class_bounds: list[float] = []
     timed_out = False
-    solve = _top_solver("cpsat" if deterministic else top)
+    top_name = "cpsat" if deterministic else top
+    solve = _top_solver(top_name)
     runs = [(agg, rep) for agg, rep in zip(bound_aggs, plan_aggs)]
     opts = dict(seed=seed, gap=gap, polish=False)
     if deterministic:
@@ -448,8 +503,11 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
                 role_pins = found or role_pins
             if role_pins.get("tp") not in (None, *a.tps):
                 continue  # greedy's tensor-parallel degree is in another class
+            top_inst = a.instance
+            if top_inst.heterogeneous and top_name not in type_aware:  # it plans one type: the fastest
+                top_inst = fastest_type_instance(top_inst)
             try:
-                res = solve(a.instance, time_limit=share, start=start, bounding=0.4 if role == "plan" else 0.9,
+                res = solve(top_inst, time_limit=share, start=start, bounding=0.4 if role == "plan" else 0.9,
                             **opts, **role_pins)
             except InfeasibleError:
                 lines.append(f"{what} ({role}): no plan")

@@ -23,6 +23,14 @@ still model v2 and are not used), whose dual bound is a lower bound on the
 v3 T_est (its processor sharing is a relaxation), and the shapes' bounds are
 :func:`planner.solvers.shapesearch.shape_lower_bound`'s, which hold under v3.
 
+GPU types (SPEC v3 (g)): on a mixed instance the per-replica model's
+(replica, stage) times and memory are those of the domain's type
+(``_typed_compute`` in :mod:`planner.solvers.formulations.milp`); the
+aggregated model counts the types present per slot and stays a lower bound
+(``_typed_counts`` in :mod:`planner.solvers.formulations.milp_agg`), and the
+shapes' bounds come from the optimistic instance
+(:func:`planner.solvers.shapesearch.search_space`).
+
 Example
 -------
 >>> plan = milp(instance, time_limit=30, seed=0)                 # doctest: +SKIP

@@ -17,8 +17,10 @@
    greedy's plan and the best plans of greedy's next best shapes
    (:func:`planner.solvers.greedy.shape_starts`, ``STARTS`` in all) and one of
    them placed as a pipeline across datacenters
-   (:func:`planner.solvers.greedy.spread_starts`), an equal share of the
-   engines' window each, the first quarter of it spent on the
+   (:func:`planner.solvers.greedy.spread_starts`), and, with several GPU types,
+   the best of greedy's plans of each type's domains alone
+   (:func:`planner.problem.subfleet.type_subfleets`: a plan of a sub-fleet is a
+   plan of the fleet), an equal share of the engines' window each, the first quarter of it spent on the
    per-stage in-flight limits, :func:`planner.solvers.inflight.tune_inflight`):
    on many domains the engines rarely leave greedy's plan within a minute,
    while a search scored by the exact simulation does, and a shape greedy
@@ -91,6 +93,7 @@ from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
 from .executor import from_main, spawn_context
+from ..problem.subfleet import type_subfleets
 from .greedy import greedy, lean_plans, shape_starts, spread_starts
 from .hierarchy import hier
 from .inflight import tune_inflight
@@ -206,7 +209,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
          gap: float = 1e-3, stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None, forbid=(), require=(),
          engines: dict[str, Callable[..., Plan]] | None = None, refine: Callable[..., Plan] | None = None,
-         refine_schedule: bool = True, **_) -> Plan:
+         refine_schedule: bool = True, type_aware=frozenset(), **_) -> Plan:
     """Plan with the portfolio; see the module docstring.
 
     ``time_limit`` seconds of wall clock in all (None: 60), ``seed`` for every
@@ -217,7 +220,12 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     they must be importable top-level functions).  ``refine`` is the
     schedule refinement (the registry passes :func:`planner.solvers.registry.refine`;
     None or ``refine_schedule=False``: none, the annealing takes that time).
-    Raises ``InfeasibleError`` when no planner finds a plan.
+    ``type_aware``: the names of the solvers that plan with several GPU types (the
+    registry passes :data:`planner.solvers.registry.GPU_TYPE_SOLVERS`); on an
+    instance whose domains have several types (SPEC v3 (g)) the default engines not
+    among them are left out (``solver.engines`` says so), greedy, the annealing and
+    the refinement plan with the types.  Raises ``InfeasibleError`` when no planner
+    finds a plan.
     """
     t0 = time.perf_counter()
     wall0 = time.time()
@@ -231,16 +239,22 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if require:
         pin_opts["require"] = list(require)
     anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}  # R, tp, b: kept
+    lines: dict[str, str] = {}
+    default_engines = engines is None
     if engines is None and flat_too_big(instance):
         engines = {"hier": hier_engine}
         log.info("auto: %d domains, flat models too big (%d > %d arcs per shape): the hierarchical planner",
                  len(instance.domains), len(instance.domains) ** 2 * instance.max_stages, FLAT_ARCS_MAX)
     engines = dict(ENGINES if engines is None else engines)
+    if default_engines and instance.heterogeneous:  # SPEC v3 (g): only engines that plan with the types
+        for name in [n for n in engines if n not in type_aware]:
+            del engines[name]
+            lines[name] = "left out: it plans one GPU type for every domain so far"
+            log.info("auto: %s left out (the domains have several GPU types; it plans one)", name)
     if deterministic and engines.get("milp") is milp:
         del engines["milp"]
         log.info("auto: deterministic mode, the MILP (wall-clock budget only) is left out")
 
-    lines: dict[str, str] = {}
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
     history: list[tuple[str, float]] = []
@@ -273,6 +287,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     for name, solve in engines.items():
         opts = dict(seed=seed, gap=gap, **pin_opts)
         opts.update(threads=1) if solve is milp else opts.update(workers=1)
+        if solve is hier_engine and instance.heterogeneous:
+            opts["type_aware"] = frozenset(type_aware)
         if deterministic:
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
@@ -288,6 +304,20 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
         errors.append(err)
         lines["greedy"] = f"failed: {err}"
+
+    # several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a plan of the
+    # fleet), so that the mixed fleet's plan is never slower than greedy's on one type
+    typed_starts: list[Plan] = []
+    if instance.heterogeneous and (deterministic or time.time() < engine_deadline):
+        for gpu, sub in type_subfleets(instance):
+            try:
+                q = greedy(sub, time_limit=None if deterministic else max(0.2, 0.05 * budget), seed=seed)
+            except (InfeasibleError, TimeLimitError, Stopped):
+                continue
+            q = q.model_copy(update={"solver": None, "predicted": None})
+            if plan_matches(q, pins, forbid, require):
+                offer(f"greedy[{gpu}]", q)
+                typed_starts.append(q)
 
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
     if schedule is None and (deterministic or time.time() < engine_deadline):
@@ -309,9 +339,12 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if starts and (deterministic or time.time() < engine_deadline):
         spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
         starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
+    # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
+    typed_starts.sort(key=lambda q: simulated_score(instance, q) or math.inf)
+    starts += [q for q in typed_starts[:1] if not any(_same_plan(q, s) for s in starts)]
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
-        if (i and all(fut.done() for _, fut in running.values())) or stop.requested():
+        if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():
             break  # the engines are back (small instances), or a stop was asked for: collect them now
         left = (engine_deadline - time.time()) / (len(starts) - i)
         if left < 0.2 and not deterministic:

@@ -59,7 +59,7 @@ def _auto(instance, **options) -> Plan:
     """The portfolio (:func:`planner.solvers.portfolio.auto`) with this module's schedule refinement."""
     from .portfolio import auto
 
-    return auto(instance, refine=refine, **options)
+    return auto(instance, refine=refine, type_aware=GPU_TYPE_SOLVERS, **options)
 
 
 def _anneal(instance, **options) -> Plan:
@@ -72,7 +72,7 @@ def _hier(instance, **options) -> Plan:
     """Hierarchical planning (:func:`planner.solvers.hierarchy.hier`): groups of domains, then domains."""
     from .hierarchy import hier
 
-    return hier(instance, **options)
+    return hier(instance, type_aware=GPU_TYPE_SOLVERS, **options)
 
 
 SOLVERS: dict[str, Callable[..., Plan]] = {"greedy": greedy, "milp": milp, "cpsat": cpsat, "rl": _rl,
@@ -245,7 +245,7 @@ def solver_options(solver: str) -> set[str]:
     if solver == "auto":
         from .portfolio import auto as fn
 
-        names = _parameters(fn) - {"engines", "refine"}
+        names = _parameters(fn) - {"engines", "refine", "type_aware"}
     elif solver == "anneal":
         from .anneal import anneal, anneal_solver
 
@@ -255,7 +255,7 @@ def solver_options(solver: str) -> set[str]:
     elif solver == "hier":
         from .hierarchy import hier as fn
 
-        names = _parameters(fn)
+        names = _parameters(fn) - {"type_aware"}
     else:
         names = _parameters(SOLVERS[solver])
     return names | _PLAN_OPTIONS
@@ -370,6 +370,33 @@ def _robust_figures(instance, p: Plan, k: int, stat: str, seed: int) -> Plan:
     return p.model_copy(update={"solver": info})
 
 
+#: The solvers that plan with several GPU types (SPEC v3 (g)); the others refuse a mixed
+#: instance (:func:`refuse_gpu_types`).  One name per line.
+GPU_TYPE_SOLVERS: frozenset[str] = frozenset({
+    "greedy",
+    "hier",
+    "anneal",
+    "auto",
+    "milp",
+    "cpsat",
+    "rl",
+})
+
+
+def refuse_gpu_types(instance, solver: str | None = None) -> None:
+    """Raise ``InputError`` naming the first domain whose ``gpu`` differs from the first
+    domain's when the domains have several GPU types (SPEC v3 (g)) and ``solver`` does not
+    plan with types (not in :data:`GPU_TYPE_SOLVERS`); ``planner evaluate`` and the
+    :class:`~planner.scoring.evaluator.Evaluator` score such instances exactly."""
+    if instance.heterogeneous and solver not in GPU_TYPE_SOLVERS:
+        types = instance.domain_type
+        i = next(i for i, t in enumerate(types) if t != types[0])
+        names = ", ".join(instance.gpu_types[u].name for u in instance.types_used)
+        raise InputError(f"the domains have several GPU types ({names}); the planners plan one GPU type for "
+                         f"every domain in solver {solver!r} so far (planner evaluate scores a plan mixing types)",
+                         f"domains[{i}].gpu")
+
+
 def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None, seed: int = 0,
          **options) -> Plan:
     """Plan ``instance`` with ``solver``; see the module docstring.
@@ -384,6 +411,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     """
     if solver not in SOLVERS:
         raise InputError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}", "solver")
+    refuse_gpu_types(instance, solver)
     options = check_options(instance, solver, {**options, "time_limit": time_limit, "seed": seed})
     del options["time_limit"], options["seed"]
     t0 = time.perf_counter()

@@ -17,7 +17,19 @@ policy (a seeded NumPy generator, so the same seed gives the same plan),
 simulates every distinct plan exactly and returns the best; the counts, not
 the clock, bound the work, and ``time_limit`` stops the search early.
 Every plan is the policy's own: greedy contributes the shapes on offer and
-the reward's yardstick, never a placement.
+the reward's yardstick, never a placement -- except on an instance with
+several GPU types, where each of the policy's placements is also tried with
+the layer cut balanced for the types it lands on (greedy's typed partition),
+and greedy's own plan is kept when every plan of the policy simulates slower
+(``rl_found_by`` says which).
+
+GPU types (SPEC v3 (g)): a policy of format 3 (``models/rl/types.zip``,
+trained on mixed instances) reads the typed observation (each candidate's
+type speed and memory headroom, the partial T_est at the candidate's type;
+:class:`~planner.solvers.rl_env.PlacementEnv` with ``typed=True``) and is
+the one used when the domains have several types; a single-type instance
+keeps ``general.zip`` (format 2) and today's plans.  A format-2 policy on a
+mixed instance is refused (``InputError``).
 
 Needs the optional extra ``planner[rl]`` (gymnasium, stable-baselines3,
 sb3-contrib, torch).
@@ -45,12 +57,16 @@ from ..problem.errors import InputError
 from ..problem.files import atomic_path, models_dir, read_mapping, write_atomic
 from ..problem.network import NetworkStates
 from ..problem.plan import Plan, SolverInfo
+from ..scoring.evaluator import Evaluator
 from . import stop
-from .rl_env import N_SLOTS, ORDERS, SHAPES, PlacementEnv, _require, gym, shape_menu  # noqa: F401 (re-exported)
+from .rl_env import (GLOBAL, N_SLOTS, ORDERS, SHAPES, SLOT, SLOT_TYPED, PlacementEnv, _require, gym,  # noqa: F401
+                     shape_menu)
 
 SAMPLES = 16  # sampled episodes at inference, besides the deterministic one
-FORMAT = 2  # policy files: 2 = shape choice + per-slot network (rl_env, rl_net)
-POLICY_DIR = "rl"  # the shipped policies: models/rl/<instance>.zip, models/rl/general.zip
+FORMAT = 2  # policy files: 2 = shape choice + per-slot network (rl_env, rl_net), one GPU type
+FORMAT_TYPED = 3  # the same with the typed slot features (rl_env.SLOT_TYPED): several GPU types
+FORMATS = {FORMAT: SLOT, FORMAT_TYPED: SLOT_TYPED}  # format -> features per slot
+POLICY_DIR = "rl"  # the shipped policies: models/rl/<instance>.zip, models/rl/general.zip, models/rl/types.zip
 log = logging.getLogger("planner.rl")
 
 
@@ -232,20 +248,41 @@ class Replanner:
         _require()
         t0 = time.perf_counter()
         self.policy_path = None
+        mixed = instance.heterogeneous
         if policy is None:
-            policy = shipped_policy(instance.name)
+            policy = shipped_policy(instance.name, typed=mixed)
             if policy is None:
-                raise InputError("the rl solver needs a trained policy: no shipped policy under models/rl/; "
-                                 "planner rl train INSTANCE --out POLICY, then --policy POLICY", "policy")
+                raise InputError("the rl solver needs a trained policy: no shipped policy under models/rl/"
+                                 + (" for several GPU types (types.zip)" if mixed else "")
+                                 + "; planner rl train INSTANCE --out POLICY, then --policy POLICY", "policy")
         if isinstance(policy, (str, Path)):
             self.policy_path = str(policy)
         if isinstance(policy, (str, Path, bytes, bytearray)):
             self.model, self.meta = load_policy(policy)
         else:
             self.model, self.meta = policy, None
+        fmt = policy_format(self.model)
+        if fmt is None:
+            raise InputError("the policy's network does not read this planner's observation "
+                             f"({self.model.observation_space.shape[0]} features)", "policy",
+                             file=self.policy_path)
+        if mixed and fmt != FORMAT_TYPED:
+            names = ", ".join(instance.gpu_types[u].name for u in instance.types_used)
+            raise InputError(f"a policy of format {fmt} sees one GPU type; the domains have several ({names}): "
+                             f"use a typed policy (format {FORMAT_TYPED}, models/rl/types.zip, or planner rl "
+                             "train on mixed instances)", "policy", file=self.policy_path)
+        self.greedy = None  # several GPU types: greedy's plan, kept when the policy's all simulate slower
+        self.typed_cut = mixed  # several GPU types: each placement also with the layer cut balanced for its types
+        self._space = None
+        if mixed:
+            from .greedy import greedy
+
+            left = None if time_limit is None else max(0.05, 0.3 * (time_limit - (time.perf_counter() - t0)))
+            self.greedy = greedy(instance, time_limit=left)
         if menu is None and time_limit is not None:  # 40% of what the policy's loading left
             menu = shape_menu(instance, time_limit=max(0.05, 0.4 * (time_limit - (time.perf_counter() - t0))))
-        self.env = PlacementEnv(instance, menu=menu, base_prob=1.0, rewards=False)
+        self.env = PlacementEnv(instance, menu=menu, reference=self.greedy, base_prob=1.0, rewards=False,
+                                typed=fmt == FORMAT_TYPED)
         self.seed, self.samples, self.per_shape = seed, samples, per_shape
 
     def __call__(self, states: NetworkStates | None = None, time_limit: float | None = None,
@@ -253,6 +290,32 @@ class Replanner:
         """The best plan for the first state of ``states`` (default: the base network)."""
         with one_thread():
             return self._search(states, time_limit, samples)
+
+    def _episode(self, opts, rng, deadline):
+        """:func:`episode` (plan, objective, shape) and a note; on an instance with several GPU
+        types the plan is also tried with the layer cut balanced for the types its placement
+        lands on (greedy's typed partition, :meth:`~planner.problem.space.PlanSpace.typed_partition`),
+        and the faster of the two kept (the note then says so)."""
+        plan, obj, sh = episode(self.model, self.env, opts, rng, deadline=deadline)
+        if not self.typed_cut or not isinstance(plan.schedule, str):
+            return plan, obj, sh, ""
+        from .greedy import stage_types
+
+        if self._space is None:
+            from ..problem.space import PlanSpace
+
+            self._space = PlanSpace(self.env.instance)
+        inst = self.env.instance
+        cuts = self._space.typed_partition(plan.tp, plan.micro_batch_size, plan.schedule, plan.num_stages,
+                                           plan.num_micro_batches, stage_types(inst, plan.placement))
+        if cuts is None or [tuple(c) for c in cuts] == [tuple(b) for b in plan.bounds()]:
+            return plan, obj, sh, ""
+        typed = Plan.build(cuts, plan.placement, tp=plan.tp, micro_batch_size=plan.micro_batch_size, instance=inst,
+                           schedule=plan.schedule)
+        t = self.env._exact(typed)  # under the episode's state
+        if t < obj * (1 - 1e-12):
+            return typed, t, sh, " (the layer cut balanced for its types)"
+        return plan, obj, sh, ""
 
     def _search(self, states, time_limit, samples) -> Plan:
         env = self.env
@@ -262,19 +325,23 @@ class Replanner:
             opts = {"state": (states.bandwidth_gbps[0], states.latency_ms[0])}
         deadline = None if time_limit is None else t0 + time_limit
         try:
-            best_plan, best, shape = episode(self.model, env, opts, deadline=deadline)
-            found = "deterministic"
+            best_plan, best, shape, cut = self._episode(opts, None, deadline)
+            found = "deterministic" + cut
         except EpisodeTimeout:  # no episode within the limit: the menu's best greedy plan, as time_limit
             m = min(range(len(env.menu)), key=lambda i: (env.menu[i].exact, env.menu[i].estimate))
             info = SolverInfo(name="rl", status="time_limit", time_s=time.perf_counter() - t0)
+            if self.greedy is not None:  # several GPU types: greedy's own plan
+                return self.greedy.model_copy(update={"predicted": None, "solver": info.model_copy(update={
+                    "rl_samples": 0, "rl_found_by": "time limit before the first episode: greedy's plan"})})
             return env.menu[m].template.model_copy(update={"solver": info.model_copy(update={
                 "rl_samples": 0, "rl_found_by": "time limit before the first episode: greedy's plan of the "
                                                "menu's best shape"})})
         n = 0
         seen = {best_plan.model_dump_json()}
 
-        def consider(plan, obj, sh, how):
+        def consider(plan, obj, sh, cut, how):
             nonlocal best_plan, best, shape, found
+            how += cut
             key = plan.model_dump_json()
             if key not in seen:
                 seen.add(key)
@@ -289,16 +356,24 @@ class Replanner:
                 for i in range(len(env.menu)):
                     for o, order in enumerate(ORDERS):
                         if not late():
-                            consider(*episode(self.model, env, {**(opts or {}), "shape": i, "order": o},
-                                              deadline=deadline), f"deterministic on shape {i}, {order}")
+                            consider(*self._episode({**(opts or {}), "shape": i, "order": o}, None, deadline),
+                                     f"deterministic on shape {i}, {order}")
             rng = np.random.default_rng(self.seed)
             for k in range(self.samples if samples is None else samples):
                 if late():
                     break
                 n += 1
-                consider(*episode(self.model, env, opts, rng, deadline=deadline), f"sample {k + 1}")
+                consider(*self._episode(opts, rng, deadline), f"sample {k + 1}")
         except EpisodeTimeout:  # the time limit ended an episode: the best so far
             pass
+        if self.greedy is not None:  # several GPU types: greedy's plan if the policy's are all slower
+            ev = Evaluator(env.instance, self.greedy)
+            st = NetworkStates(env._bw[None, :], env._lat[None, :])  # the episodes' state
+            obj = float(ev.objective(ev.iteration_times(st))[0])
+            if obj < best * (1 - 1e-12):
+                best_plan, best, shape = self.greedy.model_copy(update={"solver": None, "predicted": None}), obj, \
+                    (-1, "greedy")
+                found = "greedy's plan (every plan of the policy simulates slower)"
         info = SolverInfo(name="rl", status="heuristic", time_s=time.perf_counter() - t0)
         extra = {"rl_samples": n, "rl_distinct_plans": len(seen), "rl_found_by": found, "rl_shape": shape[0],
                  "rl_order": shape[1]}
@@ -328,7 +403,8 @@ def rl(instance, policy=None, states: NetworkStates | None = None, seed: int = 0
 def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None = None, progress: bool = False,
           curve_png: str | Path | None = None, curve_csv: str | Path | None = None, eval_every: int | None = None,
           hidden: int = 64, base_prob: float = 0.5, meta: dict | None = None, n_steps: int = 1024,
-          learning_rate: float = 3e-4, ent_coef: float = 0.01, force_shape: float = 0.5, init=None):
+          learning_rate: float = 3e-4, ent_coef: float = 0.01, force_shape: float = 0.5, init=None,
+          typed: bool | None = None):
     """Train MaskablePPO on one instance or across several (a list: each episode picks
     one); returns (model, :class:`Curve`).
 
@@ -339,6 +415,8 @@ def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None 
     policy is saved as ``out`` (zip) plus ``out.json`` (instances, steps,
     seed, the last evaluation and ``meta``); ``curve_png``/``curve_csv``
     write the learning curve.  ``init``: a model (or path) to continue from.
+    ``typed``: the typed observation (policy format 3); default when some instance has
+    several GPU types (then every instance is seen typed).
     """
     _require()
     import torch
@@ -352,8 +430,11 @@ def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None 
     insts = list(instances) if isinstance(instances, (list, tuple)) else [instances]
     names = [i.name for i in insts]
     t_setup = time.perf_counter()
-    envs = [PlacementEnv(inst, seed=seed, base_prob=base_prob, force_shape=force_shape) for inst in insts]
-    evals = [PlacementEnv(inst, menu=e.menu, reference=e.reference, base_prob=1.0) for inst, e in zip(insts, envs)]
+    typed = any(i.heterogeneous for i in insts) if typed is None else bool(typed)
+    envs = [PlacementEnv(inst, seed=seed, base_prob=base_prob, force_shape=force_shape, typed=typed)
+            for inst in insts]
+    evals = [PlacementEnv(inst, menu=e.menu, reference=e.reference, base_prob=1.0, typed=typed)
+             for inst, e in zip(insts, envs)]
     log.info("rl: environments of %d instance(s) ready in %.1f s", len(insts), time.perf_counter() - t_setup)
     env = envs[0] if len(envs) == 1 else MultiEnv(envs)
     curve = Curve(names)
@@ -361,6 +442,10 @@ def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None 
     batch = min(256, n_steps)
     if init is not None:
         model = init if not isinstance(init, (str, Path)) else load_policy(init)[0]
+        if policy_format(model) != (FORMAT_TYPED if typed else FORMAT):
+            raise InputError(f"the policy to continue is of format {policy_format(model)}; these instances need "
+                             f"format {FORMAT_TYPED if typed else FORMAT} ({'several GPU types' if typed else 'one GPU type'})",
+                             "--init")
         model.set_env(env)
     else:
         model = MaskablePPO(SlotPolicy, env, policy_kwargs=slot_policy_kwargs(hidden), seed=seed, n_steps=n_steps,
@@ -398,7 +483,7 @@ def train(instances, steps: int = 20_000, seed: int = 0, out: str | Path | None 
         evaluate(model.num_timesteps)
     train_s = time.perf_counter() - t0
     if out is not None:
-        save_policy(model, out, {"format": FORMAT, "instances": names, "steps": steps, "seed": seed,
+        save_policy(model, out, {"format": FORMAT_TYPED if typed else FORMAT, "instances": names, "steps": steps, "seed": seed,
                                  "hidden": hidden, "base_prob": base_prob, "force_shape": force_shape,
                                  "learning_rate": learning_rate, "ent_coef": ent_coef, "train_s": round(train_s, 1),
                                  "last_eval_ratio": curve.last_ratios(), **(meta or {})})
@@ -421,11 +506,12 @@ def save_policy(model, out, meta: dict) -> Path:
     return out
 
 
-def shipped_policy(name: str) -> Path | None:
+def shipped_policy(name: str, typed: bool = False) -> Path | None:
     """The shipped policy for instance ``name``: ``models/rl/<name>.zip``, else
-    ``models/rl/general.zip``, else None."""
+    ``models/rl/general.zip`` (``typed``: ``models/rl/types.zip``, the policy of
+    format 3 for instances with several GPU types), else None."""
     root = models_dir() / POLICY_DIR
-    for cand in (root / f"{name}.zip", root / "general.zip"):
+    for cand in (root / f"{name}.zip", root / ("types.zip" if typed else "general.zip")):
         if cand.is_file() and Path(str(cand) + ".json").is_file():
             return cand
     return None
@@ -450,10 +536,26 @@ def load_policy(path):
         model = MaskablePPO.load(path, device="cpu")
     except Exception as err:  # a corrupt or foreign zip: the loader's errors vary (zipfile, pickle, torch)
         raise InputError(f"not a saved policy: {type(err).__name__}: {err}", file=str(path)) from None
-    if meta.get("format") != FORMAT or model.action_space.n != N_SLOTS:
-        raise InputError(f"a policy of an older planner (format {meta.get('format', 1)}, this one reads "
-                         f"{FORMAT}): retrain it with planner rl train", file=str(path))
+    fmt = meta.get("format")
+    if fmt not in FORMATS or model.action_space.n != N_SLOTS:
+        if isinstance(fmt, int) and fmt > max(FORMATS):
+            raise InputError(f"a policy of a newer planner (format {fmt}, this one reads "
+                             f"{' and '.join(map(str, FORMATS))})", "format", file=str(path) + ".json")
+        raise InputError(f"a policy of an older planner (format {fmt if fmt is not None else 1}, this one reads "
+                         f"{' and '.join(map(str, FORMATS))}): retrain it with planner rl train", file=str(path))
+    if policy_format(model) != fmt:
+        raise InputError(f"format {fmt} ({'typed' if fmt == FORMAT_TYPED else 'one GPU type'}: "
+                         f"{GLOBAL + N_SLOTS * FORMATS[fmt]} features) does not match the policy's network "
+                         f"({model.observation_space.shape[0]} features, format {policy_format(model)})",
+                         "format", file=str(path) + ".json")
     return model, meta
+
+
+def policy_format(model) -> int | None:
+    """The format a loaded policy reads, from its observation's size: :data:`FORMAT`
+    (one GPU type), :data:`FORMAT_TYPED` (several), or None (neither)."""
+    n = int(model.observation_space.shape[0])
+    return next((f for f, w in FORMATS.items() if n == GLOBAL + N_SLOTS * w), None)
 
 
 def policy_bytes(model) -> bytes:

@@ -31,6 +31,17 @@ replicas put this stage in d, d's size and price.  At step 0 the slots hold
 the shapes' figures (rank, ``T_est`` relative to the best, tp, replicas,
 stages, GPUs, schedule, micro-batch, order).
 
+GPU types (SPEC v3 (g); ``typed=True``, the default on an instance with
+several types; policy format 3): slots have ``SLOT_TYPED`` features, the 16
+above plus the log of the candidate's type speed (peak * mfu) over the
+fastest type used and stage j's memory headroom there (1 - M_j / usable
+memory); the partial ``T_est`` runs each (replica, stage) at its domain's
+type (:class:`PartialEstimate` with ``typed``); candidates that cannot hold
+stage j, or whose taking leaves the unplaced stages no room on types large
+enough (:meth:`PlacementEnv._fits`), are masked.  With one type the
+observation, the masks and the plans are the untyped ones (``typed=False``,
+format 2) bit for bit.
+
 Reward: ``log(T_ref / T)`` clipped to [-2, 1] at the last step, ``T``
 the plan's exact simulated objective (seconds, or cost per iteration for
 ``objective = "cost"``) under the episode's network state and ``T_ref``
@@ -58,7 +69,8 @@ import numpy as np
 from ..problem.network import GBPS, MS, NetworkStates
 from ..problem.plan import Plan
 from ..problem.specversion import without_v3_fields
-from ..scoring.estimate import estimate_times
+from ..problem.oplists import Flush
+from ..scoring.estimate import estimate_times, stage_end_estimates
 from ..scoring.evaluator import Evaluator
 from ..scoring.figures import PlanFigures
 
@@ -72,7 +84,9 @@ N_SLOTS = 16  # action slots: (shape, order) pairs at step 0, candidate domains 
 SHAPES = 6  # shapes offered at step 0 (greedy's best distinct shapes), at most N_SLOTS // 2
 ORDERS = ("replica-major", "stage-major")  # the two orders of placement offered with every shape
 GLOBAL = 13  # global features
-SLOT = 16  # features per slot
+SLOT = 16  # features per slot (policy format 2: one GPU type)
+TYPED = 2  # more features per slot of the typed layout (policy format 3, several GPU types)
+SLOT_TYPED = SLOT + TYPED
 OBS_MAX = 10.0  # every feature lies in [-OBS_MAX, OBS_MAX]
 REWARD_MIN = -2.0  # the final reward log(T_ref / T) is clipped to [REWARD_MIN, 1]
 
@@ -103,6 +117,22 @@ def _log_ratios(a, b) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         v = np.clip(np.log(np.maximum(a, 1e-300) / b), -OBS_MAX, OBS_MAX)
     return np.where(np.isfinite(a), v, OBS_MAX)
+
+
+def one_type(instance, u: int):
+    """``instance`` with every domain on GPU type ``u`` (an index into
+    ``instance.gpu_types``) and every v3-only field at its v2 default
+    (:func:`~planner.problem.specversion.without_v3_fields`): the v2 figures of a
+    plan as if it ran on type ``u`` everywhere.  For the typed observation's
+    per-type compute and its network (type-independent) figures."""
+    if not instance.heterogeneous:
+        return without_v3_fields(instance)
+    data = instance.to_dict()
+    data["workload"]["model"] = instance.workload.model
+    name = instance.gpu_types[u].name
+    for d in data["domains"]:
+        d["gpu"] = name
+    return without_v3_fields(type(instance).from_dict(data))
 
 
 def shape_key(plan: Plan) -> tuple:
@@ -158,13 +188,35 @@ class PartialEstimate:
     overheads are left out of it: :func:`~planner.problem.specversion.without_v3_fields`).
     With the placement complete it equals ``Evaluator(without_v3_fields(instance),
     plan, spec=2).estimate_times`` (tested).  After a call, ``wan_bytes`` holds each candidate's bytes over the WAN
-    per iteration (SPEC 6) for the same partial placement."""
+    per iteration (SPEC 6) for the same partial placement.
 
-    def __init__(self, instance, template: Plan):
+    ``typed`` (several GPU types, SPEC v3 (g); policy format 3): each (replica,
+    stage) computes at its domain's type's v2 figures (peak * mfu, NVLink for
+    the tensor-parallel all-reduces; per type ``tf``, ``tg`` (types, S)), so a
+    stage's c depends on the candidate it lands on; the unplaced stages run
+    where they are assumed to stay, and T_est is the largest over the replicas'
+    own estimates, as the evaluator takes it per class of replicas.
+    ``compute_only`` is then the fastest type's (every stage on it, no
+    communication), ``c`` that type's per-stage compute.  With one type,
+    ``typed=True`` gives the untyped figures bit for bit."""
+
+    def __init__(self, instance, template: Plan, typed: bool = False):
         self.instance = instance
-        fig = PlanFigures(without_v3_fields(instance), template, spec=2)
+        self.typed = bool(typed) and instance.heterogeneous
+        if self.typed:
+            used = list(instance.types_used)
+            figs = {u: PlanFigures(one_type(instance, u), template, spec=2) for u in used}
+            T = len(instance.gpu_types)
+            self.tf, self.tg = np.full((T, template.num_stages), np.nan), np.full((T, template.num_stages), np.nan)
+            for u, fu in figs.items():
+                self.tf[u], self.tg[u] = fu.f, fu.g
+            self.dtype = np.asarray(instance.domain_type, dtype=np.int64)
+            fig = figs[used[0]]
+        else:
+            fig = PlanFigures(without_v3_fields(instance), template, spec=2)
         self.f, self.g, self.c = fig.f, fig.g, fig.c
         self.A, self.G, self.w, self.m = fig.A, fig.G, fig.inflight, fig.m
+        self.memory = fig.memory  # bytes per GPU of each stage (type-independent; limits are per type)
         self.tp, self.gpipe = template.tp, template.schedule == "gpipe"
         self.S, self.R = template.num_stages, template.replicas
         names = instance.domain_names
@@ -175,8 +227,15 @@ class PartialEstimate:
         for (u, v), r in instance.routes.items():
             self.route[instance.domain_index[u], instance.domain_index[v], :len(r.links)] = r.links
         z = np.zeros((1, self.R, max(self.S - 1, 0)))
-        self.compute_only = float(estimate_times(self.f, self.g, z, z, np.zeros((1, self.S)), self.m, self.w,
-                                                 self.gpipe)[0])
+        if self.typed:  # the fastest type's: every stage on it, no communication
+            only = {u: float(estimate_times(self.tf[u], self.tg[u], z, z, np.zeros((1, self.S)), self.m, self.w,
+                                            self.gpipe)[0]) for u in used}
+            u = min(used, key=lambda v: (only[v], v))
+            self.f, self.g, self.c = self.tf[u], self.tg[u], self.tf[u] + self.tg[u]
+            self.compute_only = only[u]
+        else:
+            self.compute_only = float(estimate_times(self.f, self.g, z, z, np.zeros((1, self.S)), self.m, self.w,
+                                                     self.gpipe)[0])
 
     def set_state(self, bw_gbps: np.ndarray, lat_ms: np.ndarray) -> None:
         self.bw = np.append(np.asarray(bw_gbps, float) * GBPS, np.inf)  # bytes/s; dummy link: infinite
@@ -308,7 +367,36 @@ class PartialEstimate:
         self.wan_bytes = wan + np.where(kr > 1, 2 * (kr - 1) * self.G[None, :], 0.0).sum(axis=1)
         if j > 0:
             self.wan_bytes = self.wan_bytes + np.where(cands != prev, 2 * self.A[j - 1] * self.m, 0.0)
+        if self.typed:
+            return self._typed(pl, r, j, cands, x, l, ar)
         return estimate_times(self.f, self.g, x, l, ar, self.m, self.w, self.gpipe)
+
+    def _typed(self, pl, r, j, cands, x, l, ar) -> np.ndarray:
+        """T_est (s) per candidate with GPU types: each replica's E^est at its own
+        (replica, stage) types (SPEC v3 (g)), the largest over replicas, plus AR_j."""
+        K, S = len(cands), self.S
+        flush = [Flush(self.m, tuple(self.w), self.gpipe)]
+        cols = np.arange(S)
+
+        def ends(row, xs, ls):
+            return stage_end_estimates(self.tf[row, cols], self.tg[row, cols], xs, ls, flush, downstream=False)
+
+        E = np.full((K, S), -np.inf)
+        others = [q for q in range(len(pl)) if q != r]
+        if others:  # the other replicas: fixed types (unplaced stages where their last one is), by class
+            rows = self.dtype[pl[others]]
+            classes, inv = np.unique(rows, axis=0, return_inverse=True)
+            inv = np.asarray(inv).ravel()
+            for k, row in enumerate(classes):
+                q = np.asarray(others)[inv == k]
+                E = np.maximum(E, ends(row, x[:, q], l[:, q]))
+        ctype = self.dtype[cands]
+        head = self.dtype[pl[r, :j]]
+        for u in np.unique(ctype).tolist():  # replica r: stages j.. on the candidate's type
+            ks = np.nonzero(ctype == u)[0]
+            row = np.concatenate([head, np.full(S - j, u, dtype=np.int64)])
+            E[ks] = np.maximum(E[ks], ends(row, x[ks][:, [r]], l[ks][:, [r]]))
+        return (E + ar).max(axis=1)
 
 
 class PlacementEnv(gym.Env if gym else object):
@@ -328,11 +416,16 @@ class PlacementEnv(gym.Env if gym else object):
 
     def __init__(self, instance, menu: list[MenuShape] | None = None, reference: Plan | None = None,
                  hours: float = 24 * 7, seed: int = 0, base_prob: float = 0.5, shapes: int = SHAPES,
-                 shaping: bool = True, rewards: bool = True, force_shape: float = 0.0):
+                 shaping: bool = True, rewards: bool = True, force_shape: float = 0.0, typed: bool | None = None):
         _require()
         from ..problem.traces import generate
 
         self.instance = instance
+        self.typed = instance.heterogeneous if typed is None else bool(typed)
+        if instance.heterogeneous and not self.typed:
+            raise ValueError("the domains have several GPU types: only the typed observation (typed=True, "
+                             "policy format 3) describes them")
+        self.slot = SLOT_TYPED if self.typed else SLOT
         self.menu = list(menu) if menu is not None else shape_menu(instance, shapes)
         if not self.menu:
             raise ValueError("no shape to place")
@@ -354,11 +447,11 @@ class PlacementEnv(gym.Env if gym else object):
         self._partial = [None] * len(self.menu)
         self._exact_cache: dict = {}
         self._ref_cache: dict = {}
-        self.observation_space = spaces.Box(low=-OBS_MAX, high=OBS_MAX, shape=(GLOBAL + N_SLOTS * SLOT,),
+        self.observation_space = spaces.Box(low=-OBS_MAX, high=OBS_MAX, shape=(GLOBAL + N_SLOTS * self.slot,),
                                             dtype=np.float32)
         self.action_space = spaces.Discrete(N_SLOTS)
         best = min(s.estimate for s in self.menu)
-        self._shape_feats = np.zeros((N_SLOTS, SLOT), dtype=np.float32)
+        self._shape_feats = np.zeros((N_SLOTS, self.slot), dtype=np.float32)
         gpus = sum(d.gpus for d in instance.domains)
         top_slots = {}
         for i, s in enumerate(self.menu):
@@ -372,7 +465,13 @@ class PlacementEnv(gym.Env if gym else object):
                     math.log2(t.tp) / 3, math.log2(t.replicas) / 7, math.log2(t.num_stages) / 6,
                     t.tp * need / gpus, float(t.schedule == "gpipe"),
                     math.log2(t.micro_batch_size) / 3, math.log2(t.num_micro_batches) / 9,
-                    min(1.0, math.ceil(need / max(1, top_slots[t.tp])) / self.D), float(o), 0, 0, 0, 0]
+                    min(1.0, math.ceil(need / max(1, top_slots[t.tp])) / self.D), float(o), 0, 0, 0, 0
+                ] + [0] * (self.slot - SLOT)
+        if self.typed:  # each domain's type: usable memory (bytes per GPU) and log speed over the fastest used
+            types = instance.gpu_types
+            self.mem_limit = np.array([instance.memory_limit_of(types[u]) for u in instance.domain_type])
+            rate = np.array([types[u].flops_per_s for u in instance.domain_type])
+            self.speed = np.log(rate / rate.max())
         self._phase = 0
         self._state_key = None
 
@@ -384,7 +483,7 @@ class PlacementEnv(gym.Env if gym else object):
         self.R, self.S, self.tp = t.replicas, t.num_stages, t.tp
         self.n = self.R * self.S
         if self._partial[i] is None:
-            self._partial[i] = PartialEstimate(self.instance, t)
+            self._partial[i] = PartialEstimate(self.instance, t, typed=self.typed)
         self.est = self._partial[i]
         self.est.set_state(self._bw, self._lat)
         self.slots0 = np.array([(d.gpus // self.tp) if d.gpus_per_node >= self.tp else 0
@@ -530,6 +629,8 @@ class PlacementEnv(gym.Env if gym else object):
     def _cands(self) -> None:
         r, j = self._rj()
         free = np.nonzero(self._free > 0)[0]
+        if self.typed:
+            free = free[self._fits(j, free)]
         est = self.est(self._placed, r, j, free)
         if self.cost:  # the cost of the partial plan, its remaining positions at the candidate's price
             opt = self.instance.options
@@ -543,9 +644,23 @@ class PlacementEnv(gym.Env if gym else object):
         order = free[key][:N_SLOTS]
         self._order, self._cand_est = order, est[key][:N_SLOTS]
 
+    def _fits(self, j: int, free: np.ndarray) -> np.ndarray:
+        """Which of the domains ``free`` can take stage j (typed): within its type's usable
+        memory, and leaving GPUs where the unplaced stages fit (Hall's condition on the
+        nested sets of domains whose memory holds a stage; greedy's template shows that
+        the empty placement completes, so some candidate always passes)."""
+        need = self.est.memory  # (S,) bytes per GPU
+        rem = self.R - (self._placed >= 0).sum(axis=0)  # unplaced positions per stage
+        rem[j] -= 1
+        hold = need[None, :] <= self.mem_limit[:, None] * (1 + 1e-12)  # (D, S), the evaluator's test
+        demand = np.array([rem[need >= need[s]].sum() for s in range(self.S)])  # (S,)
+        supply = (self._free[:, None] * hold).sum(axis=0)  # (S,)
+        after = supply[None, :] - hold[free]  # one slot of the candidate taken: (K, S)
+        return hold[free, j] & (demand[None, :] <= after).all(axis=1)
+
     def _obs(self) -> np.ndarray:
         g = np.zeros(GLOBAL, dtype=np.float32)
-        slots = np.zeros((N_SLOTS, SLOT), dtype=np.float32)
+        slots = np.zeros((N_SLOTS, self.slot), dtype=np.float32)
         g[6] = float(self.cost)
         g[11] = 1.0
         g[10] = self._drift
@@ -567,7 +682,7 @@ class PlacementEnv(gym.Env if gym else object):
             est, order = self._cand_est, self._order
             K = len(order)
             cm = max(float(self.est.c.max()), 1e-12)
-            f = np.zeros((K, SLOT))
+            f = np.zeros((K, self.slot))
             f[:, 0] = 1.0
             if j > 0:
                 cross = order != prev
@@ -595,6 +710,9 @@ class PlacementEnv(gym.Env if gym else object):
             used[self._placed[self._placed >= 0]] = True
             f[:, 14] = ~used[order]
             f[:, 15] = self.price[order]
+            if self.typed:  # the candidate's type: log speed over the fastest used, memory headroom of stage j
+                f[:, 16] = np.clip(self.speed[order], -OBS_MAX, OBS_MAX)
+                f[:, 17] = np.clip(1.0 - self.est.memory[j] / self.mem_limit[order], -OBS_MAX, OBS_MAX)
             slots[:K] = f
         return np.concatenate([g, slots.ravel()]).astype(np.float32)
 

@@ -19,21 +19,31 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from .rl_env import GLOBAL, N_SLOTS, SLOT
+from .rl_env import GLOBAL, N_SLOTS, SLOT, SLOT_TYPED
 
 PRIOR = 2.0  # initial weight of the prior (see SlotExtractor.forward)
 
 
+def slot_width(observation_space) -> int:
+    """Features per slot of an observation space (GLOBAL + N_SLOTS * width): SLOT for
+    policy format 2 (one GPU type), SLOT_TYPED for format 3 (several)."""
+    n = int(observation_space.shape[0]) - GLOBAL
+    if n % N_SLOTS or n // N_SLOTS not in (SLOT, SLOT_TYPED):
+        raise ValueError(f"an observation of {n + GLOBAL} features is not a slot layout of this planner")
+    return n // N_SLOTS
+
+
 class SlotExtractor(BaseFeaturesExtractor):
-    """Observation (GLOBAL + N_SLOTS * SLOT) -> [N_SLOTS logits, mean and max slot
-    embeddings, global features]."""
+    """Observation (GLOBAL + N_SLOTS * width, the width SLOT or SLOT_TYPED: :func:`slot_width`)
+    -> [N_SLOTS logits, mean and max slot embeddings, global features]."""
 
     def __init__(self, observation_space, hidden: int = 64):
         super().__init__(observation_space, features_dim=N_SLOTS + 2 * hidden + GLOBAL)
         self.hidden = hidden
+        self.slot = width = slot_width(observation_space)
 
         def body():
-            return nn.Sequential(nn.Linear(SLOT + GLOBAL, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
+            return nn.Sequential(nn.Linear(width + GLOBAL, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
 
         self.place, self.shape = body(), body()
         self.place_out, self.shape_out = nn.Linear(hidden, 1), nn.Linear(hidden, 1)
@@ -43,7 +53,7 @@ class SlotExtractor(BaseFeaturesExtractor):
     def forward(self, obs: th.Tensor) -> th.Tensor:
         B = obs.shape[0]
         g = obs[:, :GLOBAL]
-        s = obs[:, GLOBAL:].reshape(B, N_SLOTS, SLOT)
+        s = obs[:, GLOBAL:].reshape(B, N_SLOTS, self.slot)
         x = th.cat([s, g[:, None, :].expand(B, N_SLOTS, GLOBAL)], dim=-1)
         phase = g[:, 0:1]  # 1 while choosing the shape
         hp, hs = self.place(x), self.shape(x)

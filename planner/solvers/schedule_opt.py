@@ -52,18 +52,19 @@ log = logging.getLogger("planner.scheduling")
 
 
 def memory_caps(instance, plan) -> list[int]:
-    """Largest in-flight count per stage that fits GPU memory (SPEC 5), capped at m."""
+    """Largest in-flight count per stage that fits GPU memory (SPEC 5), capped at m: the
+    usable memory of the smallest GPU type hosting the stage (SPEC v3 (g))."""
     ev = Evaluator(instance, plan)
     fig = ev.fig
     tok = plan.micro_batch_size * instance.workload.seq_len
-    room = instance.memory_limit_bytes * plan.tp - BYTES_PER_PARAM_STATE * fig.P
+    room = fig.memory_limit * plan.tp - BYTES_PER_PARAM_STATE * fig.P
     caps = []
     for j in range(plan.num_stages):
         per = tok * fig.stored[j]
         if room[j] < per - 1e-9 * max(per, 1.0):
             s = plan.stages[j]
             raise InfeasibleError(f"stage {j} (units {s.start}-{s.end - 1}) cannot hold even one micro-batch "
-                                  f"in flight within {instance.memory_limit_bytes / 1e9:.1f} GB per GPU")
+                                  f"in flight within {fig.memory_limit[j] / 1e9:.1f} GB per GPU")
         caps.append(plan.num_micro_batches if per <= 0 else int(min(plan.num_micro_batches,
                                                                       math.floor(room[j] / per + 1e-9))))
     return caps
@@ -130,10 +131,12 @@ def inflight_bound(instance, plan, caps: list[int]) -> float:
     comm = fig.comm(ev._states(None))
     x, l, ar = comm.x[0], comm.l[0], comm.ar[0]
     S, m = plan.num_stages, plan.num_micro_batches
-    f, g = np.asarray(fig.f, float), np.asarray(fig.g, float)
-    c = f + g
     best = 0.0
     for r in range(plan.replicas):
+        # replica r's own figures (its class's: GPU types, SPEC v3 (g))
+        k = fig.replica_class[r]
+        f, g = np.asarray(fig.class_f[k], float), np.asarray(fig.class_g[k], float)
+        c = f + g
         for j in range(S):
             Q = c[j:].sum() + 2.0 * (x[r, j:].sum() + l[r, j:].sum())
             P = f[:j].sum() + x[r, :j].sum() + l[r, :j].sum()
@@ -187,14 +190,17 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     ref = _reference(instance, plan, caps)
     unit = _unit(ref[1])
     q = lambda v: int(round(float(v) / unit))
-    fq, gq = [q(v) for v in fig.f], [q(v) for v in fig.g]
+    # each replica's compute is its class's (GPU types, SPEC v3 (g); one class without them)
+    cfq = [[q(v) for v in row] for row in fig.class_f]
+    cgq = [[q(v) for v in row] for row in fig.class_g]
     arq = [q(v) for v in ar]
     groups: dict[tuple, list[int]] = {}
     for r in range(R):
         key = tuple(q(v) for v in x[r]) + tuple(q(v) for v in l[r])
-        groups.setdefault(key, []).append(r)
+        groups.setdefault((int(fig.replica_class[r]), key), []).append(r)
     # one micro-batch at a time through every stage and channel always fits in this
-    horizon = m * (sum(fq) + sum(gq) + 2 * max(sum(key) for key in groups)) + max(arq, default=0) + 1
+    horizon = (m * (max(sum(a) + sum(b) for a, b in zip(cfq, cgq)) + 2 * max(sum(key) for _, key in groups))
+               + max(arq, default=0) + 1)
 
     M = cp_model.CpModel()
     before = {}  # (j, i, k) -> literal or bool
@@ -217,8 +223,9 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
                     if 0 <= a < m and b < m and not isinstance(before[j, a, b], bool):
                         M.add_implication(lit, before[j, a, b])
     makespan = M.new_int_var(0, horizon, "makespan")
-    for gi, (key, members) in enumerate(groups.items()):
+    for gi, ((cls, key), members) in enumerate(groups.items()):
         xk, lk = key[:S - 1], key[S - 1:]
+        fq, gq = cfq[cls], cgq[cls]
         Fs = [[M.new_int_var(0, horizon, f"F{gi}_{j}_{i}") for i in range(m)] for j in range(S)]
         Bs = [[M.new_int_var(0, horizon, f"B{gi}_{j}_{i}") for i in range(m)] for j in range(S)]
         for j in range(S):

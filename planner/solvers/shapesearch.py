@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import stop
-from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
+from ..problem.errors import InfeasibleError, InputError, Stopped, TimeLimitError
 from ..problem.specversion import check_spec
-from ..scoring.bounds import estimate_family, gap_claim, lower_bound
+from ..scoring.bounds import estimate_family, fastest_type_instance, gap_claim, lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .greedy import greedy, infeasibility_reasons, shape_plan
 from ..problem.network import GBPS, MS
@@ -138,6 +138,23 @@ def build_model(make: Callable[[], object], deadline: float | None = None
         return None, ShapeOutcome("skipped", detail=str(err))
     except ValueError as err:
         return None, ShapeOutcome("unsearched", detail=str(err))
+
+
+def search_space(instance) -> PlanSpace:
+    """The :class:`PlanSpace` the shape search bounds shapes with: the instance's own, or,
+    when its domains have several GPU types (SPEC v3 (g)), that of the *optimistic*
+    instance (:func:`planner.scoring.bounds.fastest_type_instance`: every domain at the
+    fastest type's speed with the largest memory).  Its stage slots, replica counts and
+    backward factor are the instance's; its partitions and compute times are optimistic,
+    so every bound taken from it (:func:`shape_lower_bound`, :func:`stage_bounds`) holds
+    for every plan of the instance (SPEC 7, "GPU types": T_est is non-decreasing in every
+    f and g, and memory only grows).  The formulations tabulate each type's figures
+    themselves.
+
+    >>> search_space(mixed).instance.heterogeneous            # doctest: +SKIP
+    False
+    """
+    return PlanSpace(fastest_type_instance(instance))
 
 
 def score(instance, plan, spec: int | None = None) -> float:
@@ -350,7 +367,10 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     reserve = 0.1 * total if polish is not None and math.isfinite(total) and kind == "time" else 0.0
     budget = total - reserve
     spent = 0.0  # deterministic time used (deterministic mode)
-    space = PlanSpace(instance)
+    space = search_space(instance)
+    typed_space = PlanSpace(instance) if instance.heterogeneous else space  # greedy's warm starts: real types
+    if instance.heterogeneous and spec < 3:
+        raise InputError("GPU types ([[gpus]], a domain's gpu) are SPEC v3: plan them with spec 3", "gpus")
 
     def left() -> float:
         return budget - spent if deterministic else t0 + budget - time.perf_counter()
@@ -510,7 +530,7 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
                 if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
                     # a greedy plan of this shape: a warm start, and maybe a better incumbent
                     per_s = per_shape[node.shape]
-                    h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], space, forbid)
+                    h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], typed_space, forbid)
                     if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
                         shape_best[i] = h
                         greedy_plans.append(h)

@@ -400,3 +400,45 @@ def test_cli_export_bad_input(tmp_path):
         assert r.exit_code == code, (args, r.output)
         assert word in r.output and "Traceback" not in r.output and "internal error" not in r.output
     assert not (tmp_path / "d").exists()
+
+
+# -- GPU types (issue 25): per-domain launch files keep working; the README says which type -----
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_of_a_mixed_type_plan(fmt, tmp_path):
+    """A plan over domains of two GPU types (tiny-mixed: beta is toy-2tf, alpha and gamma
+    toy-1tf): one launch script per domain used, the rank map reading back into the plan,
+    and a README whose "GPU types" table and per-domain sections name each domain's type."""
+    inst = planner.load_instance("tiny-mixed")
+    n = inst.num_units
+    p = Plan.build([(0, 5), (5, n)], [["alpha", "beta"], ["gamma", "beta"]], tp=2, micro_batch_size=1,
+                   instance=inst)
+    assert Evaluator(inst, p).evaluate().feasible
+    ex = export(inst, p, fmt)
+    scripts = sorted(f for f in ex.files if f.startswith("launch/"))
+    assert scripts == ["launch/alpha.sh", "launch/beta.sh", "launch/gamma.sh"]
+    back = plan_from_rank_map(parse_rank_map(ex.files["rank_map.csv"]), instance=inst.name)
+    assert back.placement == p.placement and back.stages == p.stages and ex.plan_run.placement == p.placement
+    # the job the launch runs scores as the plan does (the same types where they were planned)
+    assert Evaluator(inst, back).evaluate().iteration_time_s == Evaluator(inst, ex.plan_run).evaluate().iteration_time_s
+    readme = ex.files["README.md"]
+    section = readme.split("## GPU types", 1)[1].split("\n## ", 1)[0]
+    rows = {r.split("|")[1].strip(): r for r in section.splitlines() if r.startswith("| toy-")}
+    assert set(rows) == {"toy-1tf", "toy-2tf"}
+    assert "alpha, gamma" in rows["toy-1tf"] and rows["toy-1tf"].rstrip(" |").endswith("| 0")  # stage 0
+    assert "beta" in rows["toy-2tf"] and rows["toy-2tf"].rstrip(" |").endswith("| 1")  # stage 1
+    for dom, kind in (("alpha", "toy-1tf"), ("beta", "toy-2tf"), ("gamma", "toy-1tf")):
+        head = readme.split(f"### {dom}\n\n", 1)[1].split("\n", 1)[0]
+        assert head.startswith(f"{inst.domain(dom).gpus} {kind} GPUs"), head
+    stages = readme.split("## Stages", 1)[1].split("\n## ", 1)[0]
+    assert "| GPU type |" in stages and "| alpha, gamma | toy-1tf |" in stages and "| beta x2 | toy-2tf |" in stages
+    out = tmp_path / "out"
+    ex.write(out)
+    assert (out / "launch" / "beta.sh").is_file()
+
+
+def test_export_of_a_one_type_plan_has_no_type_section():
+    inst = planner.load_instance("tiny-3dc")
+    p = Plan.build([(0, 5), (5, inst.num_units)], [["alpha", "beta"]], tp=2, micro_batch_size=1, instance=inst)
+    readme = export(inst, p, "megatron").files["README.md"]
+    assert "GPU type" not in readme

@@ -73,3 +73,42 @@ def test_little_period_lets_the_stages_behind_a_crossing_stay_light():
     tab = UnitTable([1] * 8, [0] * 8, [0] * 8)
     tau = little_period(tab, [3, 2, 1], [9.0, 9.0, 0.0], 1.0, lambda j: 1e9, lambda j: 0.0)
     assert abs(tau - 10.0) < 1e-6
+
+
+@settings(max_examples=300, deadline=None)
+@given(flops=st.lists(st.integers(0, 20), min_size=1, max_size=8), data=st.data(), stages=st.integers(1, 4),
+       act=st.integers(0, 3))
+def test_typed_partition_matches_brute_force(flops, data, stages, act):
+    """GPU types (SPEC v3 (g)): stage j runs on 1-2 types with their own speeds (and a
+    fixed time per unit) and memory; the slowest (stage, type) of the typed partition
+    equals the brute-force minimum over every cut that fits every stage's memory."""
+    import numpy as np
+
+    from planner.problem.partition import typed_partition
+
+    n = len(flops)
+    mems = data.draw(st.lists(st.integers(1, 15), min_size=n, max_size=n))
+    stored = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    speeds = [data.draw(st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=2)) for _ in range(stages)]
+    over = [[data.draw(st.sampled_from([0, 0, 1])) for _ in s] for s in speeds]  # time per unit, any flops
+    caps = [data.draw(st.integers(5, 60)) for _ in range(stages)]
+    inflight = lambda j: float(act * (stages - j))  # noqa: E731
+    tab = UnitTable(flops, mems, stored)
+
+    def time(j, a, b):
+        return max(sum(flops[a:b]) / v + o * (b - a) for v, o in zip(speeds[j], over[j]))
+
+    def fits(cuts):
+        return all(sum(mems[a:b]) + inflight(j) * sum(stored[a:b]) <= caps[j] for j, (a, b) in enumerate(cuts))
+
+    prefix = lambda v, o: np.concatenate([[0.0], np.cumsum([f / v + o for f in flops])])  # noqa: E731
+    times = [np.array([prefix(v, o) for v, o in zip(speeds[j], over[j])]) for j in range(stages)]
+    feasible = [c for c in compositions(n, stages) if fits(c)] if stages <= n else []
+    got = typed_partition(tab, stages, times, lambda j: float(caps[j]), inflight)
+    if not feasible:
+        assert got is None
+        return
+    best = min(max(time(j, a, b) for j, (a, b) in enumerate(c)) for c in feasible)
+    assert got is not None and len(got) == stages and fits(got)
+    assert got[0][0] == 0 and got[-1][1] == n and all(a < b for a, b in got)
+    assert max(time(j, a, b) for j, (a, b) in enumerate(got)) <= best * (1 + 1e-8) + 1e-12

@@ -89,3 +89,71 @@ def test_cli_generate(tmp_path):
     bad = CliRunner().invoke(main, ["generate", "--domains", "3", "--gpus", "100", "--model", "nope",
                                     "--out", str(tmp_path / "y.toml")])
     assert bad.exit_code == 2 and "--model" in bad.output
+
+
+# -- GPU types (issue 25): planner generate --gpu-types N ----------------------------------
+
+def _datasheet(shared_data) -> dict[str, dict[str, str]]:
+    import csv
+
+    with open(shared_data / "gpu_specs.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
+    key = {"A100-40GB": ("A100-40GB", "SXM4"), "A100-80GB": ("A100-80GB", "SXM4"),
+           "H100-SXM-80GB": ("H100", "SXM5"), "H100-PCIe-80GB": ("H100", "PCIe"),
+           "H200-SXM-141GB": ("H200", "SXM"), "V100-SXM2-32GB": ("V100-16/32GB", "SXM2")}
+    return {n: next(r for r in rows if (r["gpu"], r["form_factor"]) == k) for n, k in key.items()}
+
+
+def test_gpu_type_table_is_the_datasheet(shared_data):
+    """Every type of the synthetic table carries gpu_specs.csv's peak, memory and NVLink
+    (one way = half the bidirectional total, x 8), and names a source."""
+    from planner.problem.synthetic import GPU_TYPES
+
+    sheet = _datasheet(shared_data)
+    assert {g["name"] for g in GPU_TYPES} == set(sheet)
+    for g in GPU_TYPES:
+        r = sheet[g["name"]]
+        assert g["peak_tflops"] == float(r["bf16_dense_tflops"].split()[0])
+        mem = r["hbm_gb"].split("/")[-1]  # V100: the 32 GB part
+        assert g["memory_gb"] == float(mem)
+        assert g["nvlink_bandwidth_gbps"] == float(r["nvlink_gbps_total"].split()[0]) / 2 * 8
+        assert "gpu_specs.csv" in g["source"] and 0 < g["mfu"] < 1
+
+
+@pytest.mark.parametrize("n,domains,seed", [(1, 5, 0), (2, 12, 1), (3, 12, 2), (6, 8, 3)])
+def test_generated_gpu_types(tmp_path, n, domains, seed):
+    from planner.problem.synthetic import GPU_TYPES
+
+    data = generate_instance(domains, domains * 64, seed, clusters=2, gpu_types=n)
+    assert data == generate_instance(domains, domains * 64, seed, clusters=2, gpu_types=n)  # seeded
+    inst = load_instance(write(tmp_path, data), spec=3)
+    assert len(inst.gpu_types) == n and len(inst.types_used) == n  # every drawn type has a domain
+    assert inst.heterogeneous == (n > 1)
+    table = {g["name"]: g for g in GPU_TYPES}
+    for d in inst.domains:
+        g = inst.domain_gpu(d.name)
+        assert (g.peak_tflops, g.memory_gb, g.mfu) == tuple(table[g.name][k] for k in ("peak_tflops", "memory_gb", "mfu"))
+        assert d.intra_bandwidth_gbps == table[g.name]["intra"]
+    # the network and GPU counts are those of the file without types (types are drawn last)
+    plain = generate_instance(domains, domains * 64, seed, clusters=2)
+    assert "gpu" in plain and "gpus" not in plain
+    assert data["links"] == plain["links"]
+    assert [d["gpus"] for d in data["domains"]] == [d["gpus"] for d in plain["domains"]]
+    text = write(tmp_path, data).read_text()
+    assert all(f"{g.name}: " in text for g in inst.gpu_types)  # the header names each type and its source
+
+
+def test_cli_generate_gpu_types(tmp_path):
+    out = tmp_path / "m.toml"
+    args = ["generate", "--domains", "9", "--gpus", "720", "--seed", "4", "--clusters", "3",
+            "--gpu-types", "3", "--model", "llama2-13b", "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "--gpu-types 3" in out.read_text()
+    inst = load_instance(out)
+    assert len(inst.types_used) == 3 and inst.name.endswith("-3types")
+    res = CliRunner().invoke(main, ["validate", str(out)])
+    assert res.exit_code == 0, res.output
+    bad = CliRunner().invoke(main, ["generate", "--domains", "2", "--gpus", "100", "--gpu-types", "3",
+                                    "--out", str(tmp_path / "z.toml")])
+    assert bad.exit_code == 2 and "--gpu-types" in bad.stderr and not (tmp_path / "z.toml").exists()

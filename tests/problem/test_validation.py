@@ -93,6 +93,47 @@ CASES = [
     ("gradient_sync boolean", lambda d: d["workload"].update(gradient_sync=True), "workload.gradient_sync"),
 ]
 
+FAST = {"name": "toy-2tf", "peak_tflops": 2.0, "memory_gb": 0.16, "mfu": 0.5}
+
+
+def _typed(**changes):
+    """tiny-3dc with a [[gpus]] type named by gamma, ``changes`` applied to that entry."""
+    def edit(d):
+        d["gpus"] = [dict(FAST, **changes)]
+        d["domains"][2]["gpu"] = "toy-2tf"
+    return edit
+
+
+def _no_gpu_table(d):
+    d["gpus"] = [dict(d.pop("gpu")), FAST]
+    for dom in d["domains"]:
+        dom["gpu"] = "toy-1tf"
+
+
+# SPEC v3 change (g), section 9: [[gpus]] entries follow [gpu]'s rules; names unique over both
+# tables; a domain's gpu names a type and is required without [gpu]
+CASES += [
+    ("gpus empty", lambda d: d.update(gpus=[]), "gpus"),
+    ("gpus mfu above 1", _typed(mfu=1.5), "gpus[0].mfu"),
+    ("gpus peak zero", _typed(peak_tflops=0.0), "gpus[0].peak_tflops"),
+    ("gpus memory infinite", _typed(memory_gb=float("inf")), "gpus[0].memory_gb"),
+    ("gpus memory above cap", _typed(memory_gb=2e6), "gpus[0].memory_gb"),
+    ("gpus nvlink nan", _typed(nvlink_bandwidth_gbps=float("nan")), "gpus[0].nvlink_bandwidth_gbps"),
+    ("gpus overhead negative", _typed(unit_overhead_ms=-1.0), "gpus[0].unit_overhead_ms"),
+    ("gpus overhead boolean", _typed(unit_overhead_ms=True), "gpus[0].unit_overhead_ms"),
+    ("gpus name with space", lambda d: d.update(gpus=[dict(FAST, name="toy 2tf")]), "gpus[0].name"),
+    ("gpus name missing", lambda d: d.update(gpus=[{k: v for k, v in FAST.items() if k != "name"}]),
+     "gpus[0].name"),
+    ("gpus unknown key", _typed(colour="red"), "gpus[0].colour"),
+    ("gpus name repeats [gpu]", lambda d: d.update(gpus=[dict(FAST, name="toy-1tf")]), "gpus[0].name"),
+    ("gpus name repeated", lambda d: d.update(gpus=[FAST, dict(FAST, mfu=0.4)]), "gpus[1].name"),
+    ("domain gpu unknown", lambda d: d["domains"][1].update(gpu="H100"), "domains[1].gpu"),
+    ("domain gpu number", lambda d: d["domains"][1].update(gpu=3), "domains[1].gpu"),
+    ("domain gpu absent without [gpu]", lambda d: (_no_gpu_table(d), d["domains"][0].pop("gpu")),
+     "domains[0].gpu"),
+    ("neither gpu table", lambda d: d.pop("gpu"), "gpu"),
+]
+
 
 @pytest.mark.parametrize("label,edit,field", CASES, ids=[c[0] for c in CASES])
 def test_bad_instance_names_file_and_field(tmp_path, label, edit, field):
@@ -127,6 +168,38 @@ def test_v3_only_field_taken_by_default_refused_under_v2(tmp_path, label, edit, 
     with pytest.raises(InputError) as err:
         load_instance(path, spec=2)
     assert field in str(err.value) and "SPEC v2 does not model" in str(err.value)
+
+
+@pytest.mark.parametrize("edit", [_typed(), _no_gpu_table], ids=["mixed", "gpus only"])
+def test_gpu_types_validate_and_are_refused_under_v2(tmp_path, edit):
+    from planner.problem.errors import InputError
+    from planner.problem.io import load_instance
+
+    path = write_variant(tmp_path, edit)
+    res = run("validate", path)
+    assert res.exit_code == 0, res.output
+    inst = load_instance(path)
+    names = [inst.domain_gpu(d).name for d in inst.domain_names]
+    assert names == (["toy-1tf", "toy-1tf", "toy-2tf"] if edit is not _no_gpu_table else ["toy-1tf"] * 3)
+    with pytest.raises(InputError) as err:
+        load_instance(path, spec=2)
+    assert "SPEC v2 does not model" in str(err.value)
+    assert "gpus" in str(err.value) or "].gpu" in str(err.value)
+
+
+def test_one_type_instance_means_what_it_meant(tmp_path):
+    # every domain naming the [gpu] type, or [[gpus]] with one type for all: the same GPU as [gpu]
+    from planner.problem.io import load_instance
+
+    base = load_instance(BASE)
+    inst = load_instance(write_variant(tmp_path, _no_gpu_table))
+    assert not inst.heterogeneous and inst.gpu.model_dump() == base.gpu.model_dump()
+    assert inst.memory_limit_bytes == base.memory_limit_bytes
+    mixed = load_instance(write_variant(tmp_path, _typed(), name="mixed.toml"))
+    assert mixed.heterogeneous
+    with pytest.raises(Exception) as err:
+        mixed.gpu  # no single type: code modelling one type must not take one silently
+    assert "domains[2].gpu" in str(err.value)
 
 
 def test_v3_fields_at_their_v2_defaults_validate(tmp_path):
@@ -310,7 +383,7 @@ def test_every_packaged_instance_has_valid_names():
 
     for ref in available("instances"):
         inst = planner.load_instance(ref)
-        for n in (inst.name, inst.gpu.name, *inst.domain_names):
+        for n in (inst.name, *(g.name for g in inst.gpu_types), *inst.domain_names):
             assert name_problem(n) is None, (ref, n)
 
 

@@ -92,6 +92,18 @@ The same model with these groups in their v3 form (SPEC "Changes in v3" (a)-(f))
   ``spec=3`` (the v2 bounds of ``milp_bounds`` count halved rings and equal
   sync shares, and are withheld).
 
+GPU types (SPEC v3 (g))
+-----------------------
+On a mixed instance (``instance.heterogeneous``) the prefix tables are one
+pair per type a hostable domain has, read at the cuts per type; stage j of
+replica r takes the differences of its domain's type (``typ[r][j][k]``
+enforces them), so its time is linear in the placement; the round trip,
+drains and windows sum each replica's own figures, which no longer
+telescope: ``err_abs`` gains ``3 Q`` units and ``e_tau = 3`` for 1f1b too.
+Memory: one MAXEND table per usable memory of the types, enforced per
+(replica, stage) by its type (:func:`_typed_compute`).  One type: the model
+of before, proto for proto.
+
 Magnitudes: T is bounded above by the cutoff, or by the T_est of a plan of
 the shape built greedily (no better plan is lost), and every table is
 clamped there, which keeps linear activities near or below 1e10.  With
@@ -316,7 +328,10 @@ def _sets(fm) -> None:
     (forbid, instance, objective, shape, space, stage_bounds) = fm.read(
         "forbid instance objective shape space stage_bounds")
     objective = objective or instance.options.objective
-    space = space or PlanSpace(instance)
+    if space is None:
+        from ..shapesearch import search_space
+
+        space = search_space(instance)  # slots and bwd; with GPU types the optimistic partitions
     wl = instance.workload
     units = instance.units
     N = len(units)
@@ -353,7 +368,12 @@ def _sets(fm) -> None:
                                   "across a boundary (true for architecture-defined models)")
     tok = bsz * wl.seq_len
     A = (units[0].out_bytes_per_token if units else 0.0) * tok  # bytes per micro-batch per boundary
-    rate = t * instance.gpu.flops_per_s
+    # GPU types (SPEC v3 (g)): on a mixed instance each (replica, stage) runs at its domain's
+    # type's figures (kinds: the types of the hostable domains; kind_of: each one's)
+    typed = instance.heterogeneous
+    kind_of = [instance.domain_type[instance.domain_index[d]] for d in domains]
+    kinds = sorted(set(kind_of))
+    rate = None if typed else t * instance.gpu.flops_per_s
     bwd = space.bwd
     Kmax = min(R, D) if R > 1 else 1
     if spec >= 3 and R > 1 and any(u.params <= 0 for u in units):
@@ -363,7 +383,7 @@ def _sets(fm) -> None:
     fm.set(sync=instance.workload.gradient_sync if spec >= 3 else "ring", gpipe_shaped=gpipe or m == 1)
     fm.set(objective=objective, space=space, units=units, N=N, t=t, R=R, m=m, gpipe=gpipe, slots=slots,
            domains=domains, D=D, NONE=NONE, Q=Q, sb=sb, admissible=admissible, tok=tok, A=A, rate=rate, bwd=bwd,
-           Kmax=Kmax)
+           Kmax=Kmax, typed=typed, kind_of=kind_of, kinds=kinds)
 
 
 def _rounding_budget(fm) -> None:
@@ -384,11 +404,13 @@ def _rounding_budget(fm) -> None:
     pq_u = [int(round(p / quantum)) for p in params]  # parameters per unit in quanta
     p_max = sum(pq_u)
     pq_min = min([v for v in pq_u if v > 0] or [1])
-    if gpipe:
+    if gpipe or fm.typed:  # (GPU types: a window's n stages' compute within n, so <= 3 too)
         e_tau = 3.0
     else:
         e_tau = 1.0 + (2 * Q - 1) / Q  # the window of n <= Q stages: (2n - 1)/n, +1 (ceiling)
     E_abs = (m - 1) * e_tau + 2 + 3 * (Q - 1)  # units: compute, transfers, latencies, tau
+    if fm.typed:  # per-stage figures no longer telescope: the round trip within Q more, the drain 2Q
+        E_abs += 3 * Q
     if R > 1:
         E_abs += 1 + (Kmax - 1)  # ceil of AR, ring latencies
         # phi (units x RS per quantum) is within 2.5 of its value: 2.5 p_max / RS units of AR,
@@ -424,33 +446,65 @@ def _time_unit(fm) -> None:
     fm.set(lb_min=lb_min, known=known, known_te=known_te, known_cost=known_cost, unit=unit, q=q)
 
 
-def _compute_tables(fm) -> None:
-    """Prefix sums over units of f and c = f + g (units), read at the cuts."""
-    N, bwd, instance, q, rate, t, tok, units = fm.read("N bwd instance q rate t tok units")
+def _prefix_tables(fm, gpu, rate) -> tuple[list[int], list[int]]:
+    """(FPt, CPt): prefix sums over units of f and c = f + g on GPU type ``gpu`` at
+    ``rate`` = t * its FLOP/s, rounded to units."""
+    bwd, q, t, tok, units = fm.read("bwd q t tok units")
     # compute prefix tables (units)
     # (with the tensor-parallel all-reduces of SPEC 5 v2, y per unit, forward and backward)
     flops, ys = [0.0], [0.0]
     for u in units:
         flops.append(flops[-1] + u.fwd_flops_per_token)
-        ys.append(ys[-1] + float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)))
+        ys.append(ys[-1] + float(gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)))
     FPt = [q(fl * tok / rate + yy) for fl, yy in zip(flops, ys)]
     CPt = [q((1 + bwd) * fl * tok / rate + 2 * yy) for fl, yy in zip(flops, ys)]
-    o = instance.gpu.unit_overhead_ms * MS if fm.spec >= 3 else 0.0
+    o = gpu.unit_overhead_ms * MS if fm.spec >= 3 else 0.0
     if o:  # SPEC v3 (f): n_j o forward, beta n_j o backward, n_j the units with FLOPs
         n = [0]
         for u in units:
             n.append(n[-1] + (u.fwd_flops_per_token > 0))
         FPt = [q(fl * tok / rate + yy + k * o) for fl, yy, k in zip(flops, ys, n)]
         CPt = [q((1 + bwd) * (fl * tok / rate + k * o) + 2 * yy) for fl, yy, k in zip(flops, ys, n)]
-    ctot = CPt[N]
-    fm.set(FPt=FPt, CPt=CPt, ctot=ctot)
+    return FPt, CPt
+
+
+def _compute_tables(fm) -> None:
+    """Prefix sums over units of f and c = f + g (units), read at the cuts.  GPU types: one
+    pair of tables per type (``TAB[k]``); FPt, CPt are then their elementwise maxima and
+    ``ctot`` bounds any replica's compute from above (variable bounds only)."""
+    N, instance, rate, t = fm.read("N instance rate t")
+    if not fm.typed:
+        FPt, CPt = _prefix_tables(fm, instance.gpu, rate)
+        ctot = CPt[N]
+        fm.set(FPt=FPt, CPt=CPt, ctot=ctot)
+        return
+    TAB = {k: _prefix_tables(fm, instance.gpu_types[k], t * instance.gpu_types[k].flops_per_s) for k in fm.kinds}
+    FPt = [max(TAB[k][0][i] for k in fm.kinds) for i in range(N + 1)]
+    CPt = [max(TAB[k][1][i] for k in fm.kinds) for i in range(N + 1)]
+    ctot = CPt[N] + fm.Q + 1  # each stage's rounded c within 1 unit of its exact figure
+    fm.set(FPt=FPt, CPt=CPt, ctot=ctot, TAB=TAB)
 
 
 def _memory_tables(fm) -> None:
     """Memory: the last end a stage starting at a may have, per in-flight count w."""
     N, admissible, gpipe, instance, m, t, tok, units = fm.read("N admissible gpipe instance m t tok units")
     # memory: the last end a stage starting at a may have, per in-flight count w
-    limit = instance.memory_limit_bytes
+    fm.set(MEMK=None)
+    if fm.typed:  # GPU types: a table per usable memory of the hostable domains' types
+        limits = sorted({instance.memory_limit_of(instance.gpu_types[k]) for k in fm.kinds})
+        if len(limits) > 1:
+            fm.set(MEMK={lim: _memory_tables_at(fm, lim) for lim in limits})
+        limit = limits[0]
+    else:
+        limit = instance.memory_limit_bytes
+    w_of, MAXEND = _memory_tables_at(fm, limit)
+    fm.set(w_of=w_of, MAXEND=MAXEND)
+
+
+def _memory_tables_at(fm, limit: float):
+    """(w_of, MAXEND) of :func:`_memory_tables` for usable memory ``limit`` (bytes per GPU)."""
+    N, admissible, gpipe, instance, m, t, tok, units = fm.read("N admissible gpipe instance m t tok units")
+
     def maxend_table(w):
         tab = []
         for a in range(N + 1):
@@ -469,7 +523,7 @@ def _memory_tables(fm) -> None:
 
     w_values = sorted({w_of(S, j) for S in admissible for j in range(S)})
     MAXEND = {w: maxend_table(w) for w in w_values}
-    fm.set(w_of=w_of, MAXEND=MAXEND)
+    return w_of, MAXEND
 
 
 def _route_tables(fm) -> None:
@@ -605,6 +659,10 @@ def _partition(M, fm) -> None:
     if shape.stages:
         for j in range(Q):
             M.add(used[j] == 1)
+    fm.set(cut=cut, used=used, is_s=is_s)
+    if fm.typed:  # GPU types: per replica, from each type's tables (_typed_compute)
+        fm.set(ef=None, ec=None, f=None, c=None, g=None)
+        return
     # compute at the cuts
     ef = [M.new_int_var(0, FPt[N], f"ef{i}") for i in range(Q + 1)]
     ec = [M.new_int_var(0, CPt[N], f"ec{i}") for i in range(Q + 1)]
@@ -629,6 +687,58 @@ def _memory(M, fm) -> None:
         for S in admissible:
             if S > j:
                 M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if(is_s[S])
+
+
+def _typed_compute(M, fm) -> None:
+    """GPU types (SPEC v3 (g)): stage j of replica r runs at the figures of its domain's type.
+
+    Per type k, ``ef_k``, ``ec_k`` read that type's prefix tables at the cuts, so
+    ``f_k[j] = ef_k[j+1] - ef_k[j]`` (likewise c); ``typ[r][j][k]`` (the sum of ``b[r][j][d]``
+    over k's domains) selects ``f[r][j] = f_k[j]`` and ``c[r][j] = c_k[j]`` (0 on an unused
+    stage), ``g[r][j] = c[r][j] - f[r][j]``: the time of (r, j) is linear in the placement.
+    Memory (types with different usable memory): stage j ends no later than its start's
+    MAXEND of its in-flight count under the memory of every type hosting it."""
+    N, NONE, Q, R, admissible, b, cut, domains, is_s, kind_of, kinds = fm.read(
+        "N NONE Q R admissible b cut domains is_s kind_of kinds")
+    ef, ec = {}, {}
+    for k in kinds:
+        FPt, CPt = fm.TAB[k]
+        ef[k] = [M.new_int_var(0, FPt[N], f"ef{i}_t{k}") for i in range(Q + 1)]
+        ec[k] = [M.new_int_var(0, CPt[N], f"ec{i}_t{k}") for i in range(Q + 1)]
+        for i in range(Q + 1):
+            M.add_element(cut[i], FPt, ef[k][i])
+            M.add_element(cut[i], CPt, ec[k][i])
+    typ = [[{} for _ in range(Q)] for _ in range(R)]
+    f = [[None] * Q for _ in range(R)]
+    c = [[None] * Q for _ in range(R)]
+    for r in range(R):
+        stop.checkpoint()
+        for j in range(Q):
+            f[r][j] = M.new_int_var(0, fm.FPt[N], f"f{r}_{j}")
+            c[r][j] = M.new_int_var(0, fm.CPt[N], f"c{r}_{j}")
+            M.add(f[r][j] == 0).only_enforce_if(b[r][j][NONE])
+            M.add(c[r][j] == 0).only_enforce_if(b[r][j][NONE])
+            for k in kinds:
+                lit = M.new_bool_var(f"typ{r}_{j}_{k}")
+                M.add(lit == sum(b[r][j][d] for d in range(len(domains)) if kind_of[d] == k))
+                M.add(f[r][j] == ef[k][j + 1] - ef[k][j]).only_enforce_if(lit)
+                M.add(c[r][j] == ec[k][j + 1] - ec[k][j]).only_enforce_if(lit)
+                typ[r][j][k] = lit
+    g = [[c[r][j] - f[r][j] for j in range(Q)] for r in range(R)]
+    if fm.MEMK:
+        limit_of = {k: fm.instance.memory_limit_of(fm.instance.gpu_types[k]) for k in kinds}
+        for j in range(Q):
+            for k in kinds:
+                w_of, MAXEND = fm.MEMK[limit_of[k]]
+                me = {}
+                for w in sorted({w_of(S, j) for S in admissible if S > j}):
+                    me[w] = M.new_int_var(0, N, f"maxend{j}_{w}_t{k}")
+                    M.add_element(cut[j], MAXEND[w], me[w])
+                for S in admissible:
+                    if S > j:
+                        for r in range(R):
+                            M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if([is_s[S], typ[r][j][k]])
+    fm.set(tf=f, tc=c, tg=g, typ=typ)
 
 
 def _placement(M, fm) -> None:
@@ -886,11 +996,16 @@ def _estimate(M, fm) -> None:
     T = M.new_int_var(0, T_ub, "T")
     terms = []
     taus = []
+    typed = fm.typed
     for r in range(R):
         stop.checkpoint()
         xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
         qrt0 = M.new_int_var(0, Q0_max, f"Q{r}_0")  # the round trip from stage 0
-        M.add(qrt0 == ctot - ec[0] + 2 * sum(xl))
+        if typed:  # GPU types: replica r's own per-stage figures (_typed_compute)
+            f, g, c = fm.tf[r], fm.tg[r], fm.tc[r]
+            M.add(qrt0 == sum(c) + 2 * sum(xl))
+        else:
+            M.add(qrt0 == ctot - ec[0] + 2 * sum(xl))
         if gpipe and fm.spec >= 3:
             # SPEC v3 (e): a gpipe-shaped flush; stage j's backward phase waits only for the
             # stages and boundaries downstream of it: tau_{r,j} = alpha_r + beta_{r,j}
@@ -904,7 +1019,7 @@ def _estimate(M, fm) -> None:
                 tau = M.new_int_var(-2, tau_max, f"tau{r}_{j}")
                 M.add(tau == a + be)
                 taus.append(tau)
-                drain = (ec[j] - ef[j]) + sum(xl[:j])
+                drain = (sum(g[:j]) if typed else (ec[j] - ef[j])) + sum(xl[:j])
                 terms.append(((m - 1) * tau + qrt0 - drain + AR[j], fm.used[j]))
             continue
         tau = M.new_int_var(-2, tau_max, f"tau{r}")  # a rounded g_j may be -2 for a compute-free stage
@@ -932,10 +1047,11 @@ def _estimate(M, fm) -> None:
                         continue
                     act = M.new_bool_var(f"win{r}_{j}_{k}")
                     M.add(act == sum(live))  # is_s is one-hot
-                    M.add((k - j + 1) * tau >= ec[k + 1] - ec[j] + 2 * (pre[k] - pre[j])).only_enforce_if(act)
+                    window = sum(c[j:k + 1]) if typed else ec[k + 1] - ec[j]
+                    M.add((k - j + 1) * tau >= window + 2 * (pre[k] - pre[j])).only_enforce_if(act)
         taus.append(tau)
         for j in range(Q):
-            drain = (ec[j] - ef[j]) + sum(xl[:j])
+            drain = (sum(g[:j]) if typed else (ec[j] - ef[j])) + sum(xl[:j])
             terms.append((m - 1) * tau + qrt0 - drain + AR[j])
     for e in terms:  # T >= every (replica, stage) term: T = their max at any optimum
         if isinstance(e, tuple):  # (v3 gpipe) the terms of used stages only
@@ -1259,8 +1375,11 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     # the model, one group of variables and constraints at a time
     M = cp_model.CpModel()
     _partition(M, fm)
-    _memory(M, fm)
+    if not fm.MEMK:  # (GPU types with unequal memory: per (replica, stage) in _typed_compute)
+        _memory(M, fm)
     _placement(M, fm)
+    if fm.typed:
+        _typed_compute(M, fm)
     if fm.spec < 3:
         _pipeline_transfers(M, fm)
         _gradient_sync(M, fm)

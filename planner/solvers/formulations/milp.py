@@ -69,6 +69,14 @@ class Data:
     gpipe_shaped: bool = False
     reduce_broadcast: bool = False
     v_min: float = 0.0  # the smallest gradient-sync volume any stage can have (GB), v3
+    # GPU types (SPEC v3 (g)), on a mixed instance only: per-unit f, g of each type (type index
+    # -> list), each hostable domain's type and usable memory per stage (GB, t GPUs); the
+    # shared f, g above are then the slowest type's and mem_cap the largest
+    typed: bool = False
+    ft: dict = field(default_factory=dict)
+    gt: dict = field(default_factory=dict)
+    dtype: dict = field(default_factory=dict)
+    mem_cap_d: dict = field(default_factory=dict)
     stage_lb: dict[int, float] = field(default_factory=dict)  # admissible S -> bound on T (model units)
     cost_lb: dict[int, float] = field(default_factory=dict)  # S -> bound on the cost (currency)
     pruned: bool = False  # no stage count can beat the cutoff
@@ -118,17 +126,26 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
         raise NotImplementedError("the MILP assumes every unit sends the same bytes per token "
                                   "across a boundary (true for architecture-defined models)")
     tok = b * wl.seq_len
-    rate = t * instance.gpu.flops_per_s
-    # tensor-parallel all-reduces per unit (SPEC 5 v2), the same forward and backward:
-    # linear in the partition like the FLOPs, so a per-unit figure
-    y = [float(instance.gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)) * ts for u in units]
-    # SPEC v3 (f): o per unit with FLOPs forward, beta * o backward (g below scales f - y)
-    o = (instance.gpu.unit_overhead_ms or 0.0) * MS * ts if spec >= 3 else 0.0
-    f = [u.fwd_flops_per_token * tok / rate * ts + y_u + (o if u.fwd_flops_per_token > 0 else 0.0)
-         for u, y_u in zip(units, y)]
     bwd = space.bwd
-    w = [m if shape.schedule == "gpipe" else min(m, q + 1) for q in range(Q)]
     doms = [d for d in instance.domain_names if d in slots]
+    typed = {}
+    if instance.heterogeneous:
+        # GPU types (SPEC v3 (g)): per-unit figures of every type a hostable domain has; the
+        # shared f, g are the slowest type's (upper bounds only) and mem_cap the largest
+        kinds = sorted({instance.domain_type[instance.domain_index[d]] for d in doms})
+        ft, gt = {}, {}
+        for k in kinds:
+            ft[k], gt[k] = unit_figures(instance.gpu_types[k], units, tok, t, ts, spec, bwd)
+        f = [max(ft[k][u] for k in kinds) for u in range(len(units))]
+        typed = dict(typed=True, ft=ft, gt=gt,
+                     dtype={d: instance.domain_type[instance.domain_index[d]] for d in doms},
+                     mem_cap_d={d: instance.memory_limit_of(instance.domain_gpu(d)) * t / GB for d in doms})
+        g = [max(gt[k][u] for k in kinds) for u in range(len(units))]
+        mem_cap = max(typed["mem_cap_d"].values()) if doms else 0.0
+    else:
+        f, g = unit_figures(instance.gpu, units, tok, t, ts, spec, bwd)
+        mem_cap = instance.memory_limit_bytes * t / GB
+    w = [m if shape.schedule == "gpipe" else min(m, q + 1) for q in range(Q)]
     routes = {}
     table = instance.routes_for(spec)
     for d in doms:
@@ -146,16 +163,37 @@ def shape_data(instance, shape: Shape, space: PlanSpace | None = None,
         v3["v_min"] = (2.0 if rb else 1.0) * 2 * min(pos) / GB if pos and min(pos) > 0 else 0.0
         v3["reduce_broadcast"] = rb
         v3["gpipe_shaped"] = shape.schedule == "gpipe" or m == 1
-    return Data(spec=spec, **v3, shape=shape, m=m, Q=Q, units=list(range(len(units))), domains=doms, f=f,
-                g=[bwd * (x - y_u) + y_u for x, y_u in zip(f, y)], p=[u.params / GB for u in units],
+    return Data(spec=spec, **v3, **typed, shape=shape, m=m, Q=Q, units=list(range(len(units))), domains=doms,
+                f=f, g=g, p=[u.params / GB for u in units],
                 mem=[16 * u.params / GB for u in units],
                 act=[u.stored_bytes_per_token * tok / GB for u in units],
                 A=(units[0].out_bytes_per_token if units else 0.0) * tok / GB,
-                w=w, mem_cap=instance.memory_limit_bytes * t / GB, cap=slots, routes=routes,
+                w=w, mem_cap=mem_cap, cap=slots, routes=routes,
                 link_bw=[l.bandwidth_gbps * GBPS / GB / ts for l in instance.links],
                 intra_bw={d.name: d.intra_bandwidth_gbps * GBPS / GB / ts for d in instance.domains},
                 price={d.name: d.price_per_gpu_hour for d in instance.domains},
                 order=list(instance.domain_names), wan_price=instance.options.wan_price_per_gb, ts=ts)
+
+
+def unit_figures(gpu, units, tok: float, t: int, ts: float, spec: int, bwd: float) -> tuple[list, list]:
+    """(f, g): forward and backward time per micro-batch of every unit on GPU type ``gpu``
+    (model units of 1/``ts`` s) at ``tok`` tokens per micro-batch and tensor parallelism
+    ``t``, SPEC 5: FLOPs at t * peak * mfu, the tensor-parallel all-reduce y (the same
+    forward and backward), and under v3 the unit overhead o forward, beta o backward.
+    Summed over a stage's units they are its f_j, g_j on that type.
+
+    >>> unit_figures(inst.gpu, inst.units, 512, 1, 1.0, 3, 2.0)[0][1]      # doctest: +SKIP
+    0.0021
+    """
+    rate = t * gpu.flops_per_s
+    # tensor-parallel all-reduces per unit (SPEC 5 v2), the same forward and backward:
+    # linear in the partition like the FLOPs, so a per-unit figure
+    y = [float(gpu.tp_allreduce_s(u.tp_bytes_per_token * tok, t)) * ts for u in units]
+    # SPEC v3 (f): o per unit with FLOPs forward, beta * o backward (g below scales f - y)
+    o = (gpu.unit_overhead_ms or 0.0) * MS * ts if spec >= 3 else 0.0
+    f = [u.fwd_flops_per_token * tok / rate * ts + y_u + (o if u.fwd_flops_per_token > 0 else 0.0)
+         for u, y_u in zip(units, y)]
+    return f, [bwd * (x - y_u) + y_u for x, y_u in zip(f, y)]
 
 
 def _v3_resources(instance, routes, table, ts) -> dict:
@@ -358,6 +396,9 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     shared ring resources), phi = 2 for ``reduce_broadcast``, the unit overhead,
     and the flush-based gpipe period (stage j's backward phase from downstream
     only).  The stage-count bounds of :mod:`.milp_bounds` are v2's and left out.
+    GPU types (a mixed instance, SPEC v3 (g)): each (replica, slot) at its domain's
+    type's figures and usable memory (:func:`_typed_compute`); one type: the model of
+    before, row for row.
     """
     if shape is None or ts is None:
         from ...scoring.evaluator import Evaluator
@@ -413,6 +454,8 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         if d in idx:
             setattr(M, f"require_{idx[d]}", pyo.Constraint(
                 expr=sum(M.z[r, q, d] for r in M.Rr for q in M.Qs) >= 1))
+    if D.typed:  # GPU types: each (replica, slot) at its domain's type's figures and memory
+        _typed_compute(M, D, R, Q)
 
     stop.checkpoint()
     # ---- pipeline transfers: arcs ---------------------------------------------------
@@ -498,26 +541,40 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         M.Kc[r, 0].setub(0.0)
         for q in range(Q - 1):
             M.est.add(M.Kc[r, q + 1] == M.Kc[r, q] + M.X[r, q] + M.Lat[r, q])
-    if shape.schedule == "gpipe":
-        M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
-        M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
-        for q in range(Q):
-            M.est.add(M.Fmax >= F[q])
-            M.est.add(M.Gmax >= G[q])
+    if D.typed:
+        # replica r's own figures (_typed_compute): Fr, Gr per slot, Csr (slots <= q), Ffr (slots > q)
+        Fq = lambda r, q: M.Fr[r, q]  # noqa: E731
+        Gq = lambda r, q: M.Gr[r, q]  # noqa: E731
+        Cs = lambda r, q: M.Csr[r, q]  # noqa: E731
+        Ff = lambda r, q: M.Ffr[r, q]  # noqa: E731
     else:
-        M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
-        for q in range(Q):
-            M.est.add(M.Cmax >= C[q])
+        Cs = lambda r, q: M.Cs[q]  # noqa: E731
+        Ff = lambda r, q: M.Ff[q]  # noqa: E731
+        if shape.schedule == "gpipe":
+            M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
+            M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
+            for q in range(Q):
+                M.est.add(M.Fmax >= F[q])
+                M.est.add(M.Gmax >= G[q])
+        else:
+            M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
+            for q in range(Q):
+                M.est.add(M.Cmax >= C[q])
     for r in range(R):
         # round trip from slot q: compute of slots <= q, both ways over boundaries < q
-        Qrt = {q: M.Cs[q] + 2 * M.Kc[r, q] for q in range(Q)}
+        Qrt = {q: Cs(r, q) + 2 * M.Kc[r, q] for q in range(Q)}
         if shape.schedule == "gpipe":
             alpha = pyo.Var(domain=pyo.NonNegativeReals)
             beta = pyo.Var(domain=pyo.NonNegativeReals)
             M.add_component(f"alpha_{r}", alpha)
             M.add_component(f"beta_{r}", beta)
-            M.est.add(alpha >= M.Fmax)
-            M.est.add(beta >= M.Gmax)
+            if D.typed:
+                for q in range(Q):
+                    M.est.add(alpha >= Fq(r, q))
+                    M.est.add(beta >= Gq(r, q))
+            else:
+                M.est.add(alpha >= M.Fmax)
+                M.est.add(beta >= M.Gmax)
             for q in range(Q - 1):
                 M.est.add(alpha >= M.X[r, q])
                 M.est.add(beta >= M.X[r, q])
@@ -529,12 +586,16 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
                 M.add_component(f"beta_q_{r}", bq)
                 for q in range(Q):
                     for q2 in range(q + 1):
-                        M.est.add(bq[q] >= G[q2])
+                        M.est.add(bq[q] >= (Gq(r, q2) if D.typed else G[q2]))
                     for q2 in range(q):
                         M.est.add(bq[q] >= M.X[r, q2])
                     M.est.add(beta >= bq[q])
         else:
-            M.est.add(M.tau[r] >= M.Cmax)
+            if D.typed:
+                for q in range(Q):
+                    M.est.add(M.tau[r] >= Fq(r, q) + Gq(r, q))
+            else:
+                M.est.add(M.tau[r] >= M.Cmax)
             # Little's law on every window of slots [lo, hi] (stages S-1-hi .. S-1-lo) whose
             # front slot holds fewer than m micro-batches (SPEC 7 v2): it then holds
             # w_hi - w_lo + 1 = hi - lo + 1 of them while one goes from hi to lo and back.
@@ -545,7 +606,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
                 if D.w[hi] >= m:
                     continue  # the front slot holds every micro-batch: never binds (dropped)
                 for lo in range(hi + 1):
-                    compute = M.Cs[hi] - (M.Cs[lo - 1] if lo else 0.0)
+                    compute = Cs(r, hi) - (Cs(r, lo - 1) if lo else 0.0)
                     M.est.add(M.tau[r] * (D.w[hi] - D.w[lo] + 1)
                               >= compute + 2 * (M.Kc[r, hi] - M.Kc[r, lo]))
             for q in range(Q - 1):
@@ -556,7 +617,7 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
             tau_q = M.tau[r]
             if D.spec >= 3 and shape.schedule == "gpipe":
                 tau_q = M.component(f"alpha_{r}") + M.component(f"beta_q_{r}")[q]
-            M.est.add(M.T >= (m - 1) * tau_q + M.Ff[q] + (M.Kc[r, Q - 1] - M.Kc[r, q]) + Qrt[q] + M.AR[q])
+            M.est.add(M.T >= (m - 1) * tau_q + Ff(r, q) + (M.Kc[r, Q - 1] - M.Kc[r, q]) + Qrt[q] + M.AR[q])
 
     stop.checkpoint()
     # ---- valid lower bounds per number of stages (cuts) ---------------------------------
@@ -572,6 +633,45 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     else:
         M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
     return M
+
+
+def _typed_compute(M, D, R, Q):
+    """GPU types (SPEC v3 (g)): replica r's slot q runs at the figures of its domain's type.
+
+    With ``k(r, q)`` the type of the domain z places it in and ``F_k[q] = sum_u f^k_u y[u, q]``
+    (likewise G), ``Fr[r, q] >= F_k[q] - F^k_tot (1 - zt[r, q, k])`` for every type k, zt the
+    sum of z over k's domains: exactly ``F_{k(r,q)}[q]`` at an optimum, since T_est only
+    grows with every f and g and the model bounds T from below by them.  ``Csr[r, q]`` is
+    replica r's compute of slots <= q, ``Ffr[r, q]`` its forward time of the slots > q (in
+    front of q).  Memory: slot q of replica r holds its units' weights and activations within
+    its domain's type's usable memory, ``sum_u (mem_u + w_q act_u) y[u, q] <= sum_d cap_d
+    z[r, q, d]`` (exact: one z is 1 on a used slot, and an unused slot holds nothing)."""
+    kinds = sorted(D.ft)
+    N = len(D.units)
+    of = {k: [d for d in D.domains if D.dtype[d] == k] for k in kinds}
+    ftot = {k: sum(D.ft[k]) for k in kinds}
+    gtot = {k: sum(D.gt[k]) for k in kinds}
+    M.Fr = pyo.Var(M.Rr, M.Qs, bounds=(0, max(ftot.values())))
+    M.Gr = pyo.Var(M.Rr, M.Qs, bounds=(0, max(gtot.values())))
+    M.typed = pyo.ConstraintList()
+    for k in kinds:
+        Fk = [sum(D.ft[k][u] * M.y[u, q] for u in range(N)) for q in range(Q)]
+        Gk = [sum(D.gt[k][u] * M.y[u, q] for u in range(N)) for q in range(Q)]
+        for r in range(R):
+            for q in range(Q):
+                zt = sum(M.z[r, q, d] for d in of[k])
+                M.typed.add(M.Fr[r, q] >= Fk[q] - ftot[k] * (1 - zt))
+                M.typed.add(M.Gr[r, q] >= Gk[q] - gtot[k] * (1 - zt))
+    M.Csr = pyo.Var(M.Rr, M.Qs, domain=pyo.NonNegativeReals)
+    M.Ffr = pyo.Var(M.Rr, M.Qs, domain=pyo.NonNegativeReals)
+    for r in range(R):
+        for q in range(Q):
+            M.typed.add(M.Csr[r, q] == (M.Csr[r, q - 1] if q else 0.0) + M.Fr[r, q] + M.Gr[r, q])
+            M.typed.add(M.Ffr[r, q] == (M.Ffr[r, q + 1] + M.Fr[r, q + 1] if q + 1 < Q else 0.0))
+    if len({D.mem_cap_d[d] for d in D.domains}) > 1:
+        M.typed_memory = pyo.Constraint(M.Rr, M.Qs, rule=lambda M, r, q: sum(
+            (D.mem[u] + D.w[q] * D.act[u]) * M.y[u, q] for u in M.U)
+            <= sum(D.mem_cap_d[d] * M.z[r, q, d] for d in M.Dm))
 
 
 def _gradient_sync(M, D, R, Q, P, t, cuts=True, count=None, members=None):

@@ -19,6 +19,11 @@ bound on T_est over the shape (proof in ``docs/formulations.md``, MILP
 section 3), and :func:`decompose` turns its solution into a plan, whose exact
 T_est the caller scores: when the two meet, the shape is solved.
 
+GPU types (SPEC v3 (g)): the counts gain the per-type presence of each slot
+(exact memory per type) and the shared rows take the fastest type's figures,
+with rows valid for the replica holding a type at a slot (:func:`_typed_counts`,
+:func:`_typed_rows`): still a lower bound, no longer exact when replicas cross once.
+
 Example
 -------
 >>> from planner.solvers.formulations.milp_agg import build, decompose       # doctest: +SKIP
@@ -78,6 +83,12 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     if cutoff is not None:
         T_cap = min(T_cap, cutoff * ts * (1 + 1e-9))
 
+    if D.typed:
+        # GPU types: the shared rows take every unit at its fastest type's figures (a lower
+        # bound: T_est only grows with every f and g) and the largest memory; _typed_counts
+        # adds the per-type presence of each slot, its memory, and the rows it makes valid
+        D.f = [min(D.ft[k][u] for k in D.ft) for u in range(len(D.units))]
+        D.g = [min(D.gt[k][u] for k in D.gt) for u in range(len(D.units))]
     used, P, C, F, G = _partition(M, D, lbs)
     c_tot = sum(D.f) + sum(D.g)
 
@@ -90,6 +101,8 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     for i, d in enumerate(require):
         if d in doms:
             setattr(M, f"require_{i}", pyo.Constraint(expr=sum(M.n[q, d] for q in M.Qs) >= 1))
+    if D.typed:
+        typed = _typed_counts(M, D, R, Q)
 
     stop.checkpoint()
     # ---- flows: f[q,d,e] replicas go from d (slot q+1) to e (slot q) -----------------------
@@ -260,8 +273,13 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             M.AR[q].setub(0.0)
     # T >= T_r - D_j + AR_j with the communication dropped: (m - 1) tau0 + forward compute
     # before slot q + compute from q on + AR_q
+    if D.typed:
+        # per_q: slot q's period common to every replica (fastest figures), as in the rows below
+        per_q = {q: M.tau0 for q in range(Q)}
     if v3 and gpipe:
         _gpipe_rows_v3(M, D, Q, m, G, arcs, one, b_min, above, below, used)
+        if D.typed:
+            per_q = {q: M.Fmax + M.Gd[q] for q in range(Q)}
     else:
         for q in range(Q):
             M.est.add(M.T >= (m - 1) * M.tau0 + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * (above[q] + 2 * below[q]))
@@ -271,6 +289,10 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
                 rest = above[q] + 2 * below[q] - (2 if k < q else 1) * used[q]
                 M.est.add(M.T >= (M.W2[k] if k < q else M.W1[k]) + M.Ff[q] + M.Cs[q] + M.AR[q] + b_min * rest)
 
+    if D.typed:
+        _typed_rows(M, D, Q, m, C, typed, per_q, gpipe,
+                    {q: b_min * (above[q] + 2 * below[q]) for q in range(Q)})
+
     stop.checkpoint()
     # ---- valid lower bounds per number of stages --------------------------------------------
     if any(v > 0 for v in lbs.values()):
@@ -278,6 +300,56 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         M.T.setlb(min(lbs.values()))
     M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
     return M
+
+
+def _typed_counts(M, D, R, Q) -> dict:
+    """GPU types: ``ot[q, k]`` = some replica puts slot q on type k (forced by the counts);
+    the slot's compute on each type, ``C_k[q] = sum_u (f^k_u + g^k_u) y[u, q]``; and the
+    memory of every type present, ``mem_q <= cap_k`` when ``ot[q, k]`` (exact).  Returns
+    {k: (C_k per slot, the largest C_k)}."""
+    kinds = sorted(D.ft)
+    of = {k: [d for d in D.domains if D.dtype[d] == k] for k in kinds}
+    N = len(D.units)
+    M.Kt = pyo.Set(initialize=kinds)
+    M.ot = pyo.Var(M.Qs, M.Kt, domain=pyo.Binary)
+    M.ot_cnt = pyo.Constraint(M.Qs, M.Kt, rule=lambda M, q, k: sum(M.n[q, d] for d in of[k])
+                              <= min(R, sum(D.cap[d] for d in of[k])) * M.ot[q, k])
+    cap = {k: min(D.mem_cap_d[d] for d in of[k]) for k in kinds}
+    top = max(cap.values())
+    M.typed_memory = pyo.ConstraintList()
+    for k in kinds:
+        if cap[k] < top:
+            for q in range(Q):
+                M.typed_memory.add(sum((D.mem[u] + D.w[q] * D.act[u]) * M.y[u, q] for u in M.U)
+                                   <= cap[k] + (top - cap[k]) * (1 - M.ot[q, k]))
+    out = {}
+    for k in kinds:
+        ck = [D.ft[k][u] + D.gt[k][u] for u in range(N)]
+        out[k] = ([sum(ck[u] * M.y[u, q] for u in range(N)) for q in range(Q)], sum(ck))
+    return out
+
+
+def _typed_rows(M, D, Q, m, C, typed, per_q, gpipe, comm):
+    """GPU types: rows valid for the replica holding type k at slot q (``ot[q, k]``).  Its
+    compute from slot q on is at least the fastest figures' with slot q at type k:
+    ``T >= (m-1) per_q + Ff[q] + Cs[q] + C_k[q] - C[q] + AR[q] + comm[q]`` (``per_q``
+    common to every replica, ``comm[q]`` its fewest transfers).  1f1b: the period of the
+    slowest replica is at least every present slot's c, ``tauT >= C_k[q]``, and
+    ``T >= (m-1) tauT + Ff[q] + Cs[q] + AR[q] + comm[q]`` (every other term holds for
+    every replica, so for the slowest)."""
+    M.typed_rows = pyo.ConstraintList()
+    if not gpipe:
+        M.tauT = pyo.Var(domain=pyo.NonNegativeReals)
+        M.typed_rows.add(M.tauT >= M.tau0)
+    for k, (Ck, big) in typed.items():
+        for q in range(Q):
+            M.typed_rows.add(M.T >= (m - 1) * per_q[q] + M.Ff[q] + M.Cs[q] + Ck[q] - C[q] + M.AR[q] + comm[q]
+                             - big * (1 - M.ot[q, k]))
+            if not gpipe:
+                M.typed_rows.add(M.tauT >= Ck[q] - big * (1 - M.ot[q, k]))
+    if not gpipe:
+        for q in range(Q):
+            M.typed_rows.add(M.T >= (m - 1) * M.tauT + M.Ff[q] + M.Cs[q] + M.AR[q] + comm[q])
 
 
 def _gpipe_rows_v3(M, D, Q, m, G, arcs, one, b_min, above, below, used):
