@@ -259,20 +259,22 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
     history: list[tuple[str, float]] = []
 
-    def offer(who: str, p: Plan) -> None:
+    def offer(who: str, p: Plan) -> float | None:
+        """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected)."""
         if candidates and not deterministic and time.perf_counter() > end:
             # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
             lines.setdefault(who, "not simulated: past the time limit")
-            return
+            return None
         val = simulated_score(instance, p)
         if val is None or not plan_matches(p, pins, forbid, require):
             lines.setdefault(who, "plan rejected (infeasible or off the pins)")
-            return
+            return None
         better = not candidates or val < _incumbent(candidates)[2] * (1 - TIE)
         candidates.append((who, p, val))
         if better:
             history.append((who, val))
             log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
+        return val
 
     def tune(p: Plan, seconds: float) -> Plan:
         """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or a count when deterministic."""
@@ -307,7 +309,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
 
     # several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a plan of the
     # fleet), so that the mixed fleet's plan is never slower than greedy's on one type
-    typed_starts: list[Plan] = []
+    typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
     if instance.heterogeneous and (deterministic or time.time() < engine_deadline):
         for gpu, sub in type_subfleets(instance):
             try:
@@ -315,9 +317,9 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             except (InfeasibleError, TimeLimitError, Stopped):
                 continue
             q = q.model_copy(update={"solver": None, "predicted": None})
-            if plan_matches(q, pins, forbid, require):
-                offer(f"greedy[{gpu}]", q)
-                typed_starts.append(q)
+            val = offer(f"greedy[{gpu}]", q) if plan_matches(q, pins, forbid, require) else None
+            if val is not None:
+                typed_starts.append((val, len(typed_starts), q))
 
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
     if schedule is None and (deterministic or time.time() < engine_deadline):
@@ -340,8 +342,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
         starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
     # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
-    typed_starts.sort(key=lambda q: simulated_score(instance, q) or math.inf)
-    starts += [q for q in typed_starts[:1] if not any(_same_plan(q, s) for s in starts)]
+    starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]
     window = engine_deadline - time.time()
     for i, s in enumerate(starts):
         if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():

@@ -675,15 +675,23 @@ def _partition(M, fm) -> None:
     fm.set(cut=cut, used=used, is_s=is_s, ef=ef, ec=ec, f=f, c=c, g=g)
 
 
+def _maxends(M, fm, j: int, w_of, MAXEND, tag: str = "") -> dict:
+    """Per in-flight count w stage j may have, ``maxend{j}_{w}{tag}``: the last end a stage
+    starting at ``cut[j]`` may have with w micro-batches in flight (an element of ``MAXEND[w]``)."""
+    N, admissible, cut = fm.read("N admissible cut")
+    me = {}
+    for w in sorted({w_of(S, j) for S in admissible if S > j}):
+        me[w] = M.new_int_var(0, N, f"maxend{j}_{w}{tag}")
+        M.add_element(cut[j], MAXEND[w], me[w])
+    return me
+
+
 def _memory(M, fm) -> None:
     """Memory: each stage ends no later than its start's MAXEND for its in-flight count."""
-    MAXEND, N, Q, admissible, cut, is_s, w_of = fm.read("MAXEND N Q admissible cut is_s w_of")
+    MAXEND, Q, admissible, cut, is_s, w_of = fm.read("MAXEND Q admissible cut is_s w_of")
     # memory: cut[j+1] <= the last end a stage starting at cut[j] may have with w_j in flight
     for j in range(Q):
-        me = {}
-        for w in sorted({w_of(S, j) for S in admissible if S > j}):
-            me[w] = M.new_int_var(0, N, f"maxend{j}_{w}")
-            M.add_element(cut[j], MAXEND[w], me[w])
+        me = _maxends(M, fm, j, w_of, MAXEND)
         for S in admissible:
             if S > j:
                 M.add(cut[j + 1] <= me[w_of(S, j)]).only_enforce_if(is_s[S])
@@ -730,10 +738,7 @@ def _typed_compute(M, fm) -> None:
         for j in range(Q):
             for k in kinds:
                 w_of, MAXEND = fm.MEMK[limit_of[k]]
-                me = {}
-                for w in sorted({w_of(S, j) for S in admissible if S > j}):
-                    me[w] = M.new_int_var(0, N, f"maxend{j}_{w}_t{k}")
-                    M.add_element(cut[j], MAXEND[w], me[w])
+                me = _maxends(M, fm, j, w_of, MAXEND, f"_t{k}")
                 for S in admissible:
                     if S > j:
                         for r in range(R):
