@@ -287,25 +287,18 @@ class Evaluator:
         a[:, 1:] = best
         return a
 
-    def _effective(self, E, ar, states, starts=None) -> tuple[np.ndarray, np.ndarray]:
+    def _effective(self, E, ar, states, starts=None, dp=None) -> tuple[np.ndarray, np.ndarray]:
         """(T_in, T_eff) per state (SPEC 11) from stage ends E and inner syncs ar (K, S);
-        ``starts()`` gives a_j (K, S), called for streaming only."""
+        ``starts()`` gives a_j (K, S), called for streaming only.  ``dp``: another option
+        of the same mode and bits as the plan's (other H, F, nu), on the same figures."""
+        fig = self.fig
+        dp = dp or fig.dp
         T_in = (E + ar).max(axis=1)
-        fig, dp = self.fig, self.fig.dp
         if not dp.outer or not fig.outer_charged.any():
             return T_in, T_in
         obw, olat = fig.outer_times(states)
-        X = fig.codec_times(fig.outer_charged)
-        on = fig.outer_charged
-        if dp.mode == "diloco":
-            T_sync = (E + ar + X + obw + olat).max(axis=1)
-            return T_in, T_in + (T_sync - T_in) / dp.H
-        F, nu = dp.fragments, dp.overlap
-        o = obw / F + olat
-        W = nu * T_in[:, None] + (T_in[:, None] - E - ar) + starts()
-        stall = np.maximum(0.0, o + X / F - W)[:, on].max(axis=1)
-        floor = (F * o + X)[:, on].max(axis=1) / dp.H
-        return T_in, np.maximum(T_in + (F / dp.H) * stall, floor)
+        return T_in, outer_effective(dp, T_in, E, ar, obw, olat, fig.codec_times(fig.outer_charged),
+                                     fig.outer_charged, starts)
 
     def effective_times(self, states: NetworkStates | None = None) -> np.ndarray:
         """T_eff per state (SPEC 11), shape (K,), seconds: the iteration time with the
@@ -326,6 +319,42 @@ class Evaluator:
         st = self._states(states)
         comm = self._comm(st)
         return self._effective(self._estimate(comm), comm.ar, st, lambda: self._estimate_starts(comm))[1]
+
+    def option_estimates(self, options, states: NetworkStates | None = None) -> list[float | None]:
+        """T^est_eff / e (or the cost over e) under one state for each of ``options``,
+        options of the plan's own mode and bits that differ in H, fragments, overlap or
+        outer_state only (their figures are the plan's); None for an option a quality
+        row does not cover or whose outer state does not fit memory.  What
+        :func:`planner.solvers.syncchoice.with_best_sync` ranks with, without an
+        Evaluator per option.
+
+        >>> ev.option_estimates([DpSync(mode="diloco", H=h, bits=4) for h in (10, 30)])  # doctest: +SKIP
+        [12.3, 11.9]
+        """
+        fig, inst = self.fig, self.instance
+        st = self.one_state(states, "option_estimates")
+        comm = self._comm(st)
+        E = self._estimate(comm)
+        a = []
+        starts = lambda: a[0] if a else (a.append(self._estimate_starts(comm)) or a[0])  # noqa: E731
+        base = fig.memory - fig.outer_state_share * fig.beta_o * fig.P / self.plan.tp
+        out = []
+        for dp in options:
+            if (dp.mode, dp.bits) != (fig.dp.mode, fig.dp.bits):
+                raise ValueError(f"option {dp.label()} is not of the plan's mode and bits ({fig.dp.label()})")
+            try:
+                e = quality_of(inst, dp, fig.M)[0]
+            except InputError:
+                out.append(None)
+                continue
+            share = (0.0 if not dp.outer else 1.0 if dp.outer_state == "gpu" else
+                     0.0 if dp.mode == "diloco" else 1.0 / dp.fragments)
+            if np.any(base + share * fig.beta_o * fig.P / self.plan.tp > fig.memory_limit * (1 + 1e-12)):
+                out.append(None)
+                continue
+            T = self._effective(E, comm.ar, st, starts, dp=dp)[1]
+            out.append(float(self.objective(T)[0]) / e)
+        return out
 
     def scores(self, states: NetworkStates | None = None) -> np.ndarray:
         """The instance's objective per state, from the simulation (SPEC 11): T_eff / e
@@ -396,6 +425,28 @@ class Evaluator:
             compute_s=[float(v) for v in fig.c], allreduce_s=[float(v) for v in comm.ar[0]],
             gpus_used=dict(self.plan.gpus_per_domain()),
             wan_gb_per_iteration=fig.wan_bytes() / 1e9, lower_bound_s=lower_bound_s)
+
+
+def outer_effective(dp, T_in, E, ar, obw, olat, X, charged, starts) -> np.ndarray:
+    """T_eff (K,) of SPEC 11 for an outer sync ``dp`` (diloco or streaming), seconds:
+    from T_in (K,), the stage ends E, inner syncs ``ar``, the outer sync's parts
+    ``obw``, ``olat`` (K, S), the codec times X (S,) and the stages with O_j charged;
+    ``starts()`` gives a_j (K, S) (streaming only).
+
+    diloco: ``T_in + (max_j (E_j + AR^in_j + X_j + O_j) - T_in) / H``; streaming:
+    ``max(T_in + (F / H) max_j s_j, max_j (F o_j + X_j) / H)`` with
+    ``o_j = O^bw_j / F + O^lat_j`` and the stall ``s_j = max(0, o_j + X_j / F - W_j)``,
+    ``W_j = nu T_in + (T_in - E_j - AR^in_j) + a_j``.
+    """
+    if dp.mode == "diloco":
+        T_sync = (E + ar + X + obw + olat).max(axis=1)
+        return T_in + (T_sync - T_in) / dp.H
+    F, nu = dp.fragments, dp.overlap
+    o = obw / F + olat
+    W = nu * T_in[:, None] + (T_in[:, None] - E - ar) + starts()
+    stall = np.maximum(0.0, o + X / F - W)[:, charged].max(axis=1)
+    floor = (F * o + X)[:, charged].max(axis=1) / dp.H
+    return np.maximum(T_in + (F / dp.H) * stall, floor)
 
 
 def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation]:

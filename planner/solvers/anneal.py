@@ -17,7 +17,11 @@ parallelism, micro-batch size, hence the micro-batch count) while it moves:
   the types the placement lands on (:meth:`planner.problem.space.PlanSpace.typed_partition`:
   faster types take more layers), and ``retype``, stage j of every replica moved
   to one domain and the partition re-cut (a stage moved to a faster type only
-  pays once its share of the layers follows).
+  pays once its share of the layers follows);
+* with ``[options] dp_sync`` (SPEC 11): ``sync``, another of the instance's sync
+  options (:func:`planner.problem.dpsync.sync_options`; one a quality row does not
+  cover with the placement's groups scores as infeasible), so the option moves
+  jointly with the placement.
 
 Every candidate is checked with :func:`planner.scoring.evaluator.check_plan`
 (memory, GPUs per domain, routes, schedule, stage count, pins) and, when
@@ -26,7 +30,8 @@ may cross a plan that simulates more than 1% slower than its own T_est, but
 the search never returns one, so T_est, which bounds and gaps are about,
 describes every plan it returns): the
 iteration time in seconds, or the cost per iteration with that time for an
-``options.objective == "cost"`` instance.  A worse candidate is accepted with
+``options.objective == "cost"`` instance (with a sync option, SPEC 11's T_eff / e
+or the cost over e).  A worse candidate is accepted with
 probability ``exp(-delta / temperature)``; the temperature falls
 geometrically from 3% to 0.01% of the start's score over the budget, and
 after a long stretch without a new best the walk returns to the best plan.
@@ -47,11 +52,13 @@ import time
 
 import numpy as np
 
+from ..problem.dpsync import sync_options
 from ..problem.oplists import inflight_counts
 from ..problem.plan import ExplicitSchedule, Plan, SolverInfo, Stage
 from ..scoring.evaluator import check_plan, simulated_score
 from . import stop
 from .inflight import FAITHFUL, inflight_schedule
+from .syncchoice import sync_enabled
 
 log = logging.getLogger("planner.anneal")
 
@@ -61,11 +68,13 @@ WEIGHTS = (0.24, 0.14, 0.14, 0.24, 0.08, 0.08, 0.08)
 # placement lands on ("rebalance"), and a stage moved to another domain then re-cut ("retype")
 TYPED_MOVES = MOVES + ("rebalance", "retype")
 TYPED_WEIGHTS = tuple(0.8 * w for w in WEIGHTS) + (0.1, 0.1)
+# with [options] dp_sync (SPEC 11), this share of the moves picks another sync option
+SYNC_MOVE = 0.15
 
 
-def _key(bounds, placement, schedule):
+def _key(bounds, placement, schedule, sync=None):
     sched = schedule if isinstance(schedule, (str, tuple)) else tuple(map(tuple, schedule.ops))
-    return (tuple(bounds), tuple(map(tuple, placement)), sched)
+    return (tuple(bounds), tuple(map(tuple, placement)), sched, sync)
 
 
 def _profile(plan: Plan) -> tuple[int, ...] | None:
@@ -141,24 +150,25 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     unfaithful: set = set()  # keys of plans the walk may cross but the search may not return
     evals = 0
 
-    def build(bounds, placement, sched) -> Plan:
+    def build(bounds, placement, sched, sync=None) -> Plan:
         return Plan(instance=plan.instance, replicas=R, tp=plan.tp, micro_batch_size=plan.micro_batch_size,
                     num_micro_batches=plan.num_micro_batches,
                     stages=[Stage(start=a, end=b) for a, b in bounds],
-                    placement=[list(r) for r in placement], schedule=_schedule(sched, len(bounds), m))
+                    placement=[list(r) for r in placement], schedule=_schedule(sched, len(bounds), m),
+                    dp_sync=sync)
 
     def pinned(placement) -> bool:
         used = {d for row in placement for d in row}
         return not (required - used) and not (used & set(forbid))
 
-    def scored(bounds, placement, sched):
+    def scored(bounds, placement, sched, sync=None):
         nonlocal evals
-        k = _key(bounds, placement, sched)
+        k = _key(bounds, placement, sched, sync)
         if k in memo:
             return memo[k]
         val = None
         if pinned(placement):
-            p = build(bounds, placement, sched)
+            p = build(bounds, placement, sched, sync)
             evals += 1
             got = simulated_score(instance, p, fidelity=faithful is not None)
             if got is not None and faithful is not None:
@@ -172,14 +182,16 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     bounds = [(s.start, s.end) for s in plan.stages]
     placement = [list(r) for r in plan.placement]
     sched = start_sched
+    sync = plan.dp_sync
+    syncs = sync_options(instance) if sync_enabled(instance) else []  # SPEC 11: the sync is a move too
     start = simulated_score(instance, plan) if pinned(placement) else None  # the start need not be faithful
-    memo[_key(bounds, placement, sched)] = start
+    memo[_key(bounds, placement, sched, sync)] = start
     evals = 1
     if start is None:
         why = "; ".join(v.message for v in check_plan(instance, plan)) or "it breaks the pins"
         raise ValueError(f"anneal: the start plan is infeasible: {why}")
     cur = best = start
-    cur_state = best_state = (bounds, placement, sched)
+    cur_state = best_state = (bounds, placement, sched, sync)
     candidates = accepted = since_best = 0
     ln_ratio = math.log(t_end / t_start)
     while True:
@@ -193,8 +205,13 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
             frac = min(1.0, (time.perf_counter() - t0) / max(1e-9, time_limit))
         temp = start * t_start * math.exp(ln_ratio * frac)
         candidates += 1
-        cand = _move(rng, cur_state, names, n_units, allowed_sched, can_resize, R, m if inflight else 0,
-                     rebalance)
+        if syncs and rng.random() < SYNC_MOVE:  # another sync option (uncovered ones score None)
+            pick = syncs[int(rng.integers(len(syncs)))]
+            cand = cur_state[:3] + (None if pick.plain else pick,)
+        else:
+            cand = _move(rng, cur_state[:3], names, n_units, allowed_sched, can_resize, R, m if inflight else 0,
+                         rebalance)
+            cand = None if cand is None else cand + (cur_state[3],)
         if cand is None:
             continue
         val = scored(*cand)

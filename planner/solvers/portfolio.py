@@ -88,7 +88,7 @@ from typing import Callable
 from . import stop
 from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
 from ..problem.plan import Plan, SolverInfo
-from ..scoring.bounds import estimate_family, gap_claim, lower_bound
+from ..scoring.bounds import estimate_family, gap_claim, lower_bound, objective_lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, simulated_score
 from .cpsat import cpsat
@@ -99,6 +99,7 @@ from .hierarchy import hier
 from .inflight import tune_inflight
 from .milp import milp
 from .shapesearch import FLAT_ARCS_MAX, plan_matches
+from .syncchoice import choose_sync, sync_enabled, with_best_sync
 
 log = logging.getLogger("planner.auto")
 
@@ -112,6 +113,7 @@ PROVEN_SHARE = 0.05  # the last annealing's share of the budget once an engine p
 STARTS = 4  # plans (distinct shapes) annealed while the engines run
 TUNE_SHARE = 0.25  # of each start's annealing share: in-flight limits first (cheap, systematic)
 TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
+SYNC_SHARE = 0.10  # with [options] dp_sync (SPEC 11): of the budget, the sync choice on greedy's and the whole-replica plans
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
 
 
@@ -240,6 +242,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         pin_opts["require"] = list(require)
     anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}  # R, tp, b: kept
     lines: dict[str, str] = {}
+    syncing = sync_enabled(instance)  # SPEC 11: the sync option is chosen with the plan
     default_engines = engines is None
     if engines is None and flat_too_big(instance):
         engines = {"hier": hier_engine}
@@ -303,6 +306,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         g = greedy(instance, time_limit=0.5 * budget, seed=seed)
         lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
         offer("greedy", g)
+        if syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
+            gs = choose_sync(instance, g, time_limit=SYNC_SHARE * budget)
+            if gs is not g:
+                offer("greedy+sync", gs.model_copy(update={"solver": None}))
     except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
         errors.append(err)
         lines["greedy"] = f"failed: {err}"
@@ -335,7 +342,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     except (InfeasibleError, TimeLimitError, Stopped):
         starts = []
     if candidates:
-        starts = [candidates[0][1]] + [s for s in starts if not _same_plan(s, candidates[0][1])]
+        first = _incumbent(candidates)[1] if syncing else candidates[0][1]  # with a sync: the best so far
+        starts = [first] + [s for s in starts if not _same_plan(s, first)]
     starts = starts[:STARTS]
     # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
     if starts and (deterministic or time.time() < engine_deadline):
@@ -384,6 +392,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
+            if syncing and not stop.requested():  # the engine's placement with its best sync (SPEC 11)
+                got = with_best_sync(instance, res.model_copy(update={"solver": None, "predicted": None}))
+                if got is not None and got[0].dp_sync is not None:
+                    offer(f"{name}+sync", got[0])
             rest = wall0 + budget - time.time()  # the wall budget left: a tuning never starts past it
             if schedule is None and not stop.requested() and (deterministic or rest > 0.5):
                 tuned = tune(res, TUNE_ENGINE * budget if deterministic else min(TUNE_ENGINE * budget, 0.5 * rest))
@@ -405,6 +417,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if kind == "time":
         bounds.append(lower_bound(instance).value)
     proven = [i.objective for i in proofs if i.status == "optimal" and i.objective is not None]
+    if syncing:  # the engines' bounds and proofs are about the plain sync: only the instance's bound holds
+        bounds, proven = [objective_lower_bound(instance)], []
     who, best, best_val = _incumbent(candidates)
 
     # 4. the annealing from the best plan
@@ -426,8 +440,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     # the returned plan's figures (before any schedule refinement)
     ev = Evaluator(instance, best)
     assert not check_plan(instance, best, ev.fig)
-    te = float(ev.estimate_times()[0])
-    objective = float(ev.objective(te))
+    objective = float(ev.estimate_scores()[0])  # T^est_eff / e, or the cost over e (SPEC 11)
     bound = max(bounds) if bounds else None
     if bound is not None and isinstance(best.schedule, str):  # an explicit schedule is outside the engines' space
         bound = min(bound, objective)

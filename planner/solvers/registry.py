@@ -38,10 +38,11 @@ import numpy as np
 
 from ..scoring.bounds import lower_bound, settle_claims
 from ..problem.errors import InputError
-from ..scoring.evaluator import Evaluator
+from ..scoring.evaluator import Evaluator, simulated_score
 from . import stop
 from .greedy import greedy
 from ..problem.plan import Plan, Predicted, SolverInfo, claims_check
+from .syncchoice import choose_sync, sync_enabled
 
 from .milp import milp
 from .cpsat import cpsat
@@ -88,6 +89,11 @@ def register(name: str, solve: Callable[..., Plan]) -> None:
 
 FINISH_SHARE, FINISH_MAX_S = 0.1, 1.0  # of a time limit kept back for checking the result: min(10%, 1 s)
 REFINE_MIN_S = 0.5  # the schedule refinement needs at least this much of the time limit (s)
+# SPEC 11: with [options] dp_sync, this share of the solve time (at most SYNC_MAX_S s) chooses the
+# sync option with the plan (planner.solvers.syncchoice.choose_sync), for the solvers that do not
+# choose it themselves (SYNC_CHOOSING)
+SYNC_SHARE, SYNC_MAX_S = 0.15, 15.0
+SYNC_CHOOSING = frozenset({"auto"})
 
 
 class PlanCheckError(RuntimeError):
@@ -108,8 +114,9 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
     if not e.feasible:
         raise PlanCheckError(f"solver {name} returned an infeasible plan: "
                              + "; ".join(v.message for v in e.violations))
-    # the evaluator's objective, simulated (SPEC 7; Evaluation.objective is T_est's)
-    objective = e.iteration_time_s if instance.options.objective == "time" else e.cost_per_iteration
+    # the evaluator's objective, simulated (SPEC 7, 11: T_eff / e or the cost over e; T for a plain
+    # plan; Evaluation.objective is the estimate's)
+    objective = e.objective_s if instance.options.objective == "time" else e.cost_per_iteration / e.quality_factor
     _last_evaluation[:] = [None, None]
     info = result.solver
     if info is None:
@@ -119,7 +126,12 @@ def finish(instance, result: Plan, name: str, elapsed: float) -> Plan:
                           throughput_tokens_per_s=e.throughput_tokens_per_s,
                           cost_per_iteration=e.cost_per_iteration,
                           lower_bound_s=e.lower_bound_s, bound_ratio=e.bound_ratio,
-                          simulated_over_estimate=e.simulated_over_estimate)
+                          simulated_over_estimate=e.simulated_over_estimate,
+                          **({} if result.dp_sync is None else dict(
+                              effective_time_s=e.effective_time_s, effective_estimate_s=e.effective_estimate_s,
+                              quality_factor=e.quality_factor, quality_source=e.quality_source,
+                              effective_tokens_per_s=e.effective_tokens_per_s,
+                              per_step_time_s=e.per_step_time_s)))
     done = result.model_copy(update={"solver": info, "predicted": predicted, "instance": instance.name})
     _last_evaluation[:] = [done, e]
     return done
@@ -190,10 +202,11 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     tuned = tune_inflight(instance, p, caps=cap, time_limit=None if deterministic else 0.25 * time_limit,
                           max_evals=200 + 40 * p.num_stages if deterministic else None)
     inflight = getattr(tuned.solver, "inflight", None) if tuned is not p else None
-    best, best_s = p, p.predicted.iteration_time_s
+    # the objective by simulation (T, or SPEC 11's T_eff / e; or the cost): what finish() claims
+    best, best_s = p, p.solver.objective
     if inflight is not None:
         best = finish(instance, tuned.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
-        best_s = best.predicted.iteration_time_s
+        best_s = best.solver.objective
     extra = {"inflight": inflight, "schedule_kept": "inflight" if inflight is not None else None,
              "schedule_not_kept": None}
     left = time_limit - (time.perf_counter() - t0) if not deterministic else time_limit
@@ -206,6 +219,9 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
         extra.update(schedule_status=sched.status, schedule_makespan_s=sched.objective,
                      schedule_bound_s=sched.bound, schedule_gap=sched.gap)
         sim = sched.model_extra["simulated_s"]
+        if best.dp_sync is not None or instance.options.objective != "time":  # compare objectives
+            sim = simulated_score(instance, new.model_copy(update={"solver": None}))
+            sim = math.inf if sim is None else sim
         if sim < best_s * (1 - 1e-12):
             cand = finish(instance, new.model_copy(update={"solver": None}), f"{base.name}+schedule", 0.0)
             if cand.predicted.iteration_time_s <= (1 + FAITHFUL) * cand.predicted.estimate_s:
@@ -422,9 +438,14 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
         refine_schedule = False
     elif refine_schedule is None:
         refine_schedule = solver == "cpsat"
+    syncing = sync_enabled(instance)  # SPEC 11: choose the sync option with the plan (syncchoice)
+    sync_s = None
     if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
         # the limit counts the evaluator's check of the result (finish) and any refinement too
         solve_s = max(0.1 * time_limit, time_limit - _finish_reserve(time_limit))
+        if syncing:
+            sync_s = min(SYNC_SHARE * solve_s, SYNC_MAX_S)
+            solve_s -= sync_s
         options["time_limit"] = 0.75 * solve_s if refine_schedule else solve_s
     robust, robust_stat = options.pop("robust", 0), options.pop("robust_stat", "mean")
     if robust and solver != "greedy":
@@ -435,6 +456,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
         if robust:
             options.update(robust=robust, robust_stat=robust_stat)
         result = SOLVERS[solver](instance, seed=seed, **options)
+    if syncing and solver not in SYNC_CHOOSING:
+        result = choose_sync(instance, result, time_limit=sync_s if sync_s is not None else SYNC_MAX_S)
     done = finish(instance, result, solver, time.perf_counter() - t0)
     if robust:
         done = _robust_figures(instance, done, robust, robust_stat, seed)

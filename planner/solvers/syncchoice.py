@@ -1,0 +1,209 @@
+"""Choosing the data-parallel sync (SPEC v3 section 11) with the placement.
+
+The sync option (mode, H, bits, fragments, overlap) is one categorical choice per
+plan.  For a fixed placement, partition and schedule, each option's T^est_eff / e
+(or its cost) is arithmetic on figures the evaluator already has, so the choice is
+an enumeration (:func:`with_best_sync`).  Which placements to pair it with is the
+search: every planner's own plan, and the family where every datacenter hosts
+whole replicas (:func:`local_plans`), which needs no WAN traffic per step and is
+where DiLoCo pays.  :func:`choose_sync` runs both and keeps the best plan by exact
+simulation; ``planner.plan`` calls it for every solver when the instance allows a
+sync other than the plain one (``[options] dp_sync``).
+
+An instance without ``[options] dp_sync`` is untouched: its only option is the
+plain sync, and these functions return their input.
+
+Example
+-------
+>>> best = choose_sync(instance, greedy(instance), time_limit=5)     # doctest: +SKIP
+>>> best.dp_sync.label()                                             # doctest: +SKIP
+'diloco H=30 4-bit'
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+
+from ..problem.dpsync import DpSync, covered, sync_groups, sync_options
+from ..problem.errors import InputError
+from ..problem.plan import Plan, SolverInfo, Stage
+from ..problem.space import PlanSpace
+from ..scoring.evaluator import Evaluator, check_plan
+
+log = logging.getLogger(__name__)
+
+
+def sync_enabled(instance) -> bool:
+    """Whether ``instance`` lets plans use a sync other than the plain one."""
+    return instance.options.dp_sync is not None and any(not s.plain for s in sync_options(instance))
+
+
+def sync_choices(instance, plan: Plan) -> list[DpSync]:
+    """The options ``plan``'s placement may take: the instance's candidates whose mode
+    is allowed and that a quality row covers with the plan's M groups."""
+    M = sync_groups(plan)
+    return [s for s in sync_options(instance) if covered(instance, s, M)]
+
+
+def _feasible(instance, plan: Plan, spec):
+    """The plan's Evaluator when it is feasible and its option covered, else None."""
+    try:
+        ev = Evaluator(instance, plan, spec=spec)
+    except InputError:
+        return None
+    return None if check_plan(instance, plan, ev.fig) else ev
+
+
+def with_best_sync(instance, plan: Plan, spec: int | None = None, confirm: int = 3
+                   ) -> tuple[Plan, float] | None:
+    """``plan`` with the sync option minimising the instance's objective (T_eff / e, or
+    the cost over e), and that objective by exact simulation; None when no option is
+    feasible.  Every option is ranked by its estimate (T^est_eff / e; options of one
+    mode and bits share their figures: :meth:`Evaluator.option_estimates`), the best
+    ``confirm`` are simulated.  An outer sync whose outer state does not fit on the GPU
+    is tried with it on the CPU.  The plain sync is among them when allowed.
+
+    >>> p, score = with_best_sync(instance, plan)                    # doctest: +SKIP
+    """
+    plain = plan.model_copy(update={"dp_sync": None})
+    try:
+        ev0 = Evaluator(instance, plain, spec=spec)
+    except InputError:
+        return None
+    if any(v.rule != "dp_sync" for v in check_plan(instance, plain, ev0.fig)):
+        return None  # memory (the outer state only adds to it), capacity, routes ...
+    by_kind: dict[tuple, list] = {}
+    for i, s in enumerate(sync_choices(instance, plan)):
+        by_kind.setdefault((s.mode, s.bits), []).append((i, s))
+    ranked = []
+    for opts in by_kind.values():
+        rep = opts[0][1]
+        try:
+            ev = ev0 if rep.plain else Evaluator(instance, plan.model_copy(update={"dp_sync": rep}), spec=spec)
+        except InputError:
+            continue
+        syncs = [s for _, s in opts]
+        vals = ev.option_estimates(syncs)
+        retry = [k for k, v in enumerate(vals) if v is None and syncs[k].outer]
+        if retry:  # the outer state on the CPU where it does not fit on the GPU
+            cpu = [syncs[k].model_copy(update={"outer_state": "cpu"}) for k in retry]
+            for k, s_cpu, v in zip(retry, cpu, ev.option_estimates(cpu)):
+                syncs[k], vals[k] = s_cpu, v
+        for (i, _), s, v in zip(opts, syncs, vals):
+            if v is not None and math.isfinite(v):
+                ranked.append((v, i, s))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    best = None
+    for _, _, s in ranked[:max(1, confirm)]:
+        q = plan.model_copy(update={"dp_sync": None if s.plain else s})
+        ev = _feasible(instance, q, spec)
+        if ev is None:
+            continue
+        val = float(ev.scores()[0])
+        if best is None or val < best[1] * (1 - 1e-12):
+            best = (q, val)
+    return best
+
+
+def local_plans(instance, space: PlanSpace | None = None, keep: int = 3, deadline: float = math.inf
+                ) -> list[Plan]:
+    """Plans whose replicas each sit whole in one datacenter (no pipeline crosses the
+    WAN, so only a sync does), for the ``keep`` most promising shapes per number of
+    datacenters used.  A shape's R replicas fill the datacenters with the most GPUs
+    first (the fewest groups M: the best quality factors and the least outer
+    traffic); shapes rank by their pipeline time without the network,
+    ``(m - 1) max c + sum c`` with the balanced memory-feasible partition.  Stops
+    adding shapes at ``deadline`` (``time.perf_counter()``), keeping what it has.
+
+    >>> [sync_groups(p) for p in local_plans(instance)]               # doctest: +SKIP
+    [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]
+    """
+    space = space or PlanSpace(instance)
+    gbs = instance.workload.global_batch_size
+    doms = sorted(instance.domains, key=lambda d: (-d.gpus, instance.domain_index[d.name]))
+    heaps: dict[int, list] = {}
+    for sh in space.shapes():
+        per = sh.stages * sh.tp
+        room = [d.gpus // per if d.gpus_per_node >= sh.tp else 0 for d in doms]
+        if sum(room) < sh.replicas:
+            continue
+        rows, left = [], sh.replicas
+        for d, n in zip(doms, room):
+            take = min(n, left)
+            rows += [d.name] * take
+            left -= take
+            if not left:
+                break
+        M = len(set(rows))
+        m = sh.micro_batches(gbs)
+        ctot = space.stage_time(0, instance.num_units, sh.tp, sh.micro_batch)
+        heaps.setdefault(M, []).append(((m - 1) * ctot / sh.stages + ctot, sh.tp * per * sh.replicas, sh, rows, None))
+    out = []
+    for M in sorted(heaps):
+        heap = heaps[M]
+        heapq.heapify(heap)
+        got = 0
+        while heap and got < keep and time.perf_counter() < deadline:
+            score, gpus, sh, rows, cuts = heapq.heappop(heap)
+            m = sh.micro_batches(gbs)
+            if cuts is not None:
+                out.append(Plan(instance=instance.name, replicas=sh.replicas, tp=sh.tp,
+                                micro_batch_size=sh.micro_batch, num_micro_batches=m,
+                                stages=[Stage(start=a, end=b) for a, b in cuts],
+                                placement=[[d] * sh.stages for d in rows], schedule=sh.schedule))
+                got += 1
+                continue
+            cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
+            if cuts is None:
+                continue
+            cmax = max(space.stage_time(a, b, sh.tp, sh.micro_batch) for a, b in cuts)
+            ctot = space.stage_time(0, instance.num_units, sh.tp, sh.micro_batch)
+            heapq.heappush(heap, ((m - 1) * cmax + ctot, gpus, sh, rows, cuts))
+    return out
+
+
+def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, extra=(),
+                spec: int | None = None, keep: int = 3) -> Plan | None:
+    """The best of ``plan`` with its best sync option, the ``extra`` plans and the
+    whole-replica plans of :func:`local_plans` with theirs, by exact simulation
+    (SPEC 11's objective).  ``plan`` itself when the instance allows the plain sync
+    only.  ``time_limit`` seconds (None: no limit) bounds the search for more
+    candidates; the first candidate is always scored.  The result carries
+    ``plan``'s ``solver`` info (or none) and no ``predicted`` figures.
+
+    >>> choose_sync(instance, plan, time_limit=5).dp_sync            # doctest: +SKIP
+    """
+    if not sync_enabled(instance):
+        return plan
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit if time_limit is not None else math.inf
+    best = None
+    if plan is not None:
+        best = with_best_sync(instance, plan, spec)
+    cands = list(extra)
+    if time.perf_counter() < deadline:
+        cands += local_plans(instance, keep=keep, deadline=deadline)
+    for cand in cands:
+        if best is not None and time.perf_counter() >= deadline:
+            break
+        got = with_best_sync(instance, cand, spec)
+        if got is not None and (best is None or got[1] < best[1] * (1 - 1e-12)):
+            best = got
+    if best is None:
+        return plan
+    chosen = best[0]
+    info = plan.solver if plan is not None else None
+    if plan is None or chosen.model_dump(exclude={"solver", "predicted"}) != plan.model_dump(
+            exclude={"solver", "predicted"}):
+        # another plan than the search's: its own claims (status, estimate_*) are not about it
+        name = info.name if info is not None else "sync"
+        info = SolverInfo(name=name, status="heuristic", bound=None,
+                          sync_choice=chosen.dp_sync.label() if chosen.dp_sync else "every step",
+                          sync_choice_from=info.status if info is not None else None,
+                          sync_choice_s=time.perf_counter() - t0)
+    log.info("sync choice: %s, %.6g (%.2fs)", chosen.dp_sync.label() if chosen.dp_sync else "every step",
+             best[1], time.perf_counter() - t0)
+    return chosen.model_copy(update={"solver": info, "predicted": None})
