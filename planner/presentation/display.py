@@ -112,6 +112,9 @@ def plan_text(plan) -> str:
         p = plan.predicted
         lines.append(f"  iteration {p.iteration_time_s:.4g} s (estimate {p.estimate_s:.4g} s), "
                      f"{p.throughput_tokens_per_s:,.0f} tokens/s, cost {p.cost_per_iteration:.4g}")
+    sync = plan.dp_sync
+    if sync is not None and not sync.plain:  # SPEC 11 (a plain sync: as before)
+        lines.append(f"  dp sync: {sync.label()}")
     if plan.solver is not None:  # no instance here: the claims are shown unless the plan was edited
         s = plan.solver
         why = claims_check(None, plan)

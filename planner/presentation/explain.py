@@ -31,7 +31,7 @@ from ..scoring.evaluator import Evaluator
 from ..problem.network import GBPS, NetworkStates
 from ..scoring.trace import trace
 from .display import replica_list
-from .report import claims_json, solver_rows, speed_change
+from .report import claims_json, solver_rows, speed_change, sync_figures, tradeoff_text
 
 RELAX = 0.10  # relax each resource by 10%
 SINGLE = ("compute", "link_bandwidth", "link_latency", "intra_bandwidth")  # one concrete resource
@@ -70,12 +70,23 @@ class Explanation:
     solver_claims_reason: str | None = None  # why no claim is shown
     gpu_type: str = ""  # GPU types: the type of the stage whose c_j sets the period, and a move re-simulated
     type_move: dict | None = None  # that move: stage, from_type, to_type, domains, iteration_time_s, moved_s
+    dp_sync: dict | None = None  # SPEC 11: report.sync_figures of the plan (None: every step at 16 bits)
 
 
     def lines(self) -> list[str]:
         T = self.iteration_time_s
         out = [f"Plan for {self.instance}: iteration {T:.4g} s (estimate {self.estimate_s:.4g} s), "
                f"{T / self.lower_bound_s:.2f} x the lower bound ({self.lower_bound_s:.4g} s)."]
+        if self.dp_sync is not None:  # SPEC 11: the figures above are the inner step's
+            d = self.dp_sync
+            out.append(f"Data-parallel sync: {d['label']} over {d['groups']} group(s); "
+                       + ("" if d["mode"] == "every_step" else
+                          f"{d['effective_time_s']:.4g} s per step with the outer syncs "
+                          f"(estimate {d['effective_estimate_s']:.4g} s), the figures here being the inner step's; ")
+                       + f"{d['throughput_tokens_per_s']:,.0f} tokens/s raw, "
+                       f"{d['effective_tokens_per_s']:,.0f} effective tokens/s at quality e = "
+                       f"{d['quality_factor']:.3g} ({d['quality_source']}).")
+            out.append(f"Per-step sync: {tradeoff_text(d)}.")
         if self.bottleneck is not None and self.bottleneck.gain > 0:
             b = self.bottleneck
             out.append(f"Bottleneck: {b.resource} ({self.bottleneck_category}): {RELAX:.0%} more "
@@ -124,7 +135,10 @@ class Explanation:
     def to_dict(self) -> dict:
         from dataclasses import asdict
 
-        return asdict(self)
+        d = asdict(self)
+        if d["dp_sync"] is None:  # a plain plan's explanation stays as it was
+            del d["dp_sync"]
+        return d
 
 
 def _link_name(instance, i: int) -> str:
@@ -229,7 +243,7 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     return Explanation(instance.name, T0, Te, lower_bound(instance).value, bottleneck, category, sens, cp,
                        util, headroom, suggestion, sgain, _tau_term(fig, comm, plan),
                        rows[0][1] if rows else "", claims["solver_claims"], claims["solver_claims_reason"],
-                       type_text, move)
+                       type_text, move, sync_figures(check))
 
 
 def _one_stage(plan, j: int, step: float = RELAX) -> np.ndarray:

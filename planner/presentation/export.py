@@ -171,6 +171,7 @@ def export(instance, plan: Plan, fmt: str, version: str | None = None) -> Export
                             f"({kv} key/value heads) do not divide among {plan.tp} ranks")
     builder = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}[fmt]
     files, args, mapping, notes = builder(instance, plan_run, layers, warnings, ver=ver)
+    _dp_sync(fmt, instance, plan_run, ev_run, ver, files, warnings, mapping)
     args, last = args if isinstance(args, tuple) else (args, "")  # last: after the user's arguments
     files["rank_map.csv"] = rm.to_csv()
     files["plan.json"] = plan.to_json() + "\n"
@@ -181,6 +182,89 @@ def export(instance, plan: Plan, fmt: str, version: str | None = None) -> Export
     files["README.md"] = _readme(fmt, instance, plan, plan_run, ev, ev_run, rm, layers, warnings, mapping,
                                  notes, sorted(files), ver=ver)
     return Export(fmt, dict(sorted(files.items())), tuple(warnings), rm, plan_run, ver.version)
+
+
+# -- SPEC 11: the data-parallel sync option --------------------------------------------------
+# DiLoCo's outer optimizer (arXiv 2311.08105, section 3): SGD with Nesterov momentum, lr 0.7,
+# momentum 0.9.  torchtitan's TorchFT integration (pytorch/torchtitan @000204a4,
+# torchtitan/config/job_config.py, class FaultTolerance, TOML section [fault_tolerance]): enable,
+# semi_sync_method ("local_sgd" or "diloco", torchft/local_sgd.py), sync_steps (H), should_quantize
+# (quantise the outer all-reduce), fragment_sync_delay (Streaming DiLoCo's tau: inner steps before
+# blocking on a fragment), fragment_update_alpha.  Later versions move it to torchtitan/experiments/ft
+# and add num_fragments / module_fqns_per_model_fragment (the Streaming DiLoCo fragments).
+OUTER_LR, OUTER_MOMENTUM = 0.7, 0.9
+TORCHTITAN_FT_SRC = "pytorch/torchtitan @000204a4 torchtitan/config/job_config.py (FaultTolerance)"
+
+
+def _outer_what(sync, groups: int) -> str:
+    """What a DiLoCo outer loop needs, in words (the warning's list)."""
+    what = (f"an outer loop across the {groups} group(s) (replicas whose first stage shares a domain): every "
+            f"H = {sync.H} inner steps, all-reduce the pseudo-gradient (weights minus the last synced ones) in "
+            f"{sync.bits} bits per parameter and apply an outer optimizer, SGD with Nesterov momentum "
+            f"(lr {OUTER_LR}, momentum {OUTER_MOMENTUM}, DiLoCo arXiv 2311.08105), its state "
+            f"({'on the GPU' if sync.outer_state == 'gpu' else 'in host memory'}) as planned")
+    if sync.mode == "streaming":
+        what += (f"; Streaming DiLoCo (arXiv 2501.18512): the outer sync in F = {sync.fragments} fragments, "
+                 f"each overlapped with {sync.overlap} inner step(s)")
+    return what
+
+
+def _dp_sync(fmt, instance, plan: Plan, ev, ver, files: dict, warnings: list, mapping: list) -> None:
+    """The plan's data-parallel sync option (SPEC 11) in the framework's terms: written where
+    the framework has a setting for it, else a warning naming what to add and what the job
+    costs as launched (every step at 16 bits: ``ev.per_step_time_s``).  A plain plan: nothing."""
+    sync = plan.dp_sync
+    if sync is None or sync.plain:
+        return
+    name = NAMES[fmt]
+    per = "" if ev.per_step_time_s is None else (
+        f"; launched as written, the replicas sync every step at 16 bits: simulated "
+        f"{_fmt_s(ev.per_step_time_s)} per iteration instead of {_fmt_s(ev.effective_time_s)}")
+    if sync.mode == "every_step":
+        if fmt == "deepspeed":
+            warnings.append(f"the plan sends its gradients in {sync.bits} bits per parameter ({sync.label()}); "
+                            "DeepSpeed's compressed-communication optimizers (optimizer type OneBitAdam, "
+                            "ZeroOneAdam, OneBitLamb: deepspeed/runtime/fp16/onebit/) send 1 bit with error "
+                            "feedback and replace Adam, so none is written: add one if 1 bit suits you, or a "
+                            f"{sync.bits}-bit gradient compression hook" + per)
+        else:
+            warnings.append(f"the plan sends its gradients in {sync.bits} bits per parameter ({sync.label()}); "
+                            f"{name} has no gradient-compression setting: add a {sync.bits}-bit compression "
+                            "communication hook (e.g. PowerSGD or a quantising DDP comm hook)" + per)
+        mapping.append(("dp sync", sync.label(), "(none: see the warnings)", "SPEC 11"))
+        return
+    if fmt == "torchtitan" and ver.cli == "toml" and "torchtitan.toml" in files:
+        ft = [("enable", True), ("semi_sync_method", "diloco"), ("sync_steps", sync.H),
+              ("should_quantize", sync.bits < 16)]
+        if sync.mode == "streaming":
+            ft.append(("fragment_sync_delay", sync.overlap))
+        body = [f"# SPEC 11 {sync.label()}: TorchFT's DiLoCo ({TORCHTITAN_FT_SRC}); needs torchft,",
+                "# its lighthouse, and one job per replica group with its own replica_id (README warnings).",
+                "[fault_tolerance]"] + [f"{k} = {json.dumps(v)}" for k, v in ft]  # TOML: true, 30, "diloco"
+        files["torchtitan.toml"] = files["torchtitan.toml"].rstrip("\n") + "\n\n" + "\n".join(body) + "\n"
+        mapping.append(("dp sync", sync.label(), "[fault_tolerance] " + ", ".join(f"{k} = {v}" for k, v in ft),
+                        TORCHTITAN_FT_SRC))
+        missing = [f"torchft's lighthouse and one torchrun job per group ([fault_tolerance] replica_id 0..{ev.sync_groups - 1}, "
+                   f"group_size {ev.sync_groups}), which the launch scripts do not start",
+                   f"the outer optimizer SGD with Nesterov momentum, lr {OUTER_LR}, momentum {OUTER_MOMENTUM} "
+                   "(DiLoCo, arXiv 2311.08105), not a [fault_tolerance] key in this version"]
+        if sync.bits < 16:
+            missing.append(f"should_quantize uses torchft's own quantisation, not necessarily {sync.bits} bits")
+        if sync.mode == "streaming":
+            missing.append(f"F = {sync.fragments} fragments: later torchtitan's num_fragments "
+                           "(torchtitan/experiments/ft), not a key here")
+        warnings.append(f"torchtitan runs the plan's {sync.label()} through TorchFT ([fault_tolerance] written); "
+                        "add " + "; ".join(missing) + per)
+        return
+    how = ("torchtitan's TorchFT integration ([fault_tolerance] semi_sync_method = \"diloco\", sync_steps, "
+           f"should_quantize, fragment_sync_delay: {TORCHTITAN_FT_SRC}; torchtitan {ver.version} has it under "
+           "torchtitan/experiments/ft) or torchft's DiLoCo (torchft/local_sgd.py, sync_every = H)"
+           if fmt == "torchtitan" else
+           "e.g. torchft's DiLoCo (torchft/local_sgd.py: DiLoCo(manager, model, inner_optimizer, "
+           "outer_optimizer, sync_every = H)) around the training loop")
+    warnings.append(f"{name} has no setting for the plan's {sync.label()}: add {_outer_what(sync, ev.sync_groups)}; "
+                    f"for instance {how}" + per)
+    mapping.append(("dp sync", sync.label(), "(none: see the warnings)", "SPEC 11"))
 
 
 # -- per framework: files, the mapping table, notes ------------------------------------------

@@ -72,14 +72,93 @@ def summary_rows(instance, plan, ev) -> list[tuple[str, str]]:
     ratio = ev.simulated_over_estimate
     flag = "" if ratio is None or ratio <= ESTIMATE_FLAG else \
         f" (simulated {ratio - 1:.1%} above the estimate: T_est is exact for gpipe-shaped flushes only, SPEC 7)"
-    rows.append(("iteration", f"{_fmt_s(ev.iteration_time_s)} simulated, {_fmt_s(ev.estimate_s)} estimated{flag}"))
-    rows.append(("throughput", f"{ev.throughput_tokens_per_s:,.0f} tokens/s"))
+    sync = sync_figures(ev)
+    if sync is None:
+        rows.append(("iteration", f"{_fmt_s(ev.iteration_time_s)} simulated, {_fmt_s(ev.estimate_s)} estimated{flag}"))
+        rows.append(("throughput", f"{ev.throughput_tokens_per_s:,.0f} tokens/s"))
+    else:  # SPEC 11: the inner step, the outer syncs' share, raw and effective tokens, the trade-off
+        rows += sync_rows(sync, flag)
     rows.append(("cost", f"{ev.cost_per_iteration:.4g} per iteration, "
                  f"{ev.wan_gb_per_iteration:.2f} GB over the WAN"))
     if ev.lower_bound_s:
         rows.append(("bound", f"{ev.bound_ratio:.2f} x the lower bound ({_fmt_s(ev.lower_bound_s)})"))
     if not ev.feasible:
         rows.append(("INFEASIBLE", "\n".join(v.message for v in ev.violations)))
+    return rows
+
+
+def sync_figures(ev) -> dict | None:
+    """The data-parallel sync of an evaluated plan (SPEC v3 section 11) as the views show
+    it, every figure the evaluator's own; None for a plain plan (every step at 16 bits),
+    whose views stay as they were.  Keys: ``mode``, ``label`` ("diloco H=30 4-bit"),
+    ``H``, ``bits``, ``fragments``, ``overlap`` (streaming; else None), ``groups`` (M),
+    ``inner_time_s`` / ``inner_estimate_s`` (T_in, T^est_in), ``effective_time_s`` /
+    ``effective_estimate_s`` (T_eff, T^est_eff), ``throughput_tokens_per_s`` (raw:
+    gbs x seq / T_eff), ``effective_tokens_per_s`` (x e), ``quality_factor`` e,
+    ``quality_source``, ``per_step_time_s`` (the same placement with a per-step 16-bit
+    sync) and ``per_step_ratio``: that plan's time per token over this one's time per
+    effective token, per_step_time_s x e / T_eff (> 1: the per-step sync is slower).
+
+    >>> sync_figures(evaluate(inst, plan))["label"]        # doctest: +SKIP
+    'diloco H=30 4-bit'
+    """
+    d = getattr(ev, "dp_sync", None)
+    if d is None or (d.get("mode", "every_step") == "every_step" and d.get("bits", 16) == 16):
+        return None
+    from ..problem.dpsync import DpSync
+
+    sync = DpSync(**d)
+    per = ev.per_step_time_s
+    T_eff, e = ev.effective_time_s, ev.quality_factor
+    return {"mode": sync.mode, "label": sync.label(), "H": sync.H, "bits": sync.bits,
+            "fragments": sync.fragments if sync.mode == "streaming" else None,
+            "overlap": sync.overlap if sync.mode == "streaming" else None,
+            "outer_state": sync.outer_state if sync.outer else None, "groups": ev.sync_groups,
+            "inner_time_s": ev.iteration_time_s, "inner_estimate_s": ev.estimate_s,
+            "effective_time_s": T_eff, "effective_estimate_s": ev.effective_estimate_s,
+            "throughput_tokens_per_s": ev.throughput_tokens_per_s,
+            "effective_tokens_per_s": ev.effective_tokens_per_s,
+            "quality_factor": e, "quality_source": ev.quality_source, "per_step_time_s": per,
+            "per_step_ratio": (per * e / T_eff) if per is not None and T_eff > 0 else None}
+
+
+def tradeoff_text(sync: dict) -> str:
+    """'the same placement with a per-step 16-bit sync would take 31.2 s: 5.71 x slower per
+    effective token' (or 'faster'), from :func:`sync_figures`."""
+    per, ratio = sync["per_step_time_s"], sync["per_step_ratio"]
+    if per is None or ratio is None:
+        return "no per-step figure"
+    if ratio == float("inf") or f"{ratio:.3g}" == "1":
+        how = "as fast per effective token" if ratio != float("inf") else "infinitely slower"
+    else:
+        how = (f"{ratio:.3g} x slower per effective token" if ratio > 1
+               else f"{1 / ratio:.3g} x faster per effective token")
+    return f"the same placement with a per-step 16-bit sync would take {_fmt_s(per)}: {how}"
+
+
+def sync_rows(sync: dict, flag: str = "") -> list[tuple[str, str]]:
+    """The summary rows of a plan with a data-parallel sync option (:func:`sync_figures`):
+    dp sync, inner step, effective step, throughput (raw and effective), quality,
+    per-step trade-off."""
+    what = f"{sync['label']}, {sync['groups']} group(s)"
+    if sync["mode"] == "every_step":
+        what += ": the per-step gradient sync sent in " + f"{sync['bits']} bits per parameter"
+    elif sync["mode"] == "diloco":
+        what += f": outer sync across groups every H = {sync['H']} steps, blocking"
+    else:
+        what += (f": outer sync every H = {sync['H']} steps in {sync['fragments']} fragment(s), "
+                 f"each overlapped with {sync['overlap']} inner step(s)")
+    rows = [("dp sync", what)]
+    step = "iteration" if sync["mode"] == "every_step" else "inner step"
+    rows.append((step, f"{_fmt_s(sync['inner_time_s'])} simulated, {_fmt_s(sync['inner_estimate_s'])} "
+                       f"estimated{flag}"))
+    if sync["mode"] != "every_step":
+        rows.append(("effective", f"{_fmt_s(sync['effective_time_s'])} per step with the outer syncs "
+                                  f"({_fmt_s(sync['effective_estimate_s'])} estimated)"))
+    rows.append(("throughput", f"{sync['throughput_tokens_per_s']:,.0f} tokens/s raw, "
+                               f"{sync['effective_tokens_per_s']:,.0f} effective tokens/s"))
+    rows.append(("quality", f"e = {sync['quality_factor']:.3g} ({sync['quality_source']})"))
+    rows.append(("per-step sync", tradeoff_text(sync)))
     return rows
 
 
