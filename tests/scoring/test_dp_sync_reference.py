@@ -1,0 +1,291 @@
+"""SPEC v3 section 11 (``dp_sync``): the independent reference
+(``tests/reference_sim_v3.py``, written from the SPEC text alone) by hand, and
+the package's evaluator against it.
+
+* Closed forms worked by hand on tiny instances (two domains a, b joined by one
+  10 Gbit/s link; units of F_ONE FLOPs take f = 1 s, g = 2 s): every_step at 4
+  bits with a codec, diloco, streaming with the stall hidden, binding and the
+  floor binding, the outer rings as extra channels n_O, memory with outer
+  state, WAN bytes, and the quality lookup (instance rows, defaults, no match).
+* SPEC 11's identity: H = 1, q = 16, the replicas of every stage in distinct
+  domains: diloco's T_eff equals the every-step T.
+* The package's Evaluator equals the reference to 1e-9 relative on random
+  small instances and plans (hypothesis), under random network states too.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from planner import Instance, Plan
+from planner.problem.model import ModelSpec
+
+from reference_sim_v3 import (RefNoQuality, ref3_comm, ref3_effective, ref3_quality,
+                              ref3_simulate, ref3_violations)
+
+REL = 1e-9
+GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
+F_ONE = 5e13 / 128  # f = 1 s, g = 2 s with b = 1, s = 128, t = 1 on GPU
+A_ONE = 1.25e9 / 128  # 1.25e9 B per micro-batch: x = 1 s over one 10 Gbit/s direction
+P_BIG = 2.5e9  # params per unit: G = 5e9 B, G^o = 1.25e9 B at 4 bits
+
+
+def approx(v):
+    return pytest.approx(v, rel=REL, abs=1e-12)
+
+
+# ---------------------------------------------------------------- builders
+def base_instance(units, R, *, latency_ms=5.0, gpus=64, memory_gb=80.0):
+    """Two domains a, b (intra 200 Gbit/s = 25e9 B/s), one 10 Gbit/s link; gpipe, m = 1."""
+    return Instance.from_dict({
+        "name": "dp", "gpu": {**GPU, "memory_gb": memory_gb},
+        "domains": [{"name": n, "gpus": gpus, "intra_bandwidth_gbps": 200.0} for n in "ab"],
+        "links": [{"a": "a", "b": "b", "bandwidth_gbps": 10.0, "latency_ms": latency_ms}],
+        "workload": {"model": ModelSpec(name="m", units=[
+            {"name": f"u{i}", "params": P_BIG, "fwd_flops_per_token": F_ONE,
+             "out_bytes_per_token": out, "stored_bytes_per_token": 0.0}
+            for i, out in enumerate(units)]),
+            "global_batch_size": R, "seq_len": 128, "micro_batch_sizes": [1],
+            "tensor_parallel": [1]}})
+
+
+def with_sync_fields(inst, *, codec_gbps=None, outer_bytes=8.0, quality=(),
+                     modes=("every_step", "diloco", "streaming")):
+    """A duck-typed copy of ``inst`` with SPEC 11's instance fields (the reference reads
+    ``compression``, ``quality`` and ``options.dp_sync`` with defaults)."""
+    opts = inst.options.model_dump()
+    opts["dp_sync"] = list(modes)
+    return SimpleNamespace(
+        name=inst.name, gpu=inst.gpu, gpus=[], domains=list(inst.domains), links=list(inst.links),
+        units=inst.units, workload=inst.workload, options=SimpleNamespace(**opts),
+        compression=SimpleNamespace(codec_gbps=codec_gbps, outer_state_bytes_per_param=outer_bytes),
+        quality=[SimpleNamespace(**q) for q in quality])
+
+
+def with_dp_sync(inst, bounds, placement, **sync):
+    """A plan (gpipe, b = 1, t = 1) as a namespace carrying ``dp_sync`` (None when empty)."""
+    plan = Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst, schedule="gpipe")
+    fields = {k: getattr(plan, k) for k in ("stages", "placement", "tp", "micro_batch_size",
+                                            "num_micro_batches", "schedule")}
+    return SimpleNamespace(**fields, dp_sync=dict(sync) or None)
+
+
+def one_stage_two_per_domain(**kw):
+    """Instance 1: one stage of one unit (P = 2.5e9), R = 4, replicas 0, 1 in a and 2, 3 in b."""
+    base = base_instance([0.0], R=4)
+    return with_sync_fields(base, **kw), [(0, 1)], [["a"], ["a"], ["b"], ["b"]]
+
+
+def two_stages_crossed(**kw):
+    """Instance 2: two stages of one unit each, boundary A = 1.25e9 B, latency 0,
+    replica 0 [a, b], replica 1 [b, a] (two groups of one replica)."""
+    base = base_instance([A_ONE, 0.0], R=2, latency_ms=0.0)
+    return with_sync_fields(base, **kw), [(0, 1), (1, 2)], [["a", "b"], ["b", "a"]]
+
+
+# ---------------------------------------------------------------- instance 1
+# E = c = 3 s for every replica (S = 1, m = 1). Intra: 25e9 B/s; link 1.25e9 B/s each way,
+# 5 ms one way. Codec 40 Gbit/s = 5e9 B/s: X = 2 P / 5e9 = 1 s.
+def test_plain_every_step_closed_form():
+    # G = 5e9: intra phi(2) G / 25e9 = 0.2; cross phi(2) G / 1.25e9 + 2 * 0.005 = 4.01
+    inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
+    plan = with_dp_sync(inst, bounds, placement)
+    r = ref3_effective(inst, plan)
+    assert r["T_in"] == approx(3 + 0.2 + 4.01) and r["T_eff"] == r["T_in"]
+    assert r["Test_eff"] == approx(7.21) and r["Test_in"] == approx(7.21)
+    assert (r["e"], r["source"]) == (1.0, None)
+    assert r["wan_bytes"] == approx(2 * 5e9)  # 2 (K - 1) G
+    assert r["memory"] == approx([16 * P_BIG])
+
+
+def test_every_step_4_bits_with_codec_closed_form():
+    # G^o = P * 4 / 8 = 1.25e9: intra 1.25e9 / 25e9 = 0.05, cross 1.25e9 / 1.25e9 + 0.01 = 1.01,
+    # X = 1: AR = 2.06, T = T_eff = T_est = 5.06; e = 1 (default row 1)
+    inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
+    plan = with_dp_sync(inst, bounds, placement, mode="every_step", bits=4)
+    r = ref3_effective(inst, plan)
+    comm = r["comm"]
+    assert comm["intra"] == approx([0.05]) and comm["cross"] == approx([1.01])
+    assert comm["X"] == approx([1.0]) and comm["AR"] == approx([2.06])
+    for key in ("T_in", "T_eff", "Test_in", "Test_eff"):
+        assert r[key] == approx(5.06), key
+    assert (r["e"], r["source"]) == (1.0, "default row 1")
+    assert r["wan_bytes"] == approx(2 * 1.25e9)  # 2 (K - 1) G^o
+    assert r["memory"] == approx([16 * P_BIG])  # no outer state for every_step
+    # without a codec X = 0; at 16 bits X = 0 even with one
+    inst0, _, _ = one_stage_two_per_domain()
+    assert ref3_effective(inst0, plan)["T_eff"] == approx(4.06)
+    assert ref3_comm(inst, with_dp_sync(inst, bounds, placement, mode="every_step"))["X"] == [0.0]
+    # one replica: no sync, no codec
+    single = with_sync_fields(base_instance([0.0], R=1), codec_gbps=40.0)
+    assert ref3_simulate(single, with_dp_sync(single, bounds, [["a"]], mode="every_step", bits=4)) == 3.0
+
+
+@pytest.mark.parametrize("outer_state,memory", [("gpu", 24 * P_BIG), ("cpu", 16 * P_BIG)])
+def test_diloco_closed_form(outer_state, memory):
+    # groups {0, 1} in a, {2, 3} in b: M = 2, AR^in = intra only = G / 25e9 = 0.2, T_in = 3.2;
+    # outer K = 2 over G^o = 1.25e9: O = 1 + 2 * 0.005 = 1.01, X = 1;
+    # T_sync = 3 + 0.2 + 1 + 1.01 = 5.21; H = 10: T_eff = 3.2 + (5.21 - 3.2) / 10 = 3.401
+    inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
+    plan = with_dp_sync(inst, bounds, placement, mode="diloco", H=10, bits=4, outer_state=outer_state)
+    r = ref3_effective(inst, plan)
+    comm = r["comm"]
+    assert comm["M"] == 2 and comm["charged"] == [True]
+    assert comm["AR"] == approx([0.2]) and comm["O"] == approx([1.01]) and comm["X"] == approx([1.0])
+    assert r["T_in"] == approx(3.2) and r["T_eff"] == approx(3.401)
+    assert r["Test_in"] == approx(3.2) and r["Test_eff"] == approx(3.401)
+    assert (r["e"], r["source"]) == (1.0, "default row 2")
+    assert r["wan_bytes"] == approx(2 * 1.25e9 / 10)  # inner syncs stay inside a and b
+    # memory: 16 P + phi_o * 8 P (phi_o = 1 on the GPU, 0 on the CPU under diloco)
+    assert r["memory"] == approx([memory])
+    # 16 bits, no codec: O = 5e9 / 1.25e9 + 0.01 = 4.01, T_eff = 3.2 + 4.01 / 10
+    inst16, _, _ = one_stage_two_per_domain()
+    plan16 = with_dp_sync(inst16, bounds, placement, mode="diloco", H=10)
+    assert ref3_effective(inst16, plan16)["T_eff"] == approx(3.2 + 0.401)
+
+
+def test_diloco_one_group_is_the_every_step_iteration():
+    # every replica's stage 0 in a: M = 1, the inner sync is section 5's, T_eff = T_in = T
+    inst, bounds, _ = one_stage_two_per_domain(codec_gbps=40.0)
+    placement = [["a"]] * 4
+    plain = ref3_effective(inst, with_dp_sync(inst, bounds, placement))
+    r = ref3_effective(inst, with_dp_sync(inst, bounds, placement, mode="diloco", H=30, bits=4))
+    assert r["comm"]["M"] == 1 and r["comm"]["X"] == [0.0]  # no outer sync: no codec either
+    assert r["T_eff"] == r["T_in"] == plain["T_in"] == approx(3 + 1.5 * 5e9 / 25e9)
+
+
+@pytest.mark.parametrize("F,nu,H,bw,want", [
+    # link 10 Gbit/s: O^bw = 1, O^lat = 0.01; F = 2: o = 0.51, X / F = 0.5; T_in = 3.2
+    (2, 1, 10, 10.0, 3.2),  # W = 1 * 3.2 + 0 + 0 = 3.2 >= 1.01: hidden
+    (2, 0, 10, 10.0, 3.2 + 0.2 * 1.01),  # W = 0: s = 1.01, T_in + (F / H) s
+    # 1 Gbit/s: O^bw = 10, o = 5.01; nu = H = F = 2: W = 6.4 hides 5.51, the floor
+    # (F o + X) / H = (10.02 + 1) / 2 = 5.51 binds
+    (2, 2, 2, 1.0, 5.51),
+])
+def test_streaming_closed_forms(F, nu, H, bw, want):
+    inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
+    plan = with_dp_sync(inst, bounds, placement, mode="streaming", H=H, bits=4, fragments=F, overlap=nu)
+    r = ref3_effective(inst, plan, bw_gbps=[bw])
+    assert r["T_in"] == approx(3.2) and r["comm"]["a"] == [0.0]
+    assert r["T_eff"] == approx(want) and r["Test_eff"] == approx(want)
+    assert r["memory"] == approx([24 * P_BIG])
+    plan_cpu = with_dp_sync(inst, bounds, placement, mode="streaming", H=H, bits=4, fragments=F,
+                            overlap=nu, outer_state="cpu")
+    assert ref3_effective(inst, plan_cpu)["memory"] == approx([(16 + 8 / F) * P_BIG])
+
+
+# ---------------------------------------------------------------- instance 2
+# Two stages, replicas [a, b] and [b, a]; latency 0. Both outer rings (stages 0 and 1, K = 2)
+# put one hop on each direction of the link: 2 outer users of equal volume per direction.
+def test_streaming_outer_rings_are_extra_channels_and_a_j():
+    # streaming: n(a->b) = max(n_F, n_B) + n_O = 1 + 2 = 3, so x = 1.25e9 / (1.25e9 / 3) = 3.
+    # Replica 0: F0 [0, 1], arrives 4, F1 [4, 5], B1 [5, 7], arrives 10, B0 [10, 12]:
+    # E = (12, 7), a = (0, 4), T_in = 12 (groups of one replica: AR^in = 0).
+    # Outer, 4 bits: G^o = 1.25e9, shares cap / 2: O^bw = 2, O^lat = 0, no codec.
+    # F = 1, nu = 0, H = 10: W_0 = 0 + (12 - 12) + 0 = 0, s_0 = 2; W_1 = 0 + 5 + 4 = 9, s_1 = 0;
+    # T_eff = 12 + 2 / 10 = 12.2.  nu = 1: W_0 = 12 hides it: T_eff = 12.
+    inst, bounds, placement = two_stages_crossed()
+    plan = with_dp_sync(inst, bounds, placement, mode="streaming", H=10, bits=4, fragments=1, overlap=0)
+    r = ref3_effective(inst, plan)
+    comm = r["comm"]
+    assert [x for row in comm["x"] for x in row] == approx([3.0, 3.0])
+    assert r["E"] == approx([12.0, 7.0]) and comm["a"] == approx([0.0, 4.0])
+    assert comm["Obw"] == approx([2.0, 2.0]) and comm["Olat"] == [0.0, 0.0]
+    assert r["T_in"] == approx(12.0) and r["T_eff"] == approx(12.2)
+    # the estimate: Q_0 = 3 + 3 + 2 * 3 = 12, E^est = (12, 12 - (2 + 3)), a^est_1 = 1 + 3
+    assert r["Test_in"] == approx(12.0) and r["Test_eff"] == approx(12.2)
+    assert r["a_est"] == approx([0.0, 4.0])
+    hidden = with_dp_sync(inst, bounds, placement, mode="streaming", H=10, bits=4, overlap=1)
+    assert ref3_effective(inst, hidden)["T_eff"] == approx(12.0)
+    # WAN: boundaries 2 m A per replica, outer 2 (K - 1) G^o / H per stage
+    assert r["wan_bytes"] == approx(2 * 2 * 1.25e9 + 2 * 2 * 1.25e9 / 10)
+
+
+def test_diloco_has_no_extra_channels():
+    # x = 1: E = (8, 5); O_j = 2 (4 bits); T_sync = max(8 + 2, 5 + 2) = 10, T_eff = 8 + 2 / 10
+    inst, bounds, placement = two_stages_crossed()
+    plan = with_dp_sync(inst, bounds, placement, mode="diloco", H=10, bits=4)
+    r = ref3_effective(inst, plan)
+    assert [x for row in r["comm"]["x"] for x in row] == approx([1.0, 1.0]) and r["E"] == approx([8.0, 5.0])
+    assert r["T_in"] == approx(8.0) and r["T_eff"] == approx(8.2) and r["Test_eff"] == approx(8.2)
+
+
+def test_identity_diloco_H1_16_bits_is_every_step():
+    # every-step: both stages' rings share each direction (cap / 2): AR = 5e9 / 6.25e8 = 8,
+    # T = max(8 + 8, 5 + 8) = 16; diloco H = 1, q = 16: T_in = 8, O = 8, T_eff = 16
+    inst, bounds, placement = two_stages_crossed()
+    plain = ref3_effective(inst, with_dp_sync(inst, bounds, placement))
+    dil = ref3_effective(inst, with_dp_sync(inst, bounds, placement, mode="diloco", H=1))
+    assert plain["T_eff"] == approx(16.0) and dil["T_in"] == approx(8.0)
+    assert dil["T_eff"] == approx(16.0) and dil["Test_eff"] == approx(plain["Test_eff"])
+    assert dil["wan_bytes"] == approx(plain["wan_bytes"])
+
+
+# ---------------------------------------------------------------- quality, memory feasibility
+@pytest.mark.parametrize("placement,sync,want", [
+    ([["a"]] * 4, {"mode": "every_step", "bits": 8}, (1.0, "default row 1")),
+    ([["a"]] * 4, {"mode": "every_step"}, (1.0, None)),
+    ([["a"], ["b"]] * 2, {"mode": "diloco", "H": 100}, (1.0, "default row 2")),
+    ([["a"], ["b"], ["c"], ["a"]], {"mode": "streaming", "H": 30}, (0.92, "default row 3")),
+    ([["a"], ["b"], ["c"], ["a"]], {"mode": "diloco", "H": 31}, (0.76, "default row 4")),
+    ([["a"], ["b"], ["c"], ["d"], ["e"]], {"mode": "diloco", "H": 30}, (0.74, "default row 5")),
+    ([["a"], ["b"], ["c"], ["d"], ["e"]], {"mode": "diloco", "H": 31}, None),
+    ([["a"], ["b"]], {"mode": "diloco", "H": 101}, None),
+    ([["a"], ["b"]], {"mode": "streaming", "H": 10, "bits": 3}, None),
+    ([["a"]] * 2, {"mode": "every_step", "bits": 2}, None),
+    # M = 1 is looked up too (reading): H = 101 matches no default row
+    ([["a"]] * 2, {"mode": "diloco", "H": 101}, None),
+])
+def test_quality_default_rows(placement, sync, want):
+    plan = SimpleNamespace(placement=placement, dp_sync=sync)
+    inst = SimpleNamespace(quality=[])
+    if want is None:
+        with pytest.raises(RefNoQuality):
+            ref3_quality(inst, plan)
+    else:
+        assert ref3_quality(inst, plan) == want
+
+
+def test_quality_instance_rows_come_first():
+    rows = [SimpleNamespace(modes=["streaming"], max_groups=None, max_H=None, min_bits=2, e=0.5,
+                            source="mine"),
+            SimpleNamespace(modes=["diloco"], max_groups=2, max_H=1000, min_bits=None, e=0.9,
+                            source=None)]
+    inst = SimpleNamespace(quality=rows)
+    two = [["a"], ["b"]]
+    assert ref3_quality(inst, SimpleNamespace(placement=two, dp_sync={"mode": "streaming", "H": 10})) \
+        == (0.5, "mine")
+    assert ref3_quality(inst, SimpleNamespace(placement=two, dp_sync={"mode": "diloco", "H": 500,
+                                                                      "bits": 1})) == (0.9, None)
+    # M = 3: the diloco row does not match, nor does a default (bits 1 < 4)
+    with pytest.raises(RefNoQuality):
+        ref3_quality(inst, SimpleNamespace(placement=[["a"], ["b"], ["c"]],
+                                           dp_sync={"mode": "diloco", "H": 5, "bits": 1}))
+    # every_step at 16 bits is e = 1 whatever the rows
+    rows.insert(0, SimpleNamespace(modes=["every_step"], max_groups=None, max_H=None, min_bits=None,
+                                   e=0.3, source="x"))
+    assert ref3_quality(inst, SimpleNamespace(placement=two, dp_sync=None)) == (1.0, None)
+    assert ref3_quality(inst, SimpleNamespace(placement=two, dp_sync={"mode": "every_step", "bits": 8})) \
+        == (0.3, "x")
+
+
+def test_memory_with_outer_state_decides_feasibility():
+    # reserve 0.10: memory_gb = 70 gives 63e9 B, where 16 P = 40e9 and 24 P = 60e9 fit;
+    # memory_gb = 60: limit 54e9: 24 P = 60e9 does not, the CPU copy (16 P) does
+    for memory_gb, gpu_ok in ((70.0, True), (60.0, False)):
+        base = base_instance([0.0], R=4, memory_gb=memory_gb)
+        inst = with_sync_fields(base)
+        for outer_state, ok in (("gpu", gpu_ok), ("cpu", True)):
+            plan = with_dp_sync(inst, [(0, 1)], [["a"], ["a"], ["b"], ["b"]], mode="diloco", H=10,
+                                outer_state=outer_state)
+            assert (not ref3_violations(inst, plan)) == ok, (memory_gb, outer_state)
+        # streaming on the CPU keeps 1/F of it on the GPU: 16 P + 8 P / 2 = 50e9 fits 54e9
+        plan = with_dp_sync(inst, [(0, 1)], [["a"], ["a"], ["b"], ["b"]], mode="streaming", H=10,
+                            fragments=2, outer_state="cpu")
+        assert not ref3_violations(inst, plan)
+    # a mode the instance does not allow is infeasible
+    inst = with_sync_fields(base_instance([0.0], R=4), modes=("every_step",))
+    plan = with_dp_sync(inst, [(0, 1)], [["a"], ["b"], ["a"], ["b"]], mode="diloco", H=10)
+    assert any("not allowed" in v for v in ref3_violations(inst, plan))
