@@ -15,15 +15,22 @@ the package's evaluator against it.
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
-from planner import Instance, Plan
+from planner import Deadlock, Evaluator, InputError, Instance, NetworkStates, Plan, evaluate
+from planner.problem.dpsync import DpSync
 from planner.problem.model import ModelSpec
 
-from reference_sim_v3 import (RefNoQuality, ref3_comm, ref3_effective, ref3_quality,
-                              ref3_simulate, ref3_violations)
+from reference_sim_v3 import (RefDeadlock, RefNoQuality, ref3_comm, ref3_effective,
+                              ref3_effective_estimate, ref3_quality, ref3_simulate,
+                              ref3_stage_figures, ref3_sync, ref3_violations)
+from test_reference_agreement_v3 import SETTINGS, close, explicit_ops, wan
 
 REL = 1e-9
 GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
@@ -289,3 +296,220 @@ def test_memory_with_outer_state_decides_feasibility():
     inst = with_sync_fields(base_instance([0.0], R=4), modes=("every_step",))
     plan = with_dp_sync(inst, [(0, 1)], [["a"], ["b"], ["a"], ["b"]], mode="diloco", H=10)
     assert any("not allowed" in v for v in ref3_violations(inst, plan))
+
+
+# ---------------------------------------------------------------- the package against the reference
+TYPES = [{"name": "T0", "peak_tflops": 300.0, "mfu": 0.5, "memory_gb": 80.0},
+         {"name": "T1", "peak_tflops": 60.0, "mfu": 0.4, "memory_gb": 40.0, "unit_overhead_ms": 2.0}]
+
+
+@st.composite
+def sync_cases(draw, identity=False):
+    """(instance, plan, states, tags) with SPEC 11 fields: 1-4 domains, 1-3 stages,
+    1-4 replicas placed at random (whole replicas per domain, groups spanning domains,
+    stages elsewhere), every mode, H, bits, F, nu, outer_state, with or without a codec
+    and instance quality rows; uplinks and GPU types now and then; gpipe, 1f1b, explicit.
+    ``identity``: R <= D, the replicas of every stage in distinct domains, diloco with
+    H = 1 at 16 bits (SPEC 11's identity)."""
+    D = draw(st.integers(1, 4))
+    names = draw(st.permutations(["a", "b", "c", "d"]))[:D]
+    typed = draw(st.integers(0, 3)) == 0
+    domains = []
+    for n in names:
+        d = {"name": n, "gpus": 1000, "intra_bandwidth_gbps": draw(st.sampled_from([50.0, 200.0])),
+             "price_per_gpu_hour": draw(st.sampled_from([0.0, 1.5]))}
+        if draw(st.integers(0, 3)) == 0:
+            d["uplink_gbps"] = draw(st.sampled_from([0.5, 3.0, 100.0]))
+        if typed and draw(st.booleans()):
+            d["gpu"] = draw(st.sampled_from(["T0", "T1"]))
+        domains.append(d)
+    links = draw(wan(names))
+    n = draw(st.integers(1, 4))
+    units = [{"name": f"u{i}",
+              "params": draw(st.sampled_from([0.0, 1e6, 3e7, 2e8])),
+              "fwd_flops_per_token": draw(st.sampled_from([0.0, 1e9, 3e10])),
+              "out_bytes_per_token": draw(st.sampled_from([0.0, 1e4, 1e6])),
+              "stored_bytes_per_token": draw(st.sampled_from([0.0, 1e4, 1e6]))} for i in range(n)]
+    R = draw(st.integers(1, D if identity else 4))
+    S = draw(st.integers(1, min(n, 3)))
+    m = draw(st.integers(1, 4))
+    b = draw(st.sampled_from([1, 2]))
+    tp = draw(st.sampled_from([1, 1, 2]))
+    kind = draw(st.sampled_from(["gpipe", "1f1b", "explicit"]))
+    mode = draw(st.sampled_from(["every_step", "diloco", "streaming"]))
+    H = draw(st.sampled_from([1, 2, 10, 30, 100, 200]))
+    sync = {"mode": mode, "bits": draw(st.sampled_from([2, 4, 8, 16, 16]))}
+    if mode != "every_step":
+        sync["H"] = H
+        sync["outer_state"] = draw(st.sampled_from(["gpu", "cpu"]))
+    if identity:
+        sync = {"mode": "diloco", "H": 1, "bits": 16, "outer_state": sync.get("outer_state", "gpu")}
+    if mode == "streaming" and not identity:
+        sync["fragments"] = draw(st.integers(1, min(H, 4)))
+        sync["overlap"] = draw(st.integers(0, min(H, 3)))
+    data = {"name": "dp", "domains": domains, "links": links,
+            "gpu": {"name": "G", "peak_tflops": 100.0, "mfu": 0.5,
+                    "memory_gb": draw(st.sampled_from([80.0, 80.0, 3.0, 1.0])),
+                    "unit_overhead_ms": draw(st.sampled_from([0.0, 0.5]))},
+            "workload": {"model": ModelSpec(name="m", units=units), "global_batch_size": R * b * m,
+                         "seq_len": draw(st.sampled_from([16, 128])), "micro_batch_sizes": [b],
+                         "tensor_parallel": [tp], "recompute": draw(st.booleans()),
+                         "gradient_sync": draw(st.sampled_from(["ring", "ring", "reduce_broadcast"]))},
+            "options": {"wan_price_per_gb": draw(st.sampled_from([0.0, 0.02])),
+                        "objective": draw(st.sampled_from(["time", "cost"])),
+                        "dp_sync": draw(st.sampled_from([["every_step", "diloco", "streaming"],
+                                                         ["every_step", "diloco", "streaming"],
+                                                         ["every_step"]]))}}
+    if typed:
+        data["gpus"] = TYPES
+    compression = {}
+    if draw(st.booleans()):
+        compression["codec_gbps"] = draw(st.sampled_from([1.0, 40.0, 400.0]))
+    if draw(st.booleans()):
+        compression["outer_state_bytes_per_param"] = draw(st.sampled_from([0.0, 8.0, 12.0]))
+    if compression:
+        data["compression"] = compression
+    if draw(st.booleans()):
+        rows = [{"modes": ["diloco"], "max_groups": 3, "max_H": 1000, "e": 0.85, "source": "mine"},
+                {"modes": ["every_step", "diloco", "streaming"], "min_bits": 2, "e": 0.8}]
+        data["quality"] = draw(st.permutations(rows))[:draw(st.integers(1, 2))]
+    inst = Instance.from_dict(data)
+    cuts = sorted(draw(st.lists(st.integers(1, n - 1), min_size=S - 1, max_size=S - 1,
+                                unique=True))) if S > 1 else []
+    bounds = list(zip([0, *cuts], [*cuts, n]))
+    placement = []
+    if identity:
+        perms = [draw(st.permutations(names)) for _ in range(S)]
+        placement = [[perms[j][r] for j in range(S)] for r in range(R)]
+    for _ in range(0 if identity else R):
+        style = draw(st.integers(0, 2))
+        if style == 0:  # the whole replica in one domain
+            placement.append([draw(st.sampled_from(names))] * S)
+        elif style == 1 and placement:  # a copy of an earlier replica (same group)
+            placement.append(list(draw(st.sampled_from(placement))))
+        else:
+            placement.append([draw(st.sampled_from(names)) for _ in range(S)])
+    schedule = draw(explicit_ops(S, m)) if kind == "explicit" else kind
+    plan = Plan.build(bounds, placement, tp=tp, micro_batch_size=b, instance=inst, schedule=schedule,
+                      dp_sync=DpSync(**sync))
+    K = draw(st.integers(1, 3))
+    L = len(links)
+    bw, lat = np.zeros((K, L)), np.zeros((K, L))
+    for k in range(K):
+        for i, lk in enumerate(links):
+            if k == 0:
+                bw[k, i], lat[k, i] = lk["bandwidth_gbps"], lk["latency_ms"]
+                continue
+            bw[k, i] = 0.0 if draw(st.integers(0, 14)) == 0 else draw(st.floats(0.1, 100.0))
+            lat[k, i] = draw(st.floats(0.0, 60.0))
+    return inst, plan, NetworkStates(bw, lat), f"{mode} {kind}"
+
+
+def _assert_rows(got, want, what, case):
+    inst, plan, states, _ = case
+    got = np.atleast_1d(np.asarray(got, dtype=float))
+    assert len(got) == len(want), (what, got, want)
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert close(float(a), float(b)), (
+            f"{what} state {k}: package {a!r} != reference {b!r}\n"
+            f"plan={plan.to_json(indent=None)}\ninstance={inst.to_dict()}\n"
+            f"bw={states.bandwidth_gbps.tolist()} lat={states.latency_ms.tolist()}")
+
+
+def _states(states):
+    return [(list(states.bandwidth_gbps[k]), list(states.latency_ms[k])) for k in range(states.count)]
+
+
+@settings(SETTINGS, max_examples=150)
+@given(sync_cases())
+def test_package_equals_reference_on_random_sync_plans(case):
+    inst, plan, states, tag = case
+    try:
+        e_ref, _ = ref3_quality(inst, plan)
+    except RefNoQuality:
+        event("no quality row")
+        with pytest.raises(InputError):
+            Evaluator(inst, plan).quality
+        return
+    ev = Evaluator(inst, plan)
+    assert close(ev.quality[0], e_ref)
+    est = [ref3_effective_estimate(inst, plan, *s) for s in _states(states)]
+    _assert_rows(ev.estimate_times(states), [a for a, _ in est], "T^est_in", case)
+    _assert_rows(ev.effective_estimate_times(states), [b for _, b in est], "T^est_eff", case)
+    try:
+        want = [ref3_effective(inst, plan, *s) for s in _states(states)]
+    except RefDeadlock:
+        event("deadlock")
+        with pytest.raises(Deadlock):
+            ev.iteration_times(states)
+        return
+    event(tag)
+    _assert_rows(ev.iteration_times(states), [w["T_in"] for w in want], "T_in", case)
+    T_eff = ev.effective_times(states)
+    _assert_rows(T_eff, [w["T_eff"] for w in want], "T_eff", case)
+    _assert_rows(ev.scores(states), [w["score"] for w in want], "score", case)
+    _assert_rows(ev.cost(T_eff), [w["cost"] for w in want], "cost", case)
+    if any(w["T_eff"] > w["T_in"] * (1 + 1e-9) for w in want):
+        event("outer sync shows in T_eff")
+    # figures of the base state: memory with outer state, WAN bytes, cost, feasibility
+    full = evaluate(inst, plan)
+    base = want[0]
+    assert all(close(a, b / 1e9) for a, b in zip(full.memory_gb_per_gpu, base["memory"]))
+    assert close(full.wan_gb_per_iteration, base["wan_bytes"] / 1e9)
+    assert close(full.effective_time_s, base["T_eff"]) and close(full.quality_factor, base["e"])
+    if not math.isinf(base["T_eff"]):
+        assert close(full.cost_per_iteration, base["cost"])
+    bad = ref3_violations(inst, plan)
+    others = [v for v in full.violations if v.rule != "deadlock"]
+    event("feasible" if not bad else "infeasible")
+    assert (not others) == (not bad), (full.violations, bad)
+
+
+
+@settings(SETTINGS, max_examples=60)
+@given(sync_cases(identity=True))
+def test_identity_diloco_H1_at_16_bits_is_every_step_T(case):
+    # SPEC 11: "With H = 1, q = 16 and the replicas of every stage in distinct domains (one
+    # replica per group), T_eff is the every-step T" -- on the reference and the package
+    inst, plan, states, _ = case
+    plain = plan.model_copy(update={"dp_sync": None})
+    ev, ev_plain = Evaluator(inst, plan), Evaluator(inst, plain)
+    _assert_rows(ev.effective_estimate_times(states), ev_plain.estimate_times(states), "T^est", case)
+    try:
+        want = [ref3_effective(inst, plain, *s)["T_eff"] for s in _states(states)]
+    except RefDeadlock:
+        return
+    got_ref = [ref3_effective(inst, plan, *s)["T_eff"] for s in _states(states)]
+    _assert_rows(got_ref, want, "reference diloco T_eff vs every-step T", case)
+    _assert_rows(ev.effective_times(states), ev_plain.iteration_times(states), "package", case)
+    _assert_rows(ev.effective_times(states), want, "package vs reference", case)
+    event(f"M = {len(plan.placement)}")
+
+
+@settings(SETTINGS, max_examples=80)
+@given(sync_cases(), st.sampled_from([0.98, 0.9999, 1.0001, 1.02]))
+def test_memory_infeasible_exactly_when_reference_memory_with_outer_state_exceeds(case, factor):
+    # the GPU's memory is set just under or over the reference's largest M_j (outer state
+    # included), on one GPU type: the plan is infeasible for memory exactly when it is over
+    inst, plan, _, _ = case
+    data = inst.to_dict()
+    data["workload"]["model"] = inst.workload.model
+    data.pop("gpus", None)
+    for d in data["domains"]:
+        d.pop("gpu", None)
+    probe = Instance.from_dict(data)
+    need = max(ref3_stage_figures(probe, plan)["memory_bytes"])
+    if need == 0:
+        return
+    data["gpu"]["memory_gb"] = need * factor / (0.9 * 1e9)
+    inst2 = Instance.from_dict(data)
+    over = need > inst2.gpu.memory_gb * 1e9 * (1 - inst2.options.memory_reserve_fraction)
+    assert over == (factor < 1)
+    full = evaluate(inst2, plan)
+    assert any(v.rule == "memory" for v in full.violations) == over, (full.violations, need)
+    assert any("memory" in v for v in ref3_violations(inst2, plan)) == over
+    sync = ref3_sync(plan)
+    if over and sync["mode"] != "every_step":
+        event("over with outer state")
+
+
