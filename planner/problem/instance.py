@@ -38,6 +38,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from . import limits as L
 from .errors import InputError, input_error_from_pydantic
+from .dpsync import MAX_H, Compression, Mode, QualityRow
 from .exact import exact_types
 from .model import ModelSpec, Unit
 from .names import Name
@@ -166,6 +167,31 @@ class Options(_Strict):
     max_stages: int | None = Field(default=None, ge=1, le=L.MAX_STAGES)
     objective: Literal["time", "cost"] = "time"
     wan_price_per_gb: float = Field(default=0.0, ge=0, le=L.MAX_PRICE)
+    # SPEC v3 section 11: the data-parallel sync modes a plan may use, and the candidates solvers try
+    dp_sync: list[Mode] | None = Field(
+        default=None, min_length=1, max_length=3,
+        description="SPEC v3: sync modes a plan may use (every_step, diloco, streaming); absent: every_step, "
+                    "and solvers plan the plain 16-bit sync only (docs/model.md)")
+    dp_sync_H: list[Annotated[int, Field(ge=1, le=MAX_H)]] = Field(
+        default=[10, 30, 100], min_length=1, max_length=L.MAX_LIST, description="SPEC v3: candidate H")
+    dp_sync_bits: list[Annotated[int, Field(ge=1, le=32)]] = Field(
+        default=[4, 8, 16], min_length=1, max_length=L.MAX_LIST, description="SPEC v3: candidate bits")
+    dp_sync_fragments: list[Annotated[int, Field(ge=1, le=MAX_H)]] = Field(
+        default=[1, 2, 4], min_length=1, max_length=L.MAX_LIST, description="SPEC v3: candidate fragments")
+    dp_sync_overlap: list[Annotated[int, Field(ge=0, le=MAX_H)]] = Field(
+        default=[1], min_length=1, max_length=L.MAX_LIST, description="SPEC v3: candidate overlap")
+
+    @field_validator("dp_sync", "dp_sync_H", "dp_sync_bits", "dp_sync_fragments", "dp_sync_overlap")
+    @classmethod
+    def _distinct(cls, values: list | None):
+        if values is not None and len(set(values)) != len(values):
+            raise ValueError(f"duplicate entries in {values}")
+        return values
+
+    @property
+    def sync_modes(self) -> tuple[str, ...]:
+        """The modes a plan may use: ``dp_sync``, or ``("every_step",)`` when absent."""
+        return tuple(self.dp_sync) if self.dp_sync is not None else ("every_step",)
 
 
 class Instance(_Strict):
@@ -183,6 +209,9 @@ class Instance(_Strict):
     links: list[Link] = Field(default=[], max_length=L.MAX_LINKS)
     workload: Workload
     options: Options = Options()
+    compression: Compression = Field(default=Compression(), description="SPEC v3 section 11")
+    quality: list[QualityRow] = Field(default=[], max_length=L.MAX_LIST,
+                                      description="SPEC v3 section 11: quality factors, tried before the defaults")
 
     # -- construction --------------------------------------------------------
     @classmethod

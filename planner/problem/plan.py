@@ -35,7 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import InputError, input_error_from_pydantic
 from .exact import exact_types
 from .files import strict_json
-from .instance import Instance
+from .dpsync import Compression, DpSync
+from .instance import Instance, Options
 from .limits import MAX_GLOBAL_BATCH, MAX_GPUS_PER_NODE, MAX_STAGE_MICRO_BATCHES, MAX_TOTAL_GPUS
 from .oplists import check_op_lists, op_lists
 from .views import view
@@ -128,14 +129,30 @@ def _as_written(value):
     return value
 
 
+_SYNC_DEFAULTS = {k: Options.model_fields[k].default for k in
+                  ("dp_sync_H", "dp_sync_bits", "dp_sync_fragments", "dp_sync_overlap")}
+_COMPRESSION_DEFAULT = Compression().model_dump(mode="json")
+
+
 def instance_sha256(instance: Instance) -> str:
     """SHA-256 (hex) of ``instance`` as canonical JSON: every field with its
     default filled in (the model inlined), keys sorted, no whitespace.  The
     same instance gives the same hash whether read from TOML or JSON and
     whatever the order of its keys; any changed figure gives another.  The GPU-type
-    fields of SPEC v3 (``[[gpus]]``, a domain's ``gpu``) enter only when given, so an
-    instance without them keeps the hash it had before they existed."""
+    fields of SPEC v3 (``[[gpus]]``, a domain's ``gpu``) enter only when given, and the
+    section 11 fields (``[options] dp_sync*``, ``[compression]``, ``[[quality]]``) only
+    when not at their defaults, so an instance without them keeps the hash it had
+    before they existed."""
     data = instance.model_dump(mode="json", by_alias=True)
+    if data["options"].get("dp_sync") is None:
+        data["options"].pop("dp_sync", None)
+    for key, default in _SYNC_DEFAULTS.items():
+        if data["options"].get(key) == default:
+            data["options"].pop(key)
+    if data.get("compression") == _COMPRESSION_DEFAULT:
+        data.pop("compression")
+    if not data.get("quality"):
+        data.pop("quality", None)
     if data.get("gpus") is None:
         data.pop("gpus", None)
     if data.get("gpu") is None:
@@ -177,6 +194,7 @@ class Plan(_Strict):
     stages: list[Stage] = Field(min_length=1)
     placement: list[list[str]] = Field(min_length=1)
     schedule: Literal["1f1b", "gpipe"] | ExplicitSchedule = "1f1b"
+    dp_sync: DpSync | None = Field(default=None, description="SPEC v3 section 11; absent: every step, 16 bits")
     predicted: Predicted | None = None
     solver: SolverInfo | None = None
 

@@ -31,8 +31,9 @@ def v3_only_fields(data) -> list[str]:
     """Dotted paths of the fields of instance ``data`` (a dict shaped like the file,
     or an :class:`~planner.problem.instance.Instance`) that only SPEC v3 models:
     a domain's ``uplink_gbps``, ``workload.gradient_sync = "reduce_broadcast"``,
-    ``gpu.unit_overhead_ms > 0``, ``[[gpus]]`` and a domain's ``gpu`` (change (g)).
-    Defaults (absent, ``"ring"``, 0) are v2's."""
+    ``gpu.unit_overhead_ms > 0``, ``[[gpus]]`` and a domain's ``gpu`` (change (g)),
+    ``[options] dp_sync``, ``[[quality]]`` and a non-default ``[compression]``
+    (section 11).  Defaults (absent, ``"ring"``, 0) are v2's."""
     def get(obj, key, default=None):
         return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
 
@@ -50,6 +51,15 @@ def v3_only_fields(data) -> list[str]:
     wl = get(data, "workload")
     if wl is not None and get(wl, "gradient_sync", "ring") != "ring":
         out.append("workload.gradient_sync")
+    opt = get(data, "options")
+    if opt is not None and get(opt, "dp_sync") is not None:  # section 11
+        out.append("options.dp_sync")
+    if get(data, "quality"):
+        out.append("quality")
+    comp = get(data, "compression")
+    if comp is not None and (get(comp, "codec_gbps") is not None
+                             or get(comp, "outer_state_bytes_per_param", 8.0) != 8.0):
+        out.append("compression")
     return out
 
 
@@ -81,6 +91,9 @@ def without_v3_fields(instance):
     data["workload"]["gradient_sync"] = "ring"
     data["gpu"] = dict(instance.gpu.model_dump(exclude_none=True), unit_overhead_ms=0.0)  # one type
     data.pop("gpus", None)
+    data["options"].pop("dp_sync", None)
+    data.pop("quality", None)
+    data.pop("compression", None)
     for d in data["domains"]:
         d.pop("gpu", None)
     return type(instance).from_dict(data)

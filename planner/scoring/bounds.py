@@ -194,10 +194,16 @@ def cost_lower_bound(instance, spec: int | None = None) -> float:
 def objective_lower_bound(instance, spec: int | None = None) -> float:
     """A lower bound on the instance's objective for any plan: :func:`lower_bound`
     (seconds) for a time instance, :func:`cost_lower_bound` for a cost one, under
-    the evaluator of version ``spec``."""
+    the evaluator of version ``spec``.  Both bound T_in and its cost, and T_eff >=
+    T_in for every ``dp_sync``; the objective divides by the plan's quality factor e,
+    so the bound divides by the largest e the instance allows (SPEC 11 "Solvers";
+    1 without ``[options] dp_sync``)."""
+    from ..problem.dpsync import best_quality
+
+    e = best_quality(instance)
     if instance.options.objective == "time":
-        return lower_bound(instance, spec=spec).value
-    return cost_lower_bound(instance, spec)
+        return lower_bound(instance, spec=spec).value / e
+    return cost_lower_bound(instance, spec) / e
 
 
 #: a relative gap at most this is called ``optimal`` (the solvers' default tolerance)

@@ -35,7 +35,8 @@ from .estimate import stage_end_estimates
 from ..problem.errors import InputError
 from ..problem.oplists import Deadlock
 from ..problem.specversion import check_spec, refuse_v3_fields
-from .simulator import Program, compile_program, simulate_times
+from .simulator import Program, compile_program, simulate_ends_and_starts, simulate_times
+from ..problem.dpsync import quality_of
 
 ESTIMATE_FLAG = 1.01  # simulated / estimated above this is flagged (issue 24: "the estimate")
 
@@ -67,6 +68,22 @@ class Evaluation:
     gpus_used: dict[str, int] = field(default_factory=dict)
     wan_gb_per_iteration: float = 0.0
     lower_bound_s: float | None = None
+    # SPEC v3 section 11: with a plain sync these are T, T_est, 1 and the throughput
+    effective_time_s: float = 0.0  # T_eff
+    effective_estimate_s: float = 0.0  # T^est_eff
+    quality_factor: float = 1.0  # e
+    quality_source: str = "synchronous training"
+    effective_tokens_per_s: float = 0.0  # global_batch_size * seq_len * e / T_eff
+    dp_sync: dict | None = None  # the plan's option (None: every step, 16 bits)
+    sync_groups: int = 1  # M: distinct stage-0 domains
+    outer_sync_s: list[float] = field(default_factory=list)  # O_j = O^bw_j + O^lat_j (0 where not charged)
+    per_step_time_s: float | None = None  # the same placement with a per-step 16-bit sync (None when plain)
+
+    @property
+    def objective_s(self) -> float:
+        """Seconds per iteration of effective tokens, T_eff / e: the time objective of
+        SPEC 11 times global_batch_size * seq_len (T for a plain plan)."""
+        return self.effective_time_s / self.quality_factor
 
     @property
     def bound_ratio(self) -> float | None:
@@ -86,27 +103,31 @@ class Evaluation:
         return self.iteration_time_s / self.estimate_s
 
     def objective(self, kind: str = "time") -> float:
-        """T_est or its cost counterpart: what solvers optimise."""
-        return self.estimate_s if kind == "time" else self.cost_estimate
+        """T^est_eff / e or its cost counterpart: what solvers optimise (T_est for a plain plan)."""
+        if kind == "time":
+            return self.effective_estimate_s / self.quality_factor
+        return self.cost_estimate / self.quality_factor
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["violations"] = [asdict(v) for v in self.violations]
         d["bound_ratio"] = self.bound_ratio
         d["simulated_over_estimate"] = self.simulated_over_estimate
+        d["objective_s"] = self.objective_s
         return d
 
 
 @lru_cache(maxsize=256)
-def _program(schedule, stages: int, micro_batches: int, keep_all: bool = False) -> Program:
-    return compile_program(schedule, stages, micro_batches, keep_all)
+def _program(schedule, stages: int, micro_batches: int, keep_all: bool = False, starts: bool = False) -> Program:
+    return compile_program(schedule, stages, micro_batches, keep_all, starts)
 
 
-def program_for(plan, keep_all: bool = False) -> Program:
-    """The compiled (cached) program of ``plan``'s schedule; may raise Deadlock."""
+def program_for(plan, keep_all: bool = False, starts: bool = False) -> Program:
+    """The compiled (cached) program of ``plan``'s schedule; may raise Deadlock.
+    ``starts``: it also outputs each stage's first start (SPEC 11's a_j)."""
     spec = plan.schedule_spec
     key = spec if isinstance(spec, str) else tuple(tuple(ops) for ops in spec)
-    return _program(key, plan.num_stages, plan.num_micro_batches, keep_all)
+    return _program(key, plan.num_stages, plan.num_micro_batches, keep_all, starts)
 
 
 class Evaluator:
@@ -128,6 +149,8 @@ class Evaluator:
         self.fig = PlanFigures(instance, plan, self.spec)
         self.group_replicas = group_replicas
         self._base = None
+        # SPEC 11: the quality factor e of the plan's sync, and its source (InputError: no row covers it)
+        self.quality = quality_of(instance, plan.dp_sync, self.fig.M)
 
     def _comm(self, st: NetworkStates):
         return self.fig.comm_groups(st) if self.group_replicas else self.fig.comm(st)
@@ -232,6 +255,91 @@ class Evaluator:
         comm = self._comm(self._states(states))
         return (self._estimate(comm) + comm.ar).max(axis=1)
 
+    # -- SPEC 11: the data-parallel sync's outer steps -------------------------
+    def _ends_starts(self, comm) -> tuple[np.ndarray, np.ndarray]:
+        """(E, a), each (K, S): stage ends (latest over replicas) and the start of each
+        stage's first op (earliest over replicas), per class of GPU types."""
+        fig = self.fig
+        prog = program_for(self.plan, starts=True)
+        of = fig.group_class if self.group_replicas else fig.replica_class
+        E = a = None
+        for k in range(fig.classes):
+            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
+            Ek, ak = simulate_ends_and_starts(prog, fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
+            E = Ek if E is None else np.maximum(E, Ek)
+            a = ak if a is None else np.minimum(a, ak)
+        return E, a
+
+    def _estimate_starts(self, comm) -> np.ndarray:
+        """a^est_j (K, S) = min_r sum_{i<j} (f_{i,r} + x_{i,r} + l_{i,r}) (SPEC 11)."""
+        fig = self.fig
+        of = fig.group_class if self.group_replicas else fig.replica_class
+        K, S = comm.ar.shape
+        a = np.zeros((K, S))
+        if S == 1:
+            return a
+        best = None
+        for k in range(fig.classes):
+            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
+            step = fig.class_f[k][:-1] + comm.x[:, cols] + comm.l[:, cols]  # (K, n, S-1)
+            ak = np.cumsum(step, axis=2).min(axis=1)
+            best = ak if best is None else np.minimum(best, ak)
+        a[:, 1:] = best
+        return a
+
+    def _effective(self, E, ar, states, starts=None) -> tuple[np.ndarray, np.ndarray]:
+        """(T_in, T_eff) per state (SPEC 11) from stage ends E and inner syncs ar (K, S);
+        ``starts()`` gives a_j (K, S), called for streaming only."""
+        T_in = (E + ar).max(axis=1)
+        fig, dp = self.fig, self.fig.dp
+        if not dp.outer or not fig.outer_charged.any():
+            return T_in, T_in
+        obw, olat = fig.outer_times(states)
+        X = fig.codec_times(fig.outer_charged)
+        on = fig.outer_charged
+        if dp.mode == "diloco":
+            T_sync = (E + ar + X + obw + olat).max(axis=1)
+            return T_in, T_in + (T_sync - T_in) / dp.H
+        F, nu = dp.fragments, dp.overlap
+        o = obw / F + olat
+        W = nu * T_in[:, None] + (T_in[:, None] - E - ar) + starts()
+        stall = np.maximum(0.0, o + X / F - W)[:, on].max(axis=1)
+        floor = (F * o + X)[:, on].max(axis=1) / dp.H
+        return T_in, np.maximum(T_in + (F / dp.H) * stall, floor)
+
+    def effective_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """T_eff per state (SPEC 11), shape (K,), seconds: the iteration time with the
+        outer syncs amortised (diloco) or overlapped (streaming); T for a plain plan."""
+        st = self._states(states)
+        comm = self._comm(st)
+        return self._effective_sim(comm, st)[1]
+
+    def _effective_sim(self, comm, st):
+        fig = self.fig
+        if fig.dp.mode == "streaming" and fig.outer_charged.any():
+            E, a = self._ends_starts(comm)
+            return self._effective(E, comm.ar, st, lambda: a)
+        return self._effective(self._simulate(comm), comm.ar, st)
+
+    def effective_estimate_times(self, states: NetworkStates | None = None) -> np.ndarray:
+        """T^est_eff per state (SPEC 11), shape (K,), seconds: T_est for a plain plan."""
+        st = self._states(states)
+        comm = self._comm(st)
+        return self._effective(self._estimate(comm), comm.ar, st, lambda: self._estimate_starts(comm))[1]
+
+    def scores(self, states: NetworkStates | None = None) -> np.ndarray:
+        """The instance's objective per state, from the simulation (SPEC 11): T_eff / e
+        seconds (time) or cost(T_eff) / e (cost); T or the cost for a plain plan.
+
+        >>> Evaluator(inst, plan).scores()               # doctest: +SKIP
+        array([14.69])
+        """
+        return self.objective(self.effective_times(states)) / self.quality[0]
+
+    def estimate_scores(self, states: NetworkStates | None = None) -> np.ndarray:
+        """:meth:`scores` with T^est_eff: what solvers optimise."""
+        return self.objective(self.effective_estimate_times(states)) / self.quality[0]
+
     def cost(self, seconds) -> np.ndarray:
         """Cost per iteration for iteration times ``seconds`` (SPEC 6)."""
         fig = self.fig
@@ -259,13 +367,29 @@ class Evaluator:
         fig, inst = self.fig, self.instance
         violations = self.violations()
         deadlock = any(v.rule == "deadlock" for v in violations)
-        comm = self._comm(self._states(states))
-        T = float("inf") if deadlock else float((self._simulate(comm) + comm.ar).max(axis=1)[0])
-        Te = float("inf") if deadlock else float((self._estimate(comm) + comm.ar).max(axis=1)[0])
+        st = self._states(states)
+        comm = self._comm(st)
+        if deadlock:
+            T = Te = T_eff = Te_eff = float("inf")
+        else:
+            T, T_eff = (float(v[0]) for v in self._effective_sim(comm, st))
+            Te, Te_eff = (float(v[0]) for v in self._effective(
+                self._estimate(comm), comm.ar, st, lambda: self._estimate_starts(comm)))
+        e, source = self.quality
+        wl = inst.workload
+        obw, olat = fig.outer_times(st)
+        per_step = None
+        if not fig.dp.plain and not deadlock:
+            plain = Evaluator(inst, self.plan.model_copy(update={"dp_sync": None}), self.group_replicas, self.spec)
+            per_step = float(plain.iteration_times(st)[0])
         return Evaluation(
             iteration_time_s=T, estimate_s=Te,
-            throughput_tokens_per_s=float(self.throughput(T)),
-            cost_per_iteration=float(self.cost(T)), cost_estimate=float(self.cost(Te)),
+            throughput_tokens_per_s=float(self.throughput(T_eff)),
+            cost_per_iteration=float(self.cost(T_eff)), cost_estimate=float(self.cost(Te_eff)),
+            effective_time_s=T_eff, effective_estimate_s=Te_eff, quality_factor=e, quality_source=source,
+            effective_tokens_per_s=float(wl.global_batch_size * wl.seq_len * e / T_eff) if T_eff > 0 else 0.0,
+            dp_sync=None if self.plan.dp_sync is None else self.plan.dp_sync.to_dict(),
+            sync_groups=fig.M, outer_sync_s=[float(v) for v in (obw + olat)[0]], per_step_time_s=per_step,
             feasible=not violations, violations=violations,
             memory_gb_per_gpu=[float(v) / 1e9 for v in fig.memory],
             memory_limit_gb=float(fig.memory_limit.min()) / 1e9,
@@ -297,6 +421,9 @@ def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation
                              f"{opt.schedules})"))
     if not isinstance(plan.schedule, str) and not opt.explicit_schedules:
         out.append(Violation("schedule", "explicit op lists not allowed (options.explicit_schedules = false)"))
+    if plan.dp_sync is not None and plan.dp_sync.mode not in opt.sync_modes:
+        out.append(Violation("dp_sync", f"dp_sync mode {plan.dp_sync.mode} not allowed (options.dp_sync = "
+                             f"{list(opt.sync_modes)})"))
     if plan.num_stages > instance.max_stages:
         out.append(Violation("max_stages", f"{plan.num_stages} stages > max_stages={instance.max_stages}"))
     for j, mem in enumerate(fig.memory):
@@ -310,7 +437,9 @@ def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation
             out.append(Violation("memory", f"stage {j} (units {s.start}-{s.end - 1}): "
                                  f"{mem / 1e9:.2f} GB per GPU > {limit / 1e9:.2f} GB usable{on} "
                                  f"(tp={plan.tp}, {int(fig.inflight[j])} micro-batches in flight, "
-                                 f"weights+optimizer {16 * fig.P[j] / plan.tp / 1e9:.2f} GB)"))
+                                 f"weights+optimizer {16 * fig.P[j] / plan.tp / 1e9:.2f} GB"
+                                 + (f", outer state {fig.outer_state_share * fig.beta_o * fig.P[j] / plan.tp / 1e9:.2f} GB"
+                                    if fig.outer_state_share else "") + ")"))
     for r, row in enumerate(plan.placement):
         for k in range(len(row) - 1):
             if row[k] != row[k + 1] and (row[k], row[k + 1]) not in instance.routes:
@@ -342,8 +471,9 @@ def iteration_times(instance, plan, states: NetworkStates, spec: int | None = No
 
 
 def simulated_score(instance, plan: Plan, fidelity: bool = False, spec: int | None = None):
-    """The plan's exact simulated time (s) under the base network, or its cost
-    per iteration for a cost instance; None when ``check_plan`` rejects it.
+    """The plan's objective under the base network from the exact simulation: its
+    time T_eff / e (s; T for a plain plan, SPEC 11), or its cost per iteration over e
+    for a cost instance; None when ``check_plan`` rejects it.
     With ``fidelity=True``: ``(score, T / T_est)``, the simulated time over the
     estimate (SPEC 7), or None.
 
@@ -357,11 +487,11 @@ def simulated_score(instance, plan: Plan, fidelity: bool = False, spec: int | No
         return None
     if check_plan(instance, plan, ev.fig):
         return None
-    T = float(ev.iteration_times()[0])
+    T = float(ev.effective_times()[0])
     if not math.isfinite(T):
         return None
-    score = float(ev.objective(T))
+    score = float(ev.objective(T)) / ev.quality[0]
     if not fidelity:
         return score
-    est = float(ev.estimate_times()[0])
+    est = float(ev.effective_estimate_times()[0])
     return score, (T / est if est > 0 else math.inf)

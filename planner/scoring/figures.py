@@ -36,6 +36,8 @@ from itertools import chain
 
 import numpy as np
 
+from ..problem.dpsync import EVERY_STEP, FULL_BITS, sync_groups
+from ..problem.errors import InputError
 from ..problem.model import BYTES_PER_PARAM_GRAD, BYTES_PER_PARAM_STATE
 from ..problem.network import GBPS, MS, NetworkStates, Resources
 from ..problem.oplists import Flush, flushes, inflight_counts, op_lists
@@ -156,15 +158,49 @@ class PlanFigures:
                                 for s in plan.stages])
         self.inflight = np.array(inflight_counts(plan.schedule_spec, S, self.m))
         self.memory = (BYTES_PER_PARAM_STATE * self.P + self.inflight * tokens * self.stored) / t
+        self._setup_sync(instance, plan)
+        if self.outer_state_share:  # SPEC 11: phi_o beta_o P_j / t of outer state per GPU
+            self.memory = self.memory + self.outer_state_share * self.beta_o * self.P / t
         # usable bytes per GPU of each stage: the smallest over the types hosting it (SPEC 5)
         limits = np.array([instance.memory_limit_of(gpu) for gpu in instance.gpu_types])
         self.memory_limit = limits[self.type_of].min(axis=0)
         self.G = BYTES_PER_PARAM_GRAD * self.P
+        # the payload of a compressed every-step sync, G^o_j = P_j q / 8 (SPEC 11); G itself when plain
+        dp = self.dp
+        self.G_sync = self.G * (dp.bits / FULL_BITS) if (dp.mode == "every_step" and dp.compressed) else self.G
+        self.G_outer = self.G * (dp.bits / FULL_BITS) if dp.compressed else self.G
         self.flushes = plan_flushes(plan, self.spec, self.inflight)
         # n(q) = max(n_F, n_B) when every flush is gpipe-shaped (the replicas run in phase, so
         # forward and backward transfers are never in flight together), else n_F + n_B (v3)
         self.add_directions = self.spec >= 3 and not all(fl.gpipe_shaped for fl in self.flushes)
         self._setup_groups()
+
+    def _setup_sync(self, instance, plan):
+        """The plan's ``dp_sync`` (SPEC 11): the option, M groups (replicas by stage-0 domain),
+        the outer state's share of memory, and the codec's rate."""
+        dp = plan.dp_sync or EVERY_STEP
+        if self.spec < 3 and not dp.plain:
+            raise InputError("a SPEC v3 field; SPEC v2 does not model dp_sync (spec=2 was asked for)", "dp_sync")
+        self.dp = dp
+        self.M = sync_groups(plan)
+        comp = instance.compression
+        self.beta_o = comp.outer_state_bytes_per_param
+        if not dp.outer:
+            self.outer_state_share = 0.0
+        elif dp.outer_state == "gpu":
+            self.outer_state_share = 1.0
+        else:  # on the CPU: nothing under diloco, the fragment in flight under streaming
+            self.outer_state_share = 0.0 if dp.mode == "diloco" else 1.0 / dp.fragments
+        self.codec_rate = None if comp.codec_gbps is None else comp.codec_gbps * GBPS
+
+    def codec_times(self, charged) -> np.ndarray:
+        """X_j (S,), seconds: ``(2 P_j / t) / codec rate`` for the stages in ``charged`` (a bool
+        mask) when the payload is compressed, ``[compression] codec_gbps`` is given and
+        P_j > 0; else 0 (SPEC 11)."""
+        if self.codec_rate is None or not self.dp.compressed:
+            return np.zeros(self.S)
+        on = np.asarray(charged, bool) & (self.P > 0)
+        return np.where(on, (2.0 * self.P / self.plan.tp) / self.codec_rate, 0.0)
 
     def _synced(self, j: int) -> bool:
         """Whether stage j's replicas in several domains sync over the WAN: always in v2,
@@ -186,6 +222,7 @@ class PlanFigures:
         # replicas of different classes (GPU type rows) are never grouped together
         klass = self.replica_class[:, None] if self.classes > 1 else np.zeros((R, 0), dtype=np.int64)
         intra = np.array([d.intra_bandwidth_gbps * GBPS for d in inst.domains])
+        self._extra_users = self._streaming_users(P, n)
         self._intra = intra
         # pipeline boundaries: a route id (a pair of domains) or -1 - (intra class) inside one domain
         if S > 1:
@@ -194,7 +231,7 @@ class PlanFigures:
             code = np.empty((R, S - 1), dtype=np.int64)
             pairs, inv, flows = np.unique((a * n + b)[~same], return_inverse=True, return_counts=True)
             self.pipe = _ChannelTable(self.routes, self.resources, pairs // n, pairs % n, flows,
-                                      self.add_directions)
+                                      self.add_directions, self._extra_users)
             code[~same] = inv.ravel()
             bw_classes, cls = np.unique(intra[a[same]], return_inverse=True)
             code[same] = -1 - cls.ravel()
@@ -235,43 +272,118 @@ class PlanFigures:
         # cost figures (SPEC 6), summed in the order of the per-replica loops they replace
         cross = P[:, :-1] != P[:, 1:]
         parts = [(2 * self.A[:-1] * self.m)[None, :].repeat(R, axis=0)[cross]]
-        kr = self.ring_k
-        parts.append(np.array([kr[j] * 2 * (kr[j] - 1) / kr[j] * self.G[j] for j in range(S) if kr[j] > 1]))
+        if not self.dp.outer:
+            kr = self.ring_k
+            parts.append(np.array([kr[j] * 2 * (kr[j] - 1) / kr[j] * self.G_sync[j] for j in range(S) if kr[j] > 1]))
+        else:  # SPEC 11: the inner rings' cross parts every step, the outer rings' every H steps
+            kr = self.r_k
+            parts.append(np.array([2.0 * (k - 1) * self.G[j] for j, k in zip(self.r_stage.tolist(), kr.tolist())
+                                   if k > 1]))
+            parts.append(np.array([2.0 * (self.ring_k[j] - 1) * self.G_outer[j] / self.dp.H
+                                   for j in self.outer_stages.tolist()]))
         seq = np.concatenate([np.zeros(1)] + [np.asarray(x, float) for x in parts])
         self._wan_bytes = float(np.add.accumulate(seq)[-1])
         price = np.array([d.price_per_gpu_hour for d in inst.domains])
         self._gpu_price = float(np.add.accumulate(np.concatenate([[0.0], plan.tp * price[P.ravel()]]))[-1])
 
     def _setup_rings(self, P, intra):
-        """Gradient synchronisation (SPEC 5): the intra part of every stage, and the
-        hops of each cross-domain sync, d_1 -> d_2 -> ... -> d_K -> d_1 over the
-        stage's domains in instance order, as one :class:`_RingTable`."""
+        """Gradient synchronisation (SPEC 5): one *ring* per stage over all replicas, or
+        under diloco and streaming (SPEC 11) one per (group, stage) over the group's
+        replicas (the inner sync).  A ring's intra part, and the hops of its cross-domain
+        sync d_1 -> d_2 -> ... -> d_K -> d_1 over its domains in instance order, all in
+        one :class:`_RingTable` (every (ring, hop) a user of the resources it crosses).
+        Then the outer rings of diloco and streaming, in their own table."""
         S, n = self.S, len(intra)
-        self.ar_intra = np.zeros(S)
-        self.ring_k = np.ones(S, dtype=int)
-        hop_stage, hop_pair = [], []
+        G = self.G_sync
+        r_stage, r_intra, r_k = [], [], []
+        hop_ring, hop_pair = [], []
+        self.ring_k = np.ones(S, dtype=int)  # K_j: domains holding stage j over all replicas
         if self.R > 1:
+            member_sets = ([np.arange(self.R)] if not self.dp.outer else
+                           [np.nonzero(P[:, 0] == d)[0] for d in np.unique(P[:, 0])])
             for j in range(S):
-                doms, cnt = np.unique(P[:, j], return_counts=True)
-                many = cnt > 1
-                if many.any():
-                    c = cnt[many]
-                    self.ar_intra[j] = max(0.0, float(np.max(
-                        phi(c, self.sync) * (self.G[j] / self.plan.tp) / intra[doms[many]])))
-                self.ring_k[j] = len(doms)
-                if len(doms) > 1 and self._synced(j):
-                    hop_stage.append(np.full(len(doms), j))
-                    hop_pair.append(doms * n + np.roll(doms, -1))
-        hop_stage = np.concatenate(hop_stage) if hop_stage else np.zeros(0, np.int64)
+                self.ring_k[j] = len(np.unique(P[:, j]))
+                for members in member_sets:
+                    if len(members) < 2:
+                        continue
+                    doms, cnt = np.unique(P[members, j], return_counts=True)
+                    many = cnt > 1
+                    val = 0.0
+                    if many.any():
+                        val = max(0.0, float(np.max(phi(cnt[many], self.sync) * (G[j] / self.plan.tp)
+                                                    / intra[doms[many]])))
+                    ring = len(r_stage)
+                    r_stage.append(j)
+                    r_intra.append(val)
+                    r_k.append(len(doms))
+                    if len(doms) > 1 and self._synced(j):
+                        hop_ring.append(np.full(len(doms), ring))
+                        hop_pair.append(doms * n + np.roll(doms, -1))
+        self.r_stage = np.array(r_stage, dtype=np.int64)
+        self.r_intra = np.array(r_intra, dtype=float)
+        self.r_k = np.array(r_k, dtype=np.int64)
+        # AR_j's intra part alone (display): the largest over the stage's rings
+        self.ar_intra = np.zeros(S)
+        if len(r_stage):
+            np.maximum.at(self.ar_intra, self.r_stage, self.r_intra)
+        hop_ring = np.concatenate(hop_ring) if hop_ring else np.zeros(0, np.int64)
         hop_pair = np.concatenate(hop_pair) if hop_pair else np.zeros(0, np.int64)
-        kr = self.ring_k[hop_stage]
+        kr = self.r_k[hop_ring]
         self.ring = _RingTable(self.routes, self.resources, hop_pair // n, hop_pair % n,
-                               phi(kr, self.sync) * self.G[hop_stage], equal=self.spec < 3)
-        self.ring_stages, first, width = np.unique(hop_stage, return_index=True, return_counts=True)
-        # (stages with a ring, widest ring) hop indices, padded with the sentinel column H
+                               phi(kr, self.sync) * G[self.r_stage[hop_ring]], equal=self.spec < 3)
+        # rings with hops, and their hop indices padded with the sentinel column H
+        self.ring_rows, first, width = np.unique(hop_ring, return_index=True, return_counts=True)
+        self.ring_stages = self.r_stage[self.ring_rows]
         wmax = int(width.max(initial=0))
         self.ring_pad = np.where(np.arange(wmax) < width[:, None], first[:, None] + np.arange(wmax),
                                  self.ring.size)
+        # one ring per stage, in stage order: the plain sync's AR is the ring values themselves
+        self._one_ring_per_stage = len(r_stage) == S and bool((self.r_stage == np.arange(S)).all())
+        self._setup_outer(P, n)
+
+    def _outer_hops(self, P, n):
+        """Stages with an outer sync (SPEC 11: diloco or streaming, M > 1, K_j > 1, G_j > 0)
+        and their hops over the K_j domains in instance order: (stages, hop stage, src, dst)."""
+        none = np.zeros(0, np.int64)
+        if not self.dp.outer or self.M < 2 or self.R < 2:
+            return none, none, none, none
+        stages, h_stage, h_src, h_dst = [], [], [], []
+        for j in range(self.S):
+            doms = np.unique(P[:, j])
+            if len(doms) > 1 and self.G[j] > 0:
+                stages.append(j)
+                h_stage.append(np.full(len(doms), j))
+                h_src.append(doms)
+                h_dst.append(np.roll(doms, -1))
+        if not stages:
+            return none, none, none, none
+        return (np.array(stages, np.int64), np.concatenate(h_stage), np.concatenate(h_src),
+                np.concatenate(h_dst))
+
+    def _setup_outer(self, P, n):
+        """The outer rings (SPEC 11): volume phi(K_j) G^o_j, sharing among themselves only."""
+        self.outer_stages, h_stage, src, dst = self._outer_hops(P, n)
+        self.outer_charged = np.zeros(self.S, dtype=bool)
+        self.outer_charged[self.outer_stages] = True
+        kr = self.ring_k[h_stage]
+        self.outer = _RingTable(self.routes, self.resources, src, dst,
+                                phi(kr, self.sync) * self.G_outer[h_stage], equal=False)
+        _, first, width = np.unique(h_stage, return_index=True, return_counts=True)
+        wmax = int(width.max(initial=0))
+        self.outer_pad = np.where(np.arange(wmax) < width[:, None], first[:, None] + np.arange(wmax),
+                                  self.outer.size)
+
+    def _streaming_users(self, P, n):
+        """n_O(q) (SPEC 11, streaming): the outer rings' (stage, hop) pairs using each resource,
+        one more channel each in the pipeline's n(q); None otherwise."""
+        if self.dp.mode != "streaming":
+            return None
+        _, _, src, dst = self._outer_hops(P, n)
+        if not len(src):
+            return None
+        links, hops = self.routes.link_paths(src, dst)
+        res = self.resources.paths(src, dst, links, hops)
+        return _count(res, np.ones(len(src)), self.resources.count)
 
     @property
     def classes(self) -> int:
@@ -350,7 +462,7 @@ class PlanFigures:
         P = self.domain_of
         rr, kk = np.nonzero(P[:, :-1] != P[:, 1:])
         table = _ChannelTable(self.routes, self.resources, P[rr, kk], P[rr, kk + 1], np.ones(len(rr)),
-                              self.add_directions)
+                              self.add_directions, self._extra_users)
         return rr, kk, table
 
     def comm(self, states: NetworkStates) -> Comm:
@@ -394,23 +506,52 @@ class PlanFigures:
         return Comm(x, l, self.sync_times(states))
 
     def sync_times(self, states: NetworkStates) -> np.ndarray:
-        """AR_j (K, S), seconds: the intra part plus, for a stage whose replicas sit in
-        K_j > 1 domains, ``phi(K_j) G_j / ring_bandwidth + 2 (K_j - 1) ring_latency``
-        with the ring's smallest hop share and largest hop latency (SPEC 5)."""
+        """AR_j (K, S), seconds: per ring, its intra part plus, for a ring over K > 1
+        domains, ``phi(K) G / ring_bandwidth + 2 (K - 1) ring_latency`` with the ring's
+        smallest hop share and largest hop latency (SPEC 5); per stage the largest over
+        its rings (one ring per stage but under diloco and streaming, where this is the
+        inner sync AR^in_j of SPEC 11).  A compressed every-step sync adds X_j."""
         K, S = states.count, self.S
-        ar = np.broadcast_to(self.ar_intra, (K, S)).copy()
+        val = np.broadcast_to(self.r_intra, (K, len(self.r_intra))).copy()
         if self.ring.size:
             bw, lat = self.ring.figures(states)
-            js = self.ring_stages
+            rows = self.ring_rows
             pad = self.ring_pad
             ring_bw = np.concatenate([bw, np.full((K, 1), np.inf)], axis=1)[:, pad].min(axis=2)
             ring_lat = np.concatenate([lat, np.full((K, 1), -np.inf)], axis=1)[:, pad].max(axis=2)
+            kr = self.r_k[rows]
+            G = self.G_sync[self.r_stage[rows]]
+            with np.errstate(divide="ignore"):
+                vol = np.where(ring_bw > 0, phi(kr, self.sync) * G / np.where(
+                    ring_bw > 0, ring_bw, 1.0), np.inf)
+            val[:, rows] += vol + 2 * (kr - 1) * ring_lat
+        if self._one_ring_per_stage:
+            ar = val
+        else:
+            ar = np.zeros((K, S))
+            for j in np.unique(self.r_stage).tolist():
+                ar[:, j] = val[:, self.r_stage == j].max(axis=1)
+        if self.dp.mode == "every_step" and self.dp.compressed and self.R > 1:
+            ar = ar + self.codec_times(np.ones(S, bool))
+        return ar
+
+    def outer_times(self, states: NetworkStates) -> tuple[np.ndarray, np.ndarray]:
+        """The outer sync of SPEC 11, ``(O^bw, O^lat)``, each (K, S) seconds:
+        ``phi(K_j) G^o_j / ring_bandwidth_j`` and ``2 (K_j - 1) ring_latency_j`` over the
+        outer rings (sharing among themselves only); 0 where O_j is not charged."""
+        K, S = states.count, self.S
+        obw, olat = np.zeros((K, S)), np.zeros((K, S))
+        if self.outer.size:
+            bw, lat = self.outer.figures(states)
+            js = self.outer_stages
+            ring_bw = np.concatenate([bw, np.full((K, 1), np.inf)], axis=1)[:, self.outer_pad].min(axis=2)
+            ring_lat = np.concatenate([lat, np.full((K, 1), -np.inf)], axis=1)[:, self.outer_pad].max(axis=2)
             kr = self.ring_k[js]
             with np.errstate(divide="ignore"):
-                vol = np.where(ring_bw > 0, phi(kr, self.sync) * self.G[js] / np.where(
+                obw[:, js] = np.where(ring_bw > 0, phi(kr, self.sync) * self.G_outer[js] / np.where(
                     ring_bw > 0, ring_bw, 1.0), np.inf)
-            ar[:, js] += vol + 2 * (kr - 1) * ring_lat
-        return ar
+            olat[:, js] = 2 * (kr - 1) * ring_lat
+        return obw, olat
 
     def wan_bytes(self) -> float:
         """Bytes crossing domains per iteration (SPEC 6 cost): boundaries both
@@ -455,11 +596,12 @@ class _ChannelTable:
     and stages) between them.  A pair's forward channel runs along route(src, dst),
     its backward channel along that path reversed; n_F(q), n_B(q) count the channels
     using resource q, n(q) is their sum (``add``) or their larger (under v2, with
-    undirected resources, the count of flows per link), and a pair gets the smallest
+    undirected resources, the count of flows per link), plus ``extra[q]`` (the outer
+    rings of a streaming sync, SPEC 11), and a pair gets the smallest
     ``cap(q) / n(q)`` over the resources of either channel.  Its latency is that of
     the forward route."""
 
-    def __init__(self, routes, resources: Resources, src, dst, flows, add: bool):
+    def __init__(self, routes, resources: Resources, src, dst, flows, add: bool, extra=None):
         self.size = len(src)
         self.resources = resources
         links, hops = routes.link_paths(src, dst)  # (pairs, width) in path order, -1 padded
@@ -468,6 +610,8 @@ class _ChannelTable:
             bwd = resources.paths(src, dst, links, hops, reverse=True)
             n_f, n_b = _count(fwd, flows, resources.count), _count(bwd, flows, resources.count)
             users = n_f + n_b if add else np.maximum(n_f, n_b)
+            if extra is not None:  # streaming's outer rings, one more channel each (SPEC 11)
+                users = users + extra
             res = np.concatenate([fwd, bwd], axis=1)
         else:
             users, res = _count(fwd, flows, resources.count), fwd

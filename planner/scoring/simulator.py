@@ -50,7 +50,7 @@ class Program:
     micro_batches: int
     code: list[tuple[int, int, int, int]]
     nregs: int
-    outputs: list[int]  # register holding E_j, per stage
+    outputs: list[int]  # register holding E_j, per stage (then, with ``starts``, stage j >= 1's first start)
     op_regs: dict = field(default_factory=dict)  # (stage, kind, i) -> (start, end, ready, prev) regs
     xfer_regs: dict = field(default_factory=dict)  # (dir, boundary, i) -> (start, end, arrive) regs
     phys: list[int] | None = None  # physical register of each virtual one
@@ -67,7 +67,7 @@ class Program:
         n = x.shape[1] if x.ndim == 2 and x.shape[0] else (l.shape[1] if l.ndim == 2 else 1)
         if self.stages == 1:
             n = max(n, 1)
-        out = np.empty((self.stages, n))
+        out = np.empty((len(self.outputs), n))
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
             calls, dur, xb, lb, outs = self._bound(hi - lo)
@@ -141,13 +141,16 @@ class Program:
         return view
 
 
-def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = False) -> Program:
+def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = False,
+                    starts: bool = False) -> Program:
     """Compile the iteration of a schedule into a :class:`Program`.
 
     ``schedule`` is ``"gpipe"``, ``"1f1b"`` or explicit op lists.  Raises
     :class:`planner.problem.oplists.Deadlock` if the op lists wait on each other.
     With ``keep_all`` every value keeps its own register, so that op and
     transfer times can be read back (used for traces and Gantt charts).
+    With ``starts`` the program also outputs, after the S stage ends, the start of
+    the first op of every stage j >= 1 (stage 0 starts at 0): SPEC 11's a_j.
     """
     S = stages
     lists = op_lists(schedule, S, micro_batches)
@@ -206,6 +209,8 @@ def compile_program(schedule, stages: int, micro_batches: int, keep_all: bool = 
         arrive[dst] = ar
         xfer_regs[(key[0], k, i)] = (s0, se, ar)
     outputs = [prev_end[j] for j in range(S)]
+    if starts:  # a stage's first op waits only for its input: its start is the arrival register
+        outputs += [op_regs[(j,) + tuple(lists[j][0])][2] for j in range(1, S)]
     prog = Program(S, micro_batches, code, nreg, outputs, op_regs, xfer_regs)
     _allocate(prog, keep_all)
     return prog
@@ -246,6 +251,8 @@ def _allocate(prog: Program, keep_all: bool) -> None:
 
 def simulate_times(program: Program, f, g, x, l) -> np.ndarray:
     """Stage finish times E_j over replicas: (K, S) from x, l of shape (K, R, S-1)."""
+    if len(program.outputs) != program.stages:
+        raise ValueError("a program compiled with starts: use simulate_ends_and_starts")
     K, R = x.shape[0], x.shape[1]
     S = program.stages
     # vector entries ordered (replica, state): boundary-major arrays (S-1, R*K)
@@ -257,3 +264,21 @@ def simulate_times(program: Program, f, g, x, l) -> np.ndarray:
     else:
         E = program.run(f, g, xv, lv)
     return E.reshape(S, R, K).max(axis=1).T
+
+
+def simulate_ends_and_starts(program: Program, f, g, x, l) -> tuple[np.ndarray, np.ndarray]:
+    """``(E, a)``, each (K, S): stage finish times, the latest over replicas, and the
+    start of each stage's first op, the earliest over replicas (a_0 = 0), for a
+    program compiled with ``starts=True``; x, l of shape (K, R, S-1)."""
+    K, R = x.shape[0], x.shape[1]
+    S = program.stages
+    if S == 1:
+        E = program.run(f, g, np.zeros((0, 1)), np.zeros((0, 1)))
+        return np.broadcast_to(E[:1, :1], (K, 1)).copy(), np.zeros((K, 1))
+    xv = np.ascontiguousarray(np.transpose(x, (2, 1, 0)).reshape(S - 1, R * K))
+    lv = np.ascontiguousarray(np.transpose(l, (2, 1, 0)).reshape(S - 1, R * K))
+    out = program.run(f, g, xv, lv)
+    E = out[:S].reshape(S, R, K).max(axis=1).T
+    a = np.zeros((K, S))
+    a[:, 1:] = out[S:].reshape(S - 1, R, K).min(axis=1).T
+    return E, a
