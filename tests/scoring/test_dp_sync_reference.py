@@ -60,23 +60,46 @@ def base_instance(units, R, *, latency_ms=5.0, gpus=64, memory_gb=80.0):
 
 def with_sync_fields(inst, *, codec_gbps=None, outer_bytes=8.0, quality=(),
                      modes=("every_step", "diloco", "streaming")):
-    """A duck-typed copy of ``inst`` with SPEC 11's instance fields (the reference reads
-    ``compression``, ``quality`` and ``options.dp_sync`` with defaults)."""
-    opts = inst.options.model_dump()
-    opts["dp_sync"] = list(modes)
-    return SimpleNamespace(
-        name=inst.name, gpu=inst.gpu, gpus=[], domains=list(inst.domains), links=list(inst.links),
-        units=inst.units, workload=inst.workload, options=SimpleNamespace(**opts),
-        compression=SimpleNamespace(codec_gbps=codec_gbps, outer_state_bytes_per_param=outer_bytes),
-        quality=[SimpleNamespace(**q) for q in quality])
+    """``inst`` rebuilt with SPEC 11's instance fields: ``[compression]``, ``[[quality]]``
+    and ``[options] dp_sync``."""
+    data = inst.to_dict()
+    data["workload"]["model"] = inst.workload.model
+    data["options"]["dp_sync"] = list(modes)
+    data["compression"] = {"outer_state_bytes_per_param": outer_bytes}
+    if codec_gbps is not None:
+        data["compression"]["codec_gbps"] = codec_gbps
+    data["quality"] = list(quality)
+    return Instance.from_dict(data)
 
 
 def with_dp_sync(inst, bounds, placement, **sync):
-    """A plan (gpipe, b = 1, t = 1) as a namespace carrying ``dp_sync`` (None when empty)."""
-    plan = Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst, schedule="gpipe")
-    fields = {k: getattr(plan, k) for k in ("stages", "placement", "tp", "micro_batch_size",
-                                            "num_micro_batches", "schedule")}
-    return SimpleNamespace(**fields, dp_sync=dict(sync) or None)
+    """A plan (gpipe, b = 1, t = 1) with ``dp_sync`` (None when empty)."""
+    return Plan.build(bounds, placement, tp=1, micro_batch_size=1, instance=inst, schedule="gpipe",
+                      dp_sync=DpSync(**sync) if sync else None)
+
+
+def both(inst, plan, bw_gbps=None, lat_ms=None):
+    """The reference's figures (:func:`ref3_effective`), after checking that the package's
+    Evaluator and ``evaluate`` give the same to 1e-9: so every closed form below holds
+    for both."""
+    ref = ref3_effective(inst, plan, bw_gbps, lat_ms)
+    states = NetworkStates.base(inst)
+    if bw_gbps is not None or lat_ms is not None:
+        bw = bw_gbps if bw_gbps is not None else [lk.bandwidth_gbps for lk in inst.links]
+        lat = lat_ms if lat_ms is not None else [lk.latency_ms for lk in inst.links]
+        states = NetworkStates(np.array([bw], dtype=float), np.array([lat], dtype=float))
+    ev = Evaluator(inst, plan)
+    got = {"T_in": ev.iteration_times(states)[0], "T_eff": ev.effective_times(states)[0],
+           "Test_in": ev.estimate_times(states)[0], "Test_eff": ev.effective_estimate_times(states)[0],
+           "e": ev.quality[0], "score": ev.scores(states)[0]}
+    for key, val in got.items():
+        assert close(float(val), ref[key]), (key, float(val), ref[key])
+    if bw_gbps is None and lat_ms is None:
+        full = evaluate(inst, plan)
+        assert all(close(a, b / 1e9) for a, b in zip(full.memory_gb_per_gpu, ref["memory"]))
+        assert close(full.wan_gb_per_iteration, ref["wan_bytes"] / 1e9)
+        assert close(full.effective_time_s, ref["T_eff"])
+    return ref
 
 
 def one_stage_two_per_domain(**kw):
@@ -99,7 +122,7 @@ def test_plain_every_step_closed_form():
     # G = 5e9: intra phi(2) G / 25e9 = 0.2; cross phi(2) G / 1.25e9 + 2 * 0.005 = 4.01
     inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
     plan = with_dp_sync(inst, bounds, placement)
-    r = ref3_effective(inst, plan)
+    r = both(inst, plan)
     assert r["T_in"] == approx(3 + 0.2 + 4.01) and r["T_eff"] == r["T_in"]
     assert r["Test_eff"] == approx(7.21) and r["Test_in"] == approx(7.21)
     assert (r["e"], r["source"]) == (1.0, None)
@@ -112,7 +135,7 @@ def test_every_step_4_bits_with_codec_closed_form():
     # X = 1: AR = 2.06, T = T_eff = T_est = 5.06; e = 1 (default row 1)
     inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
     plan = with_dp_sync(inst, bounds, placement, mode="every_step", bits=4)
-    r = ref3_effective(inst, plan)
+    r = both(inst, plan)
     comm = r["comm"]
     assert comm["intra"] == approx([0.05]) and comm["cross"] == approx([1.01])
     assert comm["X"] == approx([1.0]) and comm["AR"] == approx([2.06])
@@ -123,7 +146,7 @@ def test_every_step_4_bits_with_codec_closed_form():
     assert r["memory"] == approx([16 * P_BIG])  # no outer state for every_step
     # without a codec X = 0; at 16 bits X = 0 even with one
     inst0, _, _ = one_stage_two_per_domain()
-    assert ref3_effective(inst0, plan)["T_eff"] == approx(4.06)
+    assert both(inst0, plan)["T_eff"] == approx(4.06)
     assert ref3_comm(inst, with_dp_sync(inst, bounds, placement, mode="every_step"))["X"] == [0.0]
     # one replica: no sync, no codec
     single = with_sync_fields(base_instance([0.0], R=1), codec_gbps=40.0)
@@ -137,7 +160,7 @@ def test_diloco_closed_form(outer_state, memory):
     # T_sync = 3 + 0.2 + 1 + 1.01 = 5.21; H = 10: T_eff = 3.2 + (5.21 - 3.2) / 10 = 3.401
     inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
     plan = with_dp_sync(inst, bounds, placement, mode="diloco", H=10, bits=4, outer_state=outer_state)
-    r = ref3_effective(inst, plan)
+    r = both(inst, plan)
     comm = r["comm"]
     assert comm["M"] == 2 and comm["charged"] == [True]
     assert comm["AR"] == approx([0.2]) and comm["O"] == approx([1.01]) and comm["X"] == approx([1.0])
@@ -150,15 +173,15 @@ def test_diloco_closed_form(outer_state, memory):
     # 16 bits, no codec: O = 5e9 / 1.25e9 + 0.01 = 4.01, T_eff = 3.2 + 4.01 / 10
     inst16, _, _ = one_stage_two_per_domain()
     plan16 = with_dp_sync(inst16, bounds, placement, mode="diloco", H=10)
-    assert ref3_effective(inst16, plan16)["T_eff"] == approx(3.2 + 0.401)
+    assert both(inst16, plan16)["T_eff"] == approx(3.2 + 0.401)
 
 
 def test_diloco_one_group_is_the_every_step_iteration():
     # every replica's stage 0 in a: M = 1, the inner sync is section 5's, T_eff = T_in = T
     inst, bounds, _ = one_stage_two_per_domain(codec_gbps=40.0)
     placement = [["a"]] * 4
-    plain = ref3_effective(inst, with_dp_sync(inst, bounds, placement))
-    r = ref3_effective(inst, with_dp_sync(inst, bounds, placement, mode="diloco", H=30, bits=4))
+    plain = both(inst, with_dp_sync(inst, bounds, placement))
+    r = both(inst, with_dp_sync(inst, bounds, placement, mode="diloco", H=30, bits=4))
     assert r["comm"]["M"] == 1 and r["comm"]["X"] == [0.0]  # no outer sync: no codec either
     assert r["T_eff"] == r["T_in"] == plain["T_in"] == approx(3 + 1.5 * 5e9 / 25e9)
 
@@ -174,13 +197,13 @@ def test_diloco_one_group_is_the_every_step_iteration():
 def test_streaming_closed_forms(F, nu, H, bw, want):
     inst, bounds, placement = one_stage_two_per_domain(codec_gbps=40.0)
     plan = with_dp_sync(inst, bounds, placement, mode="streaming", H=H, bits=4, fragments=F, overlap=nu)
-    r = ref3_effective(inst, plan, bw_gbps=[bw])
+    r = both(inst, plan, bw_gbps=[bw])
     assert r["T_in"] == approx(3.2) and r["comm"]["a"] == [0.0]
     assert r["T_eff"] == approx(want) and r["Test_eff"] == approx(want)
     assert r["memory"] == approx([24 * P_BIG])
     plan_cpu = with_dp_sync(inst, bounds, placement, mode="streaming", H=H, bits=4, fragments=F,
                             overlap=nu, outer_state="cpu")
-    assert ref3_effective(inst, plan_cpu)["memory"] == approx([(16 + 8 / F) * P_BIG])
+    assert both(inst, plan_cpu)["memory"] == approx([(16 + 8 / F) * P_BIG])
 
 
 # ---------------------------------------------------------------- instance 2
@@ -195,7 +218,7 @@ def test_streaming_outer_rings_are_extra_channels_and_a_j():
     # T_eff = 12 + 2 / 10 = 12.2.  nu = 1: W_0 = 12 hides it: T_eff = 12.
     inst, bounds, placement = two_stages_crossed()
     plan = with_dp_sync(inst, bounds, placement, mode="streaming", H=10, bits=4, fragments=1, overlap=0)
-    r = ref3_effective(inst, plan)
+    r = both(inst, plan)
     comm = r["comm"]
     assert [x for row in comm["x"] for x in row] == approx([3.0, 3.0])
     assert r["E"] == approx([12.0, 7.0]) and comm["a"] == approx([0.0, 4.0])
@@ -205,7 +228,7 @@ def test_streaming_outer_rings_are_extra_channels_and_a_j():
     assert r["Test_in"] == approx(12.0) and r["Test_eff"] == approx(12.2)
     assert r["a_est"] == approx([0.0, 4.0])
     hidden = with_dp_sync(inst, bounds, placement, mode="streaming", H=10, bits=4, overlap=1)
-    assert ref3_effective(inst, hidden)["T_eff"] == approx(12.0)
+    assert both(inst, hidden)["T_eff"] == approx(12.0)
     # WAN: boundaries 2 m A per replica, outer 2 (K - 1) G^o / H per stage
     assert r["wan_bytes"] == approx(2 * 2 * 1.25e9 + 2 * 2 * 1.25e9 / 10)
 
@@ -214,7 +237,7 @@ def test_diloco_has_no_extra_channels():
     # x = 1: E = (8, 5); O_j = 2 (4 bits); T_sync = max(8 + 2, 5 + 2) = 10, T_eff = 8 + 2 / 10
     inst, bounds, placement = two_stages_crossed()
     plan = with_dp_sync(inst, bounds, placement, mode="diloco", H=10, bits=4)
-    r = ref3_effective(inst, plan)
+    r = both(inst, plan)
     assert [x for row in r["comm"]["x"] for x in row] == approx([1.0, 1.0]) and r["E"] == approx([8.0, 5.0])
     assert r["T_in"] == approx(8.0) and r["T_eff"] == approx(8.2) and r["Test_eff"] == approx(8.2)
 
@@ -223,8 +246,8 @@ def test_identity_diloco_H1_16_bits_is_every_step():
     # every-step: both stages' rings share each direction (cap / 2): AR = 5e9 / 6.25e8 = 8,
     # T = max(8 + 8, 5 + 8) = 16; diloco H = 1, q = 16: T_in = 8, O = 8, T_eff = 16
     inst, bounds, placement = two_stages_crossed()
-    plain = ref3_effective(inst, with_dp_sync(inst, bounds, placement))
-    dil = ref3_effective(inst, with_dp_sync(inst, bounds, placement, mode="diloco", H=1))
+    plain = both(inst, with_dp_sync(inst, bounds, placement))
+    dil = both(inst, with_dp_sync(inst, bounds, placement, mode="diloco", H=1))
     assert plain["T_eff"] == approx(16.0) and dil["T_in"] == approx(8.0)
     assert dil["T_eff"] == approx(16.0) and dil["Test_eff"] == approx(plain["Test_eff"])
     assert dil["wan_bytes"] == approx(plain["wan_bytes"])
@@ -288,14 +311,16 @@ def test_memory_with_outer_state_decides_feasibility():
             plan = with_dp_sync(inst, [(0, 1)], [["a"], ["a"], ["b"], ["b"]], mode="diloco", H=10,
                                 outer_state=outer_state)
             assert (not ref3_violations(inst, plan)) == ok, (memory_gb, outer_state)
+            assert evaluate(inst, plan).feasible == ok, (memory_gb, outer_state)
         # streaming on the CPU keeps 1/F of it on the GPU: 16 P + 8 P / 2 = 50e9 fits 54e9
         plan = with_dp_sync(inst, [(0, 1)], [["a"], ["a"], ["b"], ["b"]], mode="streaming", H=10,
                             fragments=2, outer_state="cpu")
-        assert not ref3_violations(inst, plan)
+        assert not ref3_violations(inst, plan) and evaluate(inst, plan).feasible
     # a mode the instance does not allow is infeasible
     inst = with_sync_fields(base_instance([0.0], R=4), modes=("every_step",))
     plan = with_dp_sync(inst, [(0, 1)], [["a"], ["b"], ["a"], ["b"]], mode="diloco", H=10)
     assert any("not allowed" in v for v in ref3_violations(inst, plan))
+    assert not evaluate(inst, plan).feasible
 
 
 # ---------------------------------------------------------------- the package against the reference
@@ -339,6 +364,7 @@ def sync_cases(draw, identity=False, modes=("every_step", "diloco", "streaming")
     kind = draw(st.sampled_from(["gpipe", "1f1b", "explicit"]))
     mode = draw(st.sampled_from(modes))
     H = draw(st.sampled_from([1, 2, 10, 10, 30, 100, 200]))
+    # q > 16 is left to test_payload_above_16_bits_is_p_q_over_8 (xfail: the package caps it)
     sync = {"mode": mode, "bits": draw(st.sampled_from([2, 4, 4, 8, 16, 16]))}
     if mode != "every_step":
         sync["H"] = H
@@ -414,6 +440,11 @@ def _assert_rows(got, want, what, case):
     got = np.atleast_1d(np.asarray(got, dtype=float))
     assert len(got) == len(want), (what, got, want)
     for k, (a, b) in enumerate(zip(got, want)):
+        if math.isnan(a) and math.isinf(b):
+            # the finding of test_down_link_gives_infinite_effective_time (xfail): kept
+            # out of the random tests so that they keep checking everything else
+            event("package NaN where the reference is infinite (xfail finding)")
+            continue
         assert close(float(a), float(b)), (
             f"{what} state {k}: package {a!r} != reference {b!r}\n"
             f"plan={plan.to_json(indent=None)}\ninstance={inst.to_dict()}\n"
@@ -459,7 +490,9 @@ def test_package_equals_reference_on_random_sync_plans(case):
     ev = Evaluator(inst, plan)
     assert close(ev.quality[0], e_ref)
     if source is not None and source.startswith("default row"):
-        assert ev.quality[1] == source  # SPEC 11: "the row's source, or "default row N""
+        # SPEC 11: "the row's source, or "default row N""; the package adds the table's
+        # source column after it ("default row 1: CocktailSGD ...")
+        assert ev.quality[1].startswith(source + ":") or ev.quality[1] == source, ev.quality
     est = [ref3_effective_estimate(inst, plan, *s) for s in _states(states)]
     _assert_rows(ev.estimate_times(states), [a for a, _ in est], "T^est_in", case)
     _assert_rows(ev.effective_estimate_times(states), [b for _, b in est], "T^est_eff", case)
@@ -476,6 +509,9 @@ def test_package_equals_reference_on_random_sync_plans(case):
     _assert_rows(T_eff, [w["T_eff"] for w in want], "T_eff", case)
     _assert_rows(ev.scores(states), [w["score"] for w in want], "score", case)
     _assert_rows(ev.cost(T_eff), [w["cost"] for w in want], "cost", case)
+    # replicas grouped by identical figures (the default) or one by one: the same numbers
+    flat = Evaluator(inst, plan, group_replicas=False)
+    _assert_rows(flat.effective_times(states), [w["T_eff"] for w in want], "T_eff ungrouped", case)
     _coverage_events(want)
     # figures of the base state: memory with outer state, WAN bytes, cost, feasibility
     full = evaluate(inst, plan)
@@ -543,3 +579,47 @@ def test_memory_infeasible_exactly_when_reference_memory_with_outer_state_exceed
         event("over with outer state")
 
 
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "package gives NaN, not infinity, for T_eff, T^est_eff and scores() of a diloco or "
+    "streaming plan whose boundary crosses a down link (T_in = inf, so T_sync - T_in and "
+    "T_in - E_j are inf - inf); SPEC 8: 'a plan whose transfers use it has T = infinity', "
+    "and T_eff >= T_in (SPEC 11)"))
+@pytest.mark.parametrize("sync", [{"mode": "diloco", "H": 10, "bits": 4},
+                                  {"mode": "streaming", "H": 10, "bits": 4, "fragments": 2,
+                                   "overlap": 0}])
+def test_down_link_gives_infinite_effective_time(sync):
+    # instance 2 (two stages of one unit, replicas [a, b] and [b, a]); state 1 takes the
+    # only link down: the reference gives T_in = T_eff = inf (and the estimates alike)
+    inst = base_instance([A_ONE, 0.0], R=2, latency_ms=0.0)
+    plan = Plan.build([(0, 1), (1, 2)], [["a", "b"], ["b", "a"]], tp=1, micro_batch_size=1,
+                      instance=inst, schedule="gpipe", dp_sync=DpSync(**sync))
+    states = NetworkStates(np.array([[10.0], [0.0]]), np.array([[0.0], [0.0]]))
+    ref = ref3_effective(inst, plan, [0.0], [0.0])
+    assert math.isinf(ref["T_in"]) and math.isinf(ref["T_eff"]) and math.isinf(ref["Test_eff"])
+    ev = Evaluator(inst, plan)
+    assert math.isinf(ev.iteration_times(states)[1])
+    with np.errstate(invalid="ignore"):
+        got = (ev.effective_times(states)[1], ev.effective_estimate_times(states)[1],
+               ev.scores(states)[1])
+    assert all(math.isinf(v) and v > 0 for v in got), got
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "package sends min(q, 16) bits per parameter: at q = 32 (allowed, SPEC 9: bits in "
+    "[1, 32]) it charges every_step T = 7.21 s and diloco T_eff = 3.601 s on instance 1, "
+    "where SPEC 11's 'G^o_j = P_j * q / 8 bytes' and 'Section 5's gradient synchronisation "
+    "with G^o_j in place of G_j' give 11.41 s and 4.001 s (WAN 20 GB and 2 GB, not 10 and 1)"))
+@pytest.mark.parametrize("sync,T_eff,wan_gb", [
+    # every_step: G^o = 32 P / 8 = 1e10: intra 1e10 / 25e9 = 0.4, cross 1e10 / 1.25e9 + 0.01
+    ({"mode": "every_step", "bits": 32}, 3 + 0.4 + 8.01, 2 * 1e10 / 1e9),
+    # diloco: T_in = 3.2, O = 8.01: T_eff = 3.2 + 8.01 / 10
+    ({"mode": "diloco", "H": 10, "bits": 32}, 3.2 + 0.801, 2 * 1e10 / 10 / 1e9),
+])
+def test_payload_above_16_bits_is_p_q_over_8(sync, T_eff, wan_gb):
+    inst, bounds, placement = one_stage_two_per_domain()
+    plan = with_dp_sync(inst, bounds, placement, **sync)
+    ref = ref3_effective(inst, plan)
+    assert ref["T_eff"] == approx(T_eff) and ref["wan_bytes"] / 1e9 == approx(wan_gb)
+    both(inst, plan)
