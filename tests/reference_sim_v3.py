@@ -12,8 +12,10 @@ per-(replica, stage) figures with GPU types and ``unit_overhead_ms`` (5),
 full-duplex direction-aware transfer resources with uplinks, n(q), gradient
 synchronisation (ring / reduce_broadcast, processor sharing) (5), the exact
 event simulation with deadlock detection (6), the flush-based estimate (7)
-and the cost per iteration (6).  Not covered: ``dp_sync`` other than plain
-every-step (section 11), several jobs (10), plan switches (8).
+and the cost per iteration (6), and communication reduction (11: every_step
+with bits and a codec, diloco, streaming, their estimates, memory with outer
+state, WAN bytes, the quality lookup; :func:`ref3_effective`).  Not covered:
+several jobs (10), plan switches (8).
 
 Interface (duck-typed; every v3 field is read with ``getattr`` and a
 default, so today's ``planner.Instance`` / ``planner.Plan`` work as they are)
@@ -43,7 +45,13 @@ plan
     ``stages`` (``start``, ``end``), ``placement`` (domain names, R rows of S),
     ``tp``, ``micro_batch_size``, ``num_micro_batches``, ``schedule``
     (``"gpipe"``, ``"1f1b"``, an object with ``ops``, or a list of op
-    lists), optional ``dp_sync`` (None or every-step at 16 bits only).
+    lists), optional ``dp_sync`` (None, a dict or an object with ``mode``,
+    ``H``, ``bits``, ``fragments``, ``overlap``, ``outer_state``).
+instance, SPEC 11
+    optional ``compression`` (``codec_gbps`` default None,
+    ``outer_state_bytes_per_param`` default 8) and ``quality`` (rows with
+    ``modes``, ``max_groups``, ``max_H``, ``min_bits``, ``e``, ``source``;
+    None: no bound), dicts or objects.
 network state
     ``bw_gbps``, ``lat_ms``: lists indexed like ``instance.links`` (None: the
     base figures).  Routes always come from the base network.
@@ -117,6 +125,57 @@ is a finding, not a tweak):
   per (replica, stage) against its type; a valid op list per stage; the
   ``dp_sync`` mode allowed.  b need not be one of ``micro_batch_sizes``
   (section 4 does not ask it).
+
+Readings of SPEC 11 (``dp_sync``):
+
+* Payload G^o_j = P_j q / 8 (at q = 16 it is G_j exactly).  every_step with
+  bits: section 5's sync with G^o_j in the intra part, the cross part and the
+  users' volumes, plus X_j when R > 1 (also when the replicas of stage j sit
+  in one domain: "every_step: R > 1").  every_step at q > 16 is looked up in
+  the quality rows like any q != 16 and has X_j = 0.
+* Inner sync: each group runs section 5's sync over its own replicas with G_j
+  (16 bits), rings over the group's domains of stage j in instance order;
+  every (group, stage, hop) of every group is a user of the same processor
+  sharing; AR^in_j is the largest intra + cross over groups (a group of one
+  replica: 0).  The inner rings share only with inner rings, the outer rings
+  only with outer rings (they run at different times under diloco; under
+  streaming SPEC says "among the outer users only"), and neither with
+  boundary channels (except n_O below).
+* O_j is charged when M > 1, K_j > 1 and P_j > 0 (a stage without parameters
+  has no sync, as section 5's "0 when G_j = 0"); the outer ring runs over the
+  K_j domains of stage j in instance order with phi of the workload's
+  ``gradient_sync`` (2 for reduce_broadcast) and volume phi(K_j) G^o_j; users
+  are the (stage, hop) pairs of the charged stages.  X_j (diloco,
+  streaming) only for charged stages.
+* diloco: T_sync = max over all stages of E_j + AR^in_j + X_j + O_j (X, O = 0
+  where not charged); T_eff = T_in + (T_sync - T_in) / H.  No stage charged
+  (M = 1, or every stage in one domain): T_eff = T_in.
+* streaming: the max over j in s_j and in the floor runs over the charged
+  stages only; none charged: T_eff = T_in.  n_O(q) = the number of outer
+  (stage, hop) pairs over resource q (links in their direction and uplinks,
+  as any transfer); n(q) = max(n_F, n_B) + n_O or n_F + n_B + n_O for every
+  resource a boundary channel uses, in the simulation AND in the estimate (the
+  x_{k,r} of section 7 are section 5's, which streaming changes).  diloco and
+  every_step add no channels.
+* a_j = the start of stage j's first op (its first op in its list), the
+  earliest over replicas, from the same simulation that gives T_in; the
+  estimate uses a^est_j as written.  W_j uses E_j (latest over replicas) and
+  AR^in_j.
+* Infinite T_in (a link down) gives T_eff = infinity; so does an infinite
+  O_j (an outer hop over a down link), never NaN.
+* Memory: phi_o beta_o P_j / t is added for diloco and streaming whenever
+  the mode is set, also when M = 1 or O_j is not charged (SPEC 11 puts no
+  condition on it); it enters the feasibility check per (replica, stage).
+* WAN bytes: every_step at q < 16 or q > 16: boundaries + 2(K - 1) G^o_j per
+  stage with K > 1 (R > 1); diloco / streaming: boundaries + 2(K_{g,j} - 1) G_j
+  per (group, stage) with K_{g,j} > 1 + 2(K_j - 1) G^o_j / H per charged stage
+  (the same for streaming: all F fragments of a block are sent once per H
+  steps).  Cost = section 6's with T_eff.
+* Quality: e = 1 and source None for every_step at 16 bits, without lookup.
+  Otherwise rows in order (instance rows, then defaults "default row N");
+  absent bounds match all; every_step looks up with M = H = 1; diloco and
+  streaming with M = the number of groups, also M = 1.  No match: an error
+  (:class:`RefNoQuality`).  The score is T_eff / e (or cost at T_eff / e).
 """
 
 from __future__ import annotations
@@ -191,6 +250,101 @@ def _state(instance, bw_gbps, lat_ms):
     if lat_ms is None:
         lat_ms = [lk.latency_ms for lk in instance.links]
     return list(bw_gbps), list(lat_ms)
+
+
+# ---------------------------------------------------------------- dp_sync (SPEC 11)
+def _get(obj, key, default=None):
+    """``obj[key]`` or ``obj.key`` (dicts and objects alike), ``default`` when absent or None."""
+    if obj is None:
+        return default
+    val = obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+    return default if val is None else val
+
+
+def ref3_sync(plan):
+    """The plan's ``dp_sync`` as a plain dict with every default filled:
+    ``mode``, ``H`` (1 for every_step), ``bits``, ``fragments``, ``overlap``,
+    ``outer_state``; None (absent) is every-step at 16 bits.
+
+    >>> ref3_sync(type("P", (), {"dp_sync": None})())["mode"]
+    'every_step'
+    """
+    ds = getattr(plan, "dp_sync", None)
+    mode = _get(ds, "mode", "every_step")
+    return {"mode": mode,
+            "H": 1 if mode == "every_step" else int(_get(ds, "H")),
+            "bits": int(_get(ds, "bits", 16)),
+            "fragments": int(_get(ds, "fragments", 1)),
+            "overlap": int(_get(ds, "overlap", 1)),
+            "outer_state": _get(ds, "outer_state", "gpu")}
+
+
+def is_outer(sync):
+    return sync["mode"] in ("diloco", "streaming")
+
+
+def is_plain(sync):
+    return sync["mode"] == "every_step" and sync["bits"] == 16
+
+
+def ref3_groups(plan):
+    """Groups of SPEC 11: {stage-0 domain: [replica indices]}, in replica order."""
+    groups = {}
+    for r, row in enumerate(plan.placement):
+        groups.setdefault(row[0], []).append(r)
+    return groups
+
+
+# SPEC 11's table: (modes, max_groups, max_H, min_bits, e)
+DEFAULT_QUALITY_ROWS = (
+    (("every_step",), None, None, 4, 1.00),
+    (("diloco", "streaming"), 2, 100, 4, 1.00),
+    (("diloco", "streaming"), 4, 30, 4, 0.92),
+    (("diloco", "streaming"), 4, 100, 4, 0.76),
+    (("diloco", "streaming"), 8, 30, 4, 0.74),
+)
+
+
+class RefNoQuality(Exception):
+    """No quality row covers the plan's dp_sync option (an input error)."""
+
+
+def ref3_quality(instance, plan):
+    """(e, source) of SPEC 11: 1 for every-step at 16 bits; else the first
+    matching row among the instance's ``quality`` rows, then the 5 defaults
+    (source "default row N").  Raises :class:`RefNoQuality` when none matches.
+
+    Reading: the lookup runs for diloco / streaming whatever M (also M = 1,
+    where T_eff = T_in); an instance row without ``source`` reports None."""
+    sync = ref3_sync(plan)
+    if is_plain(sync):
+        return 1.0, None
+    outer = is_outer(sync)
+    M = len(ref3_groups(plan)) if outer else 1
+    H = sync["H"] if outer else 1
+    rows = [(_get(row, "modes"), _get(row, "max_groups"), _get(row, "max_H"),
+             _get(row, "min_bits"), _get(row, "e"), _get(row, "source"))
+            for row in (getattr(instance, "quality", None) or ())]
+    rows += [(*row, f"default row {i}") for i, row in enumerate(DEFAULT_QUALITY_ROWS, start=1)]
+    for modes, max_groups, max_H, min_bits, e, source in rows:
+        if (sync["mode"] in modes and (max_groups is None or M <= max_groups)
+                and (max_H is None or H <= max_H) and (min_bits is None or sync["bits"] >= min_bits)):
+            return float(e), source
+    raise RefNoQuality(f"no quality row covers {sync} with M = {M}")
+
+
+def _compression(instance):
+    comp = getattr(instance, "compression", None)
+    return _get(comp, "codec_gbps", None), float(_get(comp, "outer_state_bytes_per_param", 8.0))
+
+
+def outer_state_factor(sync):
+    """phi_o of SPEC 11's memory rule."""
+    if not is_outer(sync):
+        return 0.0
+    if sync["outer_state"] == "gpu":
+        return 1.0
+    return 0.0 if sync["mode"] == "diloco" else 1.0 / sync["fragments"]
 
 
 # ---------------------------------------------------------------- schedules
@@ -377,6 +531,9 @@ def ref3_stage_figures(instance, plan):
     reserve = getattr(instance.options, "memory_reserve_fraction", 0.10)
     ops = ref3_op_lists(plan)
     inflight = ref3_inflight(ops)
+    # SPEC 11: outer state phi_o * beta_o * P_j / t (0 for every_step)
+    phi_o = outer_state_factor(ref3_sync(plan))
+    beta_o = _compression(instance)[1]
     fig = {"A": [], "P": [], "G": [], "F": [], "n_units": [], "stored": [], "TP": [],
            "inflight": inflight, "memory_bytes": [], "m": m}
     for j, st in enumerate(plan.stages):
@@ -389,7 +546,8 @@ def ref3_stage_figures(instance, plan):
         fig["TP"].append(sum(getattr(u, "tp_bytes_per_token", 0.0) or 0.0 for u in us))
         fig["A"].append(us[-1].out_bytes_per_token * b * s)
         fig["memory_bytes"].append(
-            (16 * fig["P"][-1] + inflight[j] * b * s * fig["stored"][-1]) / t)
+            (16 * fig["P"][-1] + inflight[j] * b * s * fig["stored"][-1]) / t
+            + phi_o * beta_o * fig["P"][-1] / t)
     for key in ("f", "g", "c", "y", "o", "mem_limit", "type"):
         fig[key] = []
     for row in plan.placement:
@@ -423,9 +581,41 @@ def every_flush_gpipe_shaped(plan):
     return all(fl["gpipe_shaped"] for fl in ref3_flushes(ref3_op_lists(plan)))
 
 
+def _ring_shares(instance, rings, bw_gbps, lat_ms):
+    """Processor sharing among the hops of ``rings`` alone (SPEC 5's cross part).
+
+    ``rings``: (key, domains in instance order, volume V per hop).  Every
+    (ring, hop) is a user of each resource its hop uses, with its ring's V;
+    returns ({key: (ring bandwidth B/s, ring latency s)}, users, hops) with
+    users = {resource: [volumes]} and hops = [(key, resources, links, V)]."""
+    routes = ref3_routes(instance)
+    hops = []
+    for key, ds, V in rings:
+        K = len(ds)
+        for i in range(K):
+            nodes, links = routes[(ds[i], ds[(i + 1) % K])]
+            hops.append((key, path_resources(instance, nodes, links), links, V))
+    users = {}
+    for _, res, _, V in hops:
+        for q in res:
+            users.setdefault(q, []).append(V)
+    out = {}
+    for key, res, links, V in hops:
+        hop_bw = min(capacity(instance, q, bw_gbps) * V / sum(min(u, V) for u in users[q])
+                     for q in res)
+        ring_bw, ring_lat = out.get(key, (INF, 0.0))
+        out[key] = (min(ring_bw, hop_bw), max(ring_lat, path_latency(links, lat_ms)))
+    return out, users, hops
+
+
 def ref3_comm(instance, plan, bw_gbps=None, lat_ms=None):
-    """x[r][k], l[r][k] per (replica, boundary), AR[j] (intra + cross) per stage,
-    and the counts: ``nF``, ``nB``, ``n`` per resource, ``sync_users``."""
+    """x[r][k], l[r][k] per (replica, boundary), AR[j] per stage, and the counts:
+    ``nF``, ``nB``, ``nO``, ``n`` per resource, ``sync_users``, ``outer_users``.
+
+    With ``dp_sync`` (SPEC 11): every_step with bits -> AR_j = intra + cross + X_j
+    over G^o_j; diloco / streaming -> AR[j] is AR^in_j (per group, the largest),
+    and ``O``, ``Obw``, ``Olat``, ``X``, ``charged`` (O_j charged) per stage;
+    under streaming the outer hops count in n(q) (``nO``)."""
     bw_gbps, lat_ms = _state(instance, bw_gbps, lat_ms)
     fig = ref3_stage_figures(instance, plan)
     routes = ref3_routes(instance)
@@ -433,10 +623,45 @@ def ref3_comm(instance, plan, bw_gbps=None, lat_ms=None):
     order = _order(instance)
     R, S, t = len(plan.placement), len(plan.stages), plan.tp
     shaped = every_flush_gpipe_shaped(plan)
+    kind = gradient_sync_kind(instance)
+    sync = ref3_sync(plan)
+    outer = is_outer(sync)
+    q_bits = sync["bits"]
+    codec, _ = _compression(instance)
+    groups = ref3_groups(plan)
+    M = len(groups)
+    ring_domains = [sorted({plan.placement[r][j] for r in range(R)}, key=order.__getitem__)
+                    for j in range(S)]
+    K = [len(ds) for ds in ring_domains]
+    Go = [P * q_bits / 8 for P in fig["P"]]  # G^o_j = P_j q / 8 (= G_j at 16 bits)
 
-    # boundary channels
+    # outer sync (SPEC 11): charged when M > 1, K_j > 1 and P_j > 0 (a stage without
+    # parameters has no sync, as in section 5); its rings share among themselves only
+    charged = [outer and M > 1 and K[j] > 1 and fig["P"][j] > 0 for j in range(S)]
+    outer_rings = [(j, ring_domains[j], phi(K[j], kind) * Go[j]) for j in range(S) if charged[j]]
+    outer_share, outer_users, outer_hops = _ring_shares(instance, outer_rings, bw_gbps, lat_ms)
+    Obw, Olat, O = [0.0] * S, [0.0] * S, [0.0] * S
+    for j in range(S):
+        if charged[j]:
+            ring_bw, ring_lat = outer_share[j]
+            Obw[j] = _time(phi(K[j], kind) * Go[j], ring_bw)
+            Olat[j] = 2 * (K[j] - 1) * ring_lat
+            O[j] = Obw[j] + Olat[j]
+    # codec time X_j: q < 16, codec_gbps given, P_j > 0 and a compressed sync
+    # (every_step: R > 1; diloco / streaming: O_j charged)
+    X = [0.0] * S
+    for j in range(S):
+        compressed = charged[j] if outer else R > 1
+        if q_bits < 16 and codec is not None and fig["P"][j] > 0 and compressed:
+            X[j] = (2 * fig["P"][j] / t) / (codec * GBPS)
+
+    # boundary channels; streaming adds one channel per (stage, hop) of the outer rings
     chans = []  # (r, k, forward resources, backward resources, forward links)
-    nF, nB = {}, {}
+    nF, nB, nO = {}, {}, {}
+    if sync["mode"] == "streaming":
+        for _, res, _, _ in outer_hops:
+            for q in res:
+                nO[q] = nO.get(q, 0) + 1
     for r, row in enumerate(plan.placement):
         for k in range(S - 1):
             if row[k] == row[k + 1]:
@@ -452,7 +677,7 @@ def ref3_comm(instance, plan, bw_gbps=None, lat_ms=None):
     n = {}
     for q in set(nF) | set(nB):
         a, bb = nF.get(q, 0), nB.get(q, 0)
-        n[q] = max(a, bb) if shaped else a + bb
+        n[q] = (max(a, bb) if shaped else a + bb) + nO.get(q, 0)
     x = [[None] * (S - 1) for _ in range(R)]
     l = [[None] * (S - 1) for _ in range(R)]
     for r, row in enumerate(plan.placement):
@@ -465,59 +690,57 @@ def ref3_comm(instance, plan, bw_gbps=None, lat_ms=None):
         x[r][k] = _time(fig["A"][k], bw)
         l[r][k] = path_latency(links, lat_ms)
 
-    # gradient synchronisation
-    kind = gradient_sync_kind(instance)
+    # per-step gradient sync (every_step, over G^o_j) or inner sync (per group, G_j)
+    if outer:
+        sets = list(groups.items())
+        vol = fig["G"]
+    else:
+        sets = [(None, list(range(R)))]
+        vol = Go
+    set_domains = {}  # (group, j) -> domains of the group's replicas of stage j
+    rings = []
+    for g, members in sets:
+        for j in range(S):
+            ds = sorted({plan.placement[r][j] for r in members}, key=order.__getitem__)
+            set_domains[(g, j)] = ds
+            if len(members) > 1 and len(ds) > 1 and vol[j] > 0:
+                rings.append(((g, j), ds, phi(len(ds), kind) * vol[j]))
+    share, users, _ = _ring_shares(instance, rings, bw_gbps, lat_ms)
     AR, intra_part, cross_part = [0.0] * S, [0.0] * S, [0.0] * S
-    ring_domains = [sorted({plan.placement[r][j] for r in range(R)}, key=order.__getitem__)
-                    for j in range(S)]
-    hops = []  # (stage, resources, links, volume)
-    if R > 1:
-        for j in range(S):
-            K = len(ring_domains[j])
-            G = fig["G"][j]
-            if K > 1 and G > 0:
-                ds = ring_domains[j]
-                for i in range(K):
-                    nodes, links = routes[(ds[i], ds[(i + 1) % K])]
-                    hops.append((j, path_resources(instance, nodes, links), links,
-                                 phi(K, kind) * G))
-    users = {}  # resource -> list of volumes
-    for _, res, _, V in hops:
-        for q in res:
-            users.setdefault(q, []).append(V)
-    if R > 1:
-        for j in range(S):
-            G = fig["G"][j]
-            if G == 0:
+    for j in range(S):
+        if vol[j] == 0:
+            continue
+        best = None
+        for g, members in sets:
+            if len(members) < 2:
                 continue
+            ds = set_domains[(g, j)]
             intra = 0.0
-            for d in ring_domains[j]:
-                cnt = sum(1 for r in range(R) if plan.placement[r][j] == d)
+            for d in ds:
+                cnt = sum(1 for r in members if plan.placement[r][j] == d)
                 if cnt > 1:
-                    intra = max(intra, phi(cnt, kind) * (G / t)
+                    intra = max(intra, phi(cnt, kind) * (vol[j] / t)
                                 / (dom[d].intra_bandwidth_gbps * GBPS))
             cross = 0.0
-            K = len(ring_domains[j])
-            if K > 1:
-                ring_bw, ring_lat = INF, 0.0
-                for jj, res, links, V in hops:
-                    if jj != j:
-                        continue
-                    hop_bw = min(capacity(instance, q, bw_gbps) * V
-                                 / sum(min(u, V) for u in users[q]) for q in res)
-                    ring_bw = min(ring_bw, hop_bw)
-                    ring_lat = max(ring_lat, path_latency(links, lat_ms))
-                cross = _time(phi(K, kind) * G, ring_bw) + 2 * (K - 1) * ring_lat
-            intra_part[j], cross_part[j] = intra, cross
-            AR[j] = intra + cross
+            if len(ds) > 1:
+                ring_bw, ring_lat = share[(g, j)]
+                cross = _time(phi(len(ds), kind) * vol[j], ring_bw) + 2 * (len(ds) - 1) * ring_lat
+            if best is None or intra + cross > best[0] + best[1]:
+                best = (intra, cross)
+        if best is not None:
+            intra_part[j], cross_part[j] = best
+            AR[j] = best[0] + best[1] + (0.0 if outer else X[j])
     return {"x": x, "l": l, "AR": AR, "intra": intra_part, "cross": cross_part, "fig": fig,
-            "nF": nF, "nB": nB, "n": n, "gpipe_shaped": shaped, "sync_users": users,
-            "ring_domains": ring_domains}
+            "nF": nF, "nB": nB, "nO": nO, "n": n, "gpipe_shaped": shaped, "sync_users": users,
+            "ring_domains": ring_domains, "sync": sync, "M": M, "K": K, "Go": Go,
+            "charged": charged, "O": O, "Obw": Obw, "Olat": Olat, "X": X,
+            "outer_users": outer_users, "set_domains": set_domains}
 
 
 # ---------------------------------------------------------------- simulation
-def _simulate_replica(ops, f, g, x, l):
-    """End time of each stage's last op for one replica (SPEC 6)."""
+def _simulate_replica(ops, f, g, x, l, first_start=None):
+    """End time of each stage's last op for one replica (SPEC 6); when
+    ``first_start`` is a list, it receives the start of each stage's first op."""
     S = len(ops)
     ptr = [0] * S
     prev_end = [0.0] * S
@@ -540,7 +763,8 @@ def _simulate_replica(ops, f, g, x, l):
                         ready = f_arrive[j][i]
                     else:
                         break
-                    end = max(ready, prev_end[j]) + f[j]
+                    start = max(ready, prev_end[j])
+                    end = start + f[j]
                     fend[j][i] = end
                     if j < S - 1:
                         send_end = max(end, f_chan[j]) + x[j]
@@ -555,11 +779,14 @@ def _simulate_replica(ops, f, g, x, l):
                         ready = max(b_arrive[j][i], fend[j][i])
                     else:
                         break
-                    end = max(ready, prev_end[j]) + g[j]
+                    start = max(ready, prev_end[j])
+                    end = start + g[j]
                     if j > 0:
                         send_end = max(end, b_chan[j]) + x[j - 1]
                         b_chan[j] = send_end
                         b_arrive[j - 1][i] = send_end + l[j - 1]
+                if ptr[j] == 0 and first_start is not None:
+                    first_start[j] = start
                 prev_end[j] = end
                 E[j] = max(E[j], end)
                 ptr[j] += 1
@@ -570,32 +797,26 @@ def _simulate_replica(ops, f, g, x, l):
     return E
 
 
-def _check_dp_sync(plan):
-    ds = getattr(plan, "dp_sync", None)
-    if ds is None:
-        return
-    mode = ds.get("mode") if isinstance(ds, dict) else getattr(ds, "mode", None)
-    bits = ds.get("bits", 16) if isinstance(ds, dict) else getattr(ds, "bits", 16)
-    if mode != "every_step" or bits != 16:
-        raise NotImplementedError("reference_sim_v3 covers plain every-step sync only")
-
-
 def ref3_stage_ends(instance, plan, bw_gbps=None, lat_ms=None):
-    """(E_j per stage, comm) for one network state."""
-    _check_dp_sync(plan)
+    """(E_j per stage, comm) for one network state; ``comm["a"]`` holds a_j,
+    the start of stage j's first op, the earliest over replicas (SPEC 11)."""
     comm = ref3_comm(instance, plan, bw_gbps, lat_ms)
     fig = comm["fig"]
     ops = ref3_op_lists(plan)
     S = len(plan.stages)
-    E = [0.0] * S
+    E, a = [0.0] * S, [INF] * S
     for r in range(len(plan.placement)):
-        Er = _simulate_replica(ops, fig["f"][r], fig["g"][r], comm["x"][r], comm["l"][r])
-        E = [max(a, b) for a, b in zip(E, Er)]
+        starts = [INF] * S
+        Er = _simulate_replica(ops, fig["f"][r], fig["g"][r], comm["x"][r], comm["l"][r], starts)
+        E = [max(u, v) for u, v in zip(E, Er)]
+        a = [min(u, v) for u, v in zip(a, starts)]
+    comm["a"] = a
     return E, comm
 
 
 def ref3_simulate(instance, plan, bw_gbps=None, lat_ms=None):
-    """Iteration time T = max_j (E_j + AR_j) for one network state (SPEC 6)."""
+    """Iteration time T = max_j (E_j + AR_j) for one network state (SPEC 6);
+    with diloco / streaming, the inner iteration T_in (SPEC 11)."""
     E, comm = ref3_stage_ends(instance, plan, bw_gbps, lat_ms)
     return max(E[j] + comm["AR"][j] for j in range(len(E)))
 
@@ -610,17 +831,18 @@ def ref3_estimate(instance, plan, bw_gbps=None, lat_ms=None):
 def ref3_estimate_ends(instance, plan, bw_gbps=None, lat_ms=None):
     """(E^est_j per stage, comm) of SPEC 7 for one network state (all inf when a
     replica's Q_0 is)."""
-    _check_dp_sync(plan)
     comm = ref3_comm(instance, plan, bw_gbps, lat_ms)
     fig = comm["fig"]
     S = len(plan.stages)
     flushes = ref3_flushes(ref3_op_lists(plan))
     E_est = [-INF] * S
+    a_est = [INF] * S  # SPEC 11: a^est_j = min_r sum_{i<j} (f_{i,r} + x_{i,r} + l_{i,r})
     for r in range(len(plan.placement)):
         f, g, c = fig["f"][r], fig["g"][r], fig["c"][r]
         x, l = comm["x"][r], comm["l"][r]
         Q0 = sum(c) + sum(2 * (x[k] + l[k]) for k in range(S - 1))
         if math.isinf(Q0):
+            comm["a_est"] = [INF] * S
             return [INF] * S, comm
         xmax = max(x, default=0.0)
 
@@ -651,6 +873,8 @@ def ref3_estimate_ends(instance, plan, bw_gbps=None, lat_ms=None):
         for j in range(S):
             D = sum(g[i] + x[i] + l[i] for i in range(j))
             E_est[j] = max(E_est[j], before + P(flushes[-1], j) - D)
+            a_est[j] = min(a_est[j], sum(f[i] + x[i] + l[i] for i in range(j)))
+    comm["a_est"] = a_est
     return E_est, comm
 
 
@@ -664,11 +888,31 @@ def ref3_wan_bytes(instance, plan):
         for k in range(S - 1):
             if row[k] != row[k + 1]:
                 total += 2 * m * fig["A"][k]
-    if R > 1:
+    sync = ref3_sync(plan)
+    if R > 1 and is_plain(sync):
         for j in range(S):
             K = len({plan.placement[r][j] for r in range(R)})
             if K > 1:
                 total += K * (2 * (K - 1) / K) * fig["G"][j]
+    elif R > 1 and sync["mode"] == "every_step":
+        # SPEC 11: 2(K - 1) G^o_j per stage with a cross part
+        for j in range(S):
+            K = len({plan.placement[r][j] for r in range(R)})
+            if K > 1:
+                total += 2 * (K - 1) * fig["P"][j] * sync["bits"] / 8
+    elif R > 1:
+        # inner: 2(K_{g,j} - 1) G_j per (group, stage) with a cross part;
+        # outer: 2(K_j - 1) G^o_j / H per stage with O_j charged
+        groups = ref3_groups(plan)
+        for members in groups.values():
+            for j in range(S):
+                Kg = len({plan.placement[r][j] for r in members})
+                if Kg > 1:
+                    total += 2 * (Kg - 1) * fig["G"][j]
+        for j in range(S):
+            K = len({plan.placement[r][j] for r in range(R)})
+            if len(groups) > 1 and K > 1 and fig["P"][j] > 0:
+                total += 2 * (K - 1) * (fig["P"][j] * sync["bits"] / 8) / sync["H"]
     return total
 
 
@@ -681,6 +925,72 @@ def ref3_cost(instance, plan, T):
                 for row in plan.placement for d in row)
     wan = getattr(instance.options, "wan_price_per_gb", 0.0) or 0.0
     return T / 3600 * price + ref3_wan_bytes(instance, plan) / 1e9 * wan
+
+
+# ---------------------------------------------------------------- effective time (SPEC 11)
+def _effective(comm, E, a, T_in):
+    """T_eff from the inner iteration ``T_in``, stage ends ``E``, first starts
+    ``a`` and the sync figures of ``comm`` (simulated or estimated alike)."""
+    sync = comm["sync"]
+    if not is_outer(sync):
+        return T_in  # every_step: T_eff = T
+    if math.isinf(T_in) or math.isnan(T_in):
+        return INF
+    S = len(E)
+    AR, X, O, charged = comm["AR"], comm["X"], comm["O"], comm["charged"]
+    J = [j for j in range(S) if charged[j]]
+    if not J:
+        return T_in  # M = 1, or every stage in one domain: no outer sync
+    H = sync["H"]
+    if sync["mode"] == "diloco":
+        T_sync = max(E[j] + AR[j] + X[j] + O[j] for j in range(S))
+        if math.isinf(T_sync):
+            return INF
+        return T_in + (T_sync - T_in) / H
+    F, nu = sync["fragments"], sync["overlap"]
+    o = {j: comm["Obw"][j] / F + comm["Olat"][j] for j in J}
+    if any(math.isinf(v) for v in o.values()):
+        return INF
+    stall = 0.0
+    for j in J:
+        W = nu * T_in + (T_in - E[j] - AR[j]) + a[j]
+        stall = max(stall, max(0.0, o[j] + X[j] / F - W))
+    floor = max((F * o[j] + X[j]) / H for j in J)
+    return max(T_in + (F / H) * stall, floor)
+
+
+def ref3_effective_estimate(instance, plan, bw_gbps=None, lat_ms=None):
+    """(T^est_in, T^est_eff) of SPEC 11 for one network state."""
+    E_est, comm = ref3_estimate_ends(instance, plan, bw_gbps, lat_ms)
+    Test_in = max(E_est[j] + comm["AR"][j] for j in range(len(E_est)))
+    return Test_in, _effective(comm, E_est, comm["a_est"], Test_in)
+
+
+def ref3_effective(instance, plan, bw_gbps=None, lat_ms=None):
+    """Every figure SPEC 11 adds, for one network state: a dict with ``T_in``,
+    ``T_eff``, ``Test_in``, ``Test_eff`` (seconds), ``e`` and ``source``
+    (quality factor), ``memory`` (bytes per GPU per stage, outer state
+    included), ``wan_bytes`` (per iteration), ``cost`` (per iteration, at
+    T_eff), ``score`` (T_eff / e, or cost / e for a ``cost`` instance) and
+    ``comm``.  Raises :class:`RefDeadlock` when the simulation cannot finish
+    and :class:`RefNoQuality` when no quality row covers the option.
+
+    Example: a plain plan gives T_in == T_eff == ref3_simulate(...), e = 1.
+    """
+    e, source = ref3_quality(instance, plan)
+    E_est, comm_est = ref3_estimate_ends(instance, plan, bw_gbps, lat_ms)
+    Test_in = max(E_est[j] + comm_est["AR"][j] for j in range(len(E_est)))
+    Test_eff = _effective(comm_est, E_est, comm_est["a_est"], Test_in)
+    E, comm = ref3_stage_ends(instance, plan, bw_gbps, lat_ms)
+    T_in = max(E[j] + comm["AR"][j] for j in range(len(E)))
+    T_eff = _effective(comm, E, comm["a"], T_in)
+    cost = ref3_cost(instance, plan, T_eff)
+    objective = getattr(instance.options, "objective", "time") or "time"
+    return {"T_in": T_in, "T_eff": T_eff, "Test_in": Test_in, "Test_eff": Test_eff,
+            "e": e, "source": source, "memory": list(comm["fig"]["memory_bytes"]),
+            "wan_bytes": ref3_wan_bytes(instance, plan), "cost": cost,
+            "score": (cost if objective == "cost" else T_eff) / e, "E": E, "E_est": E_est,
+            "a": comm["a"], "a_est": comm_est["a_est"], "comm": comm}
 
 
 # ---------------------------------------------------------------- feasibility
