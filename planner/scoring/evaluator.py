@@ -438,15 +438,18 @@ def outer_effective(dp, T_in, E, ar, obw, olat, X, charged, starts) -> np.ndarra
     ``o_j = O^bw_j / F + O^lat_j`` and the stall ``s_j = max(0, o_j + X_j / F - W_j)``,
     ``W_j = nu T_in + (T_in - E_j - AR^in_j) + a_j``.
     """
-    if dp.mode == "diloco":
-        T_sync = (E + ar + X + obw + olat).max(axis=1)
-        return T_in + (T_sync - T_in) / dp.H
-    F, nu = dp.fragments, dp.overlap
-    o = obw / F + olat
-    W = nu * T_in[:, None] + (T_in[:, None] - E - ar) + starts()
-    stall = np.maximum(0.0, o + X / F - W)[:, charged].max(axis=1)
-    floor = (F * o + X)[:, charged].max(axis=1) / dp.H
-    return np.maximum(T_in + (F / dp.H) * stall, floor)
+    with np.errstate(invalid="ignore"):  # inf - inf where a link is down: T_eff is then inf (SPEC 8)
+        if dp.mode == "diloco":
+            T_sync = (E + ar + X + obw + olat).max(axis=1)
+            T = T_in + (T_sync - T_in) / dp.H
+        else:
+            F, nu = dp.fragments, dp.overlap
+            o = obw / F + olat
+            W = nu * T_in[:, None] + (T_in[:, None] - E - ar) + starts()
+            stall = np.maximum(0.0, o + X / F - W)[:, charged].max(axis=1)
+            floor = (F * o + X)[:, charged].max(axis=1) / dp.H
+            T = np.maximum(T_in + (F / dp.H) * stall, floor)
+    return np.where(np.isnan(T), np.inf, T)
 
 
 def check_plan(instance, plan, fig: PlanFigures | None = None) -> list[Violation]:

@@ -167,8 +167,8 @@ class PlanFigures:
         self.G = BYTES_PER_PARAM_GRAD * self.P
         # the payload of a compressed every-step sync, G^o_j = P_j q / 8 (SPEC 11); G itself when plain
         dp = self.dp
-        self.G_sync = self.G * (dp.bits / FULL_BITS) if (dp.mode == "every_step" and dp.compressed) else self.G
-        self.G_outer = self.G * (dp.bits / FULL_BITS) if dp.compressed else self.G
+        self.G_sync = self.G * (dp.bits / FULL_BITS) if (dp.mode == "every_step" and dp.bits != FULL_BITS) else self.G
+        self.G_outer = self.G * (dp.bits / FULL_BITS) if dp.bits != FULL_BITS else self.G
         self.flushes = plan_flushes(plan, self.spec, self.inflight)
         # n(q) = max(n_F, n_B) when every flush is gpipe-shaped (the replicas run in phase, so
         # forward and backward transfers are never in flight together), else n_F + n_B (v3)

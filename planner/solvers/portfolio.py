@@ -307,7 +307,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
         offer("greedy", g)
         if syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
-            gs = choose_sync(instance, g, time_limit=SYNC_SHARE * budget)
+            gs = choose_sync(instance, g, time_limit=SYNC_SHARE * budget, pins=pins, forbid=forbid, require=require)
             if gs is not g:
                 offer("greedy+sync", gs.model_copy(update={"solver": None}))
     except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below

@@ -457,7 +457,10 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
             options.update(robust=robust, robust_stat=robust_stat)
         result = SOLVERS[solver](instance, seed=seed, **options)
     if syncing and solver not in SYNC_CHOOSING:
-        result = choose_sync(instance, result, time_limit=sync_s if sync_s is not None else SYNC_MAX_S)
+        result = choose_sync(instance, result, time_limit=sync_s if sync_s is not None else SYNC_MAX_S,
+                             pins={k: options.get(k) for k in ("stages", "replicas", "tp", "micro_batch_size",
+                                                               "schedule")},
+                             forbid=options.get("forbid") or (), require=options.get("require") or ())
     done = finish(instance, result, solver, time.perf_counter() - t0)
     if robust:
         done = _robust_figures(instance, done, robust, robust_stat, seed)

@@ -32,6 +32,7 @@ from ..problem.errors import InputError
 from ..problem.plan import Plan, SolverInfo, Stage
 from ..problem.space import PlanSpace
 from ..scoring.evaluator import Evaluator, check_plan
+from .shapesearch import plan_matches
 
 log = logging.getLogger(__name__)
 
@@ -108,22 +109,25 @@ def with_best_sync(instance, plan: Plan, spec: int | None = None, confirm: int =
     return best
 
 
-def local_plans(instance, space: PlanSpace | None = None, keep: int = 3, deadline: float = math.inf
-                ) -> list[Plan]:
+def local_plans(instance, space: PlanSpace | None = None, keep: int = 3, deadline: float = math.inf,
+                forbid=(), require=()) -> list[Plan]:
     """Plans whose replicas each sit whole in one datacenter (no pipeline crosses the
     WAN, so only a sync does), for the ``keep`` most promising shapes per number of
     datacenters used.  A shape's R replicas fill the datacenters with the most GPUs
     first (the fewest groups M: the best quality factors and the least outer
-    traffic); shapes rank by their pipeline time without the network,
-    ``(m - 1) max c + sum c`` with the balanced memory-feasible partition.  Stops
-    adding shapes at ``deadline`` (``time.perf_counter()``), keeping what it has.
+    traffic; the ``require``d ones first, the ``forbid``den ones never); shapes rank by
+    their pipeline time without the network, ``(m - 1) max c + sum c`` with the
+    balanced memory-feasible partition.  Stops adding shapes at ``deadline``
+    (``time.perf_counter()``), keeping what it has.
 
     >>> [sync_groups(p) for p in local_plans(instance)]               # doctest: +SKIP
     [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]
     """
     space = space or PlanSpace(instance)
     gbs = instance.workload.global_batch_size
-    doms = sorted(instance.domains, key=lambda d: (-d.gpus, instance.domain_index[d.name]))
+    need = set(require)
+    doms = sorted((d for d in instance.domains if d.name not in set(forbid)),
+                  key=lambda d: (d.name not in need, -d.gpus, instance.domain_index[d.name]))
     heaps: dict[int, list] = {}
     for sh in space.shapes():
         per = sh.stages * sh.tp
@@ -166,12 +170,15 @@ def local_plans(instance, space: PlanSpace | None = None, keep: int = 3, deadlin
 
 
 def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, extra=(),
-                spec: int | None = None, keep: int = 3) -> Plan | None:
+                spec: int | None = None, keep: int = 3, pins: dict | None = None, forbid=(), require=()
+                ) -> Plan | None:
     """The best of ``plan`` with its best sync option, the ``extra`` plans and the
     whole-replica plans of :func:`local_plans` with theirs, by exact simulation
     (SPEC 11's objective).  ``plan`` itself when the instance allows the plain sync
     only.  ``time_limit`` seconds (None: no limit) bounds the search for more
-    candidates; the first candidate is always scored.  The result carries
+    candidates; the first candidate is always scored.  ``pins`` (stages, replicas, tp,
+    micro_batch_size, schedule), ``forbid`` and ``require`` are the user's: a
+    candidate breaking them is left out.  The result carries
     ``plan``'s ``solver`` info (or none) and no ``predicted`` figures.
 
     >>> choose_sync(instance, plan, time_limit=5).dp_sync            # doctest: +SKIP
@@ -185,7 +192,8 @@ def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, ex
         best = with_best_sync(instance, plan, spec)
     cands = list(extra)
     if time.perf_counter() < deadline:
-        cands += local_plans(instance, keep=keep, deadline=deadline)
+        cands += local_plans(instance, keep=keep, deadline=deadline, forbid=forbid, require=require)
+    cands = [c for c in cands if plan_matches(c, pins or {}, forbid, require)]
     for cand in cands:
         if best is not None and time.perf_counter() >= deadline:
             break

@@ -14,8 +14,9 @@ the package's evaluator against it.
   T_in, T^est_in, T_eff, T^est_eff, scores, cost, memory, WAN bytes, the
   reported figures of ``evaluate`` and feasibility (memory with outer state).
   Every closed form above is checked on the package too (:func:`both`).
-* Findings (strict xfails, for the lead): NaN instead of infinity for T_eff when
-  a boundary crosses a down link; the payload capped at 16 bits for q > 16.
+* Two findings of this reference, fixed in the package: T_eff was NaN, not
+  infinity, when a boundary crosses a down link; the payload was capped at 16
+  bits for q > 16.
 """
 
 from __future__ import annotations
@@ -369,8 +370,7 @@ def sync_cases(draw, identity=False, modes=("every_step", "diloco", "streaming")
     kind = draw(st.sampled_from(["gpipe", "1f1b", "explicit"]))
     mode = draw(st.sampled_from(modes))
     H = draw(st.sampled_from([1, 2, 10, 10, 30, 100, 200]))
-    # q > 16 is left to test_payload_above_16_bits_is_p_q_over_8 (xfail: the package caps it)
-    sync = {"mode": mode, "bits": draw(st.sampled_from([2, 4, 4, 8, 16, 16]))}
+    sync = {"mode": mode, "bits": draw(st.sampled_from([2, 4, 4, 8, 16, 16, 32]))}
     if mode != "every_step":
         sync["H"] = H
         sync["outer_state"] = draw(st.sampled_from(["gpu", "cpu"]))
@@ -445,11 +445,6 @@ def _assert_rows(got, want, what, case):
     got = np.atleast_1d(np.asarray(got, dtype=float))
     assert len(got) == len(want), (what, got, want)
     for k, (a, b) in enumerate(zip(got, want)):
-        if math.isnan(a) and math.isinf(b):
-            # the finding of test_down_link_gives_infinite_effective_time (xfail): kept
-            # out of the random tests so that they keep checking everything else
-            event("package NaN where the reference is infinite (xfail finding)")
-            continue
         assert close(float(a), float(b)), (
             f"{what} state {k}: package {a!r} != reference {b!r}\n"
             f"plan={plan.to_json(indent=None)}\ninstance={inst.to_dict()}\n"
@@ -598,11 +593,6 @@ def test_memory_infeasible_exactly_when_reference_memory_with_outer_state_exceed
 
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "package gives NaN, not infinity, for T_eff, T^est_eff and scores() of a diloco or "
-    "streaming plan whose boundary crosses a down link (T_in = inf, so T_sync - T_in and "
-    "T_in - E_j are inf - inf); SPEC 8: 'a plan whose transfers use it has T = infinity', "
-    "and T_eff >= T_in (SPEC 11)"))
 @pytest.mark.parametrize("sync", [{"mode": "diloco", "H": 10, "bits": 4},
                                   {"mode": "streaming", "H": 10, "bits": 4, "fragments": 2,
                                    "overlap": 0}])
@@ -623,11 +613,6 @@ def test_down_link_gives_infinite_effective_time(sync):
     assert all(math.isinf(v) and v > 0 for v in got), got
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "package sends min(q, 16) bits per parameter: at q = 32 (allowed, SPEC 9: bits in "
-    "[1, 32]) it charges every_step T = 7.21 s and diloco T_eff = 3.601 s on instance 1, "
-    "where SPEC 11's 'G^o_j = P_j * q / 8 bytes' and 'Section 5's gradient synchronisation "
-    "with G^o_j in place of G_j' give 11.41 s and 4.001 s (WAN 20 GB and 2 GB, not 10 and 1)"))
 @pytest.mark.parametrize("sync,T_eff,wan_gb", [
     # every_step: G^o = 32 P / 8 = 1e10: intra 1e10 / 25e9 = 0.4, cross 1e10 / 1.25e9 + 0.01
     ({"mode": "every_step", "bits": 32}, 3 + 0.4 + 8.01, 2 * 1e10 / 1e9),
