@@ -89,7 +89,8 @@ def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.
     (``bw_gbps``, ``lat_ms``: per link, Gbit/s and ms).
 
     For every (replica, unit) whose domain changes, the unit's 16 bytes per
-    parameter move over the route; all moves start together and share each
+    parameter (plus the new plan's outer state, SPEC 11: :func:`outer_state_bytes`)
+    move over the route; all moves start together and share each
     resource (SPEC 8: by processor sharing under v3, equally under v2, see
     :func:`planner.scoring.figures.concurrent_transfers`); the switch takes the
     longest move (its route's latency plus its bytes over its smallest share).
@@ -97,6 +98,9 @@ def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.
     the same placement, inf when a needed link is down.
     """
     units = instance.units
+    # SPEC 8, 11: a move carries 16 bytes per parameter, plus the outer state the new plan keeps
+    # on the GPU (phi_o beta_o: diloco or streaming)
+    per_param = 16.0 + outer_state_bytes(instance, new)
     moves: dict[tuple[str, str], float] = defaultdict(float)
     old_dom = [[None] * len(units) for _ in range(old.replicas)]
     for r, row in enumerate(old.placement):
@@ -108,13 +112,29 @@ def switch_time(instance, old: Plan, new: Plan, bw_gbps: np.ndarray, lat_ms: np.
         for st, d in zip(new.stages, row):
             for u in range(st.start, st.end):
                 if src[u] != d:
-                    moves[(src[u], d)] += 16.0 * units[u].params
+                    moves[(src[u], d)] += per_param * units[u].params
     if not moves:
         return 0.0
     idx = {name: i for i, name in enumerate(instance.domain_names)}
     src, dst = zip(*((idx[a], idx[b]) for a, b in moves))
     times = concurrent_transfers(instance, src, dst, list(moves.values()), bw_gbps, lat_ms, spec=spec)
     return float(times.max())
+
+
+def outer_state_bytes(instance, plan: Plan) -> float:
+    """Bytes per parameter of outer state ``plan`` keeps on the GPU (SPEC 11: phi_o beta_o;
+    0 for a per-step sync)."""
+    dp = plan.dp_sync
+    if dp is None or not dp.outer:
+        return 0.0
+    share = 1.0 if dp.outer_state == "gpu" else (0.0 if dp.mode == "diloco" else 1.0 / dp.fragments)
+    return share * instance.compression.outer_state_bytes_per_param
+
+
+def block(plan: Plan) -> int:
+    """Iterations a plan runs between two points where it may switch (SPEC 8): H for
+    diloco and streaming (a block ends with an outer sync), else 1."""
+    return plan.dp_sync.period if plan.dp_sync is not None else 1
 
 
 def plan_key(plan: Plan) -> str:
@@ -125,12 +145,17 @@ def plan_key(plan: Plan) -> str:
 class PlanTimes:
     """Iteration time (s) of a plan in every epoch of ``trace``, computed once per
     plan (one vectorised evaluator call); ``memo`` (key -> times) may be shared
-    between rollouts of the same trace."""
+    between rollouts of the same trace.  With ``dp_sync`` (SPEC 11) the time of one
+    iteration of *effective* tokens, T_eff / e: a diloco block of H iterations takes
+    ``(H - 1) T_in + T_sync = H T_eff``, a streaming block ``H T_eff`` (SPEC 8), and
+    e turns iterations into effective ones (docs/model.md); ``blocks[k]`` is the
+    plan's H (1 for a per-step sync)."""
 
     def __init__(self, instance, trace, memo: dict | None = None):
         self.instance, self.trace = instance, trace
         self.plans: list[Plan] = []
         self.T: list[np.ndarray] = []
+        self.blocks: list[int] = []
         self._index: dict[str, int] = {}
         self.memo = {} if memo is None else memo
 
@@ -140,14 +165,22 @@ class PlanTimes:
             self._index[key] = len(self.plans)
             self.plans.append(plan)
             if key not in self.memo:
-                self.memo[key] = Evaluator(self.instance, plan).iteration_times(self.trace.states)
+                ev = Evaluator(self.instance, plan)
+                self.memo[key] = (ev.iteration_times(self.trace.states) if plan.dp_sync is None else
+                                  ev.effective_times(self.trace.states) / ev.quality[0])
             self.T.append(self.memo[key])
+            self.blocks.append(block(plan))
         return self._index[key]
 
 
-def starts_before(t: float, T: float, lim: float, most: int) -> int:
+def starts_before(t: float, T: float, lim: float, most: int, block: int = 1) -> int:
     """How many iterations of ``T`` s, back to back from ``t``, start before ``lim``
-    (at least 1, at most ``most``); e.g. ``starts_before(0, 2, 5, 99) == 3``."""
+    (at least 1, at most ``most``); e.g. ``starts_before(0, 2, 5, 99) == 3``.  With
+    ``block`` > 1 the iterations run in blocks of that many (a diloco or streaming
+    plan, SPEC 8): every block that starts before ``lim`` runs whole (the last one
+    cut at ``most``), e.g. ``starts_before(0, 2, 5, 99, block=4) == 4``."""
+    if block > 1:
+        return min(most, block * starts_before(t, block * T, lim, -(-most // block)))
     if not math.isfinite(lim):
         return most
     k = max(1, min(most, math.ceil((lim - t) / T)))
@@ -203,7 +236,7 @@ class Job:
                 self.stalled += end - self.t
                 self.t = end
                 continue
-            k = starts_before(self.t, T, min(end, stop_s), self.iterations - self.done)
+            k = starts_before(self.t, T, min(end, stop_s), self.iterations - self.done, self.times.blocks[self.cur])
             self.t += k * T
             self.compute += k * T
             self.done += k

@@ -207,7 +207,7 @@ def rollout(instance, trace, policy: str, iterations: int, plan: Plan | None = N
             lim = min(lim, pending[0])
         if policy == "resolve":
             lim = min(lim, next_check)
-        k = starts_before(t, T, lim, iterations - done)
+        k = starts_before(t, T, lim, iterations - done, times.blocks[cur])
         t += k * T
         compute += k * T
         done += k
