@@ -62,9 +62,9 @@ and may beat their optimum.
 without a time cap, the annealing by a count of candidates (``300`` per
 second of its share), the refinement by deterministic time; the MILP, which
 has only a wall-clock budget, is left out.  A seed then gives the same plan
-whatever the load, unless the machine is too slow to finish the
-deterministic budgets before the wall-clock deadline (then the stragglers
-are cut off as usual).
+whatever the load: no part is cut by the clock (an engine is stopped only
+past :data:`DETERMINISTIC_BACKSTOP` budgets), so on a loaded machine the run
+may take longer than ``time_limit``.
 
 Example
 -------
@@ -114,6 +114,7 @@ STARTS = 4  # plans (distinct shapes) annealed while the engines run
 TUNE_SHARE = 0.25  # of each start's annealing share: in-flight limits first (cheap, systematic)
 TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
 SYNC_SHARE = 0.10  # with [options] dp_sync (SPEC 11): of the budget, the sync choice on greedy's and the whole-replica plans
+DETERMINISTIC_BACKSTOP = 10.0  # deterministic mode: an engine is stopped only past this many budgets
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
 
 
@@ -307,7 +308,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
         offer("greedy", g)
         if syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
-            gs = choose_sync(instance, g, time_limit=SYNC_SHARE * budget, pins=pins, forbid=forbid, require=require)
+            gs = choose_sync(instance, g, time_limit=None if deterministic else SYNC_SHARE * budget, pins=pins,
+                             forbid=forbid, require=require)
             if gs is not g:
                 offer("greedy+sync", gs.model_copy(update={"solver": None}))
     except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
@@ -330,14 +332,14 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
 
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
     if schedule is None and (deterministic or time.time() < engine_deadline):
-        for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=max(0.2, 0.03 * budget))
+        for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=None if deterministic else max(0.2, 0.03 * budget))
                               if plan_matches(q, pins, forbid, require)):
             offer(f"lean{i}", tune(p, 0.01 * budget))
 
     # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes (and one spread)
     #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
     try:
-        starts = [s for s in shape_starts(instance, k=STARTS, time_limit=max(0.5, 0.05 * budget))
+        starts = [s for s in shape_starts(instance, k=STARTS, time_limit=None if deterministic else max(0.5, 0.05 * budget))
                   if plan_matches(s, pins, forbid, require)]
     except (InfeasibleError, TimeLimitError, Stopped):
         starts = []
@@ -375,6 +377,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     try:
         for name, (ex, fut) in running.items():
             wait = max(0.0, min(wall0 + COLLECT_BY * budget - time.time(), end - time.perf_counter() - 1.0))
+            if deterministic:  # work units decide, not the clock: wait for the engine (a backstop only)
+                wait = max(wait, DETERMINISTIC_BACKSTOP * budget - (time.time() - wall0))
             try:
                 res = _result(ex, fut, wait)
             except cf.TimeoutError:
@@ -429,8 +433,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         left = min(left, PROVEN_SHARE * budget)
     if (left > 0.2 or deterministic) and not stop.requested():
         share = (ANNEAL_END - ENGINE_SHARE) * budget if do_refine else (1 - ENGINE_SHARE) * budget
-        out = anneal(instance, best, time_limit=max(0.2, end - 0.5 - time.perf_counter()) if deterministic
-                     else left, seed=seed, max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
+        out = anneal(instance, best, time_limit=None if deterministic else left, seed=seed, max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
                      **anneal_pins)
         if out.solver.end_s < best_val:
             who, best, best_val = f"{who}+anneal", out, out.solver.end_s

@@ -207,11 +207,10 @@ def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, ex
     if plan is None or chosen.model_dump(exclude={"solver", "predicted"}) != plan.model_dump(
             exclude={"solver", "predicted"}):
         # another plan than the search's: its own claims (status, estimate_*) are not about it
-        name = info.name if info is not None else "sync"
-        info = SolverInfo(name=name, status="heuristic", bound=None,
+        extra = {"sync_choice_from": info.status} if info is not None else {}  # no None: the file drops it
+        info = SolverInfo(name=info.name if info is not None else "sync", status="heuristic", bound=None,
                           sync_choice=chosen.dp_sync.label() if chosen.dp_sync else "every step",
-                          sync_choice_from=info.status if info is not None else None,
-                          sync_choice_s=time.perf_counter() - t0)
+                          sync_choice_s=time.perf_counter() - t0, **extra)
     log.info("sync choice: %s, %.6g (%.2fs)", chosen.dp_sync.label() if chosen.dp_sync else "every step",
              best[1], time.perf_counter() - t0)
     return chosen.model_copy(update={"solver": info, "predicted": None})
