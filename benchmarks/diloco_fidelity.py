@@ -108,8 +108,11 @@ def flag(c: Cell, r: float) -> str:
     return f"{r:.2f}" + ("" if LO <= r <= HI else " **")
 
 
-def cu_table(cells: list[Cell], source: str) -> list[str]:
-    """One line per (model, method): published / modelled (ratio) at each CU target."""
+def cu_table(cells: list[Cell], source: str, cell=None) -> list[str]:
+    """One line per (model, method), a column per CU target; each entry ``cell(c)``
+    (default: published / modelled (ratio))."""
+    cell = cell or (lambda c: f"{fmt(c.published)}{'+' if c.above else ''} / {fmt(c.modelled)} "
+                              f"({flag(c, c.ratio)})")
     targets = sorted({c.target for c in cells if c.target is not None})
     lines = ["| model | method | " + " | ".join(f"CU {t:.0%}" for t in targets) + " |",
              "|---|---|" + "---|" * len(targets)]
@@ -118,24 +121,13 @@ def cu_table(cells: list[Cell], source: str) -> list[str]:
         if c.source == source and c.target is not None:
             rows.setdefault((c.model, c.method), []).append(c)
     for (model, method), cs in rows.items():
-        lines.append(f"| {model} | {SHORT.get(method, method)} | " + " | ".join(
-            f"{fmt(c.published)}{'+' if c.above else ''} / {fmt(c.modelled)} ({flag(c, c.ratio)})" for c in cs)
-            + " |")
+        lines.append(f"| {model} | {SHORT.get(method, method)} | " + " | ".join(map(cell, cs)) + " |")
     return lines
 
 
 def whatif_table(cells: list[Cell], source: str) -> list[str]:
-    targets = sorted({c.target for c in cells if c.target is not None})
-    lines = ["| model | method | " + " | ".join(f"CU {t:.0%}" for t in targets) + " |",
-             "|---|---|" + "---|" * len(targets)]
-    rows: dict[tuple, list[Cell]] = {}
-    for c in cells:
-        if c.source == source and c.target is not None:
-            rows.setdefault((c.model, c.method), []).append(c)
-    for (model, method), cs in rows.items():
-        lines.append(f"| {model} | {SHORT.get(method, method)} | " + " | ".join(
-            f"{fmt(c.whatif)} ({flag(c, c.whatif_ratio)})" for c in cs) + " |")
-    return lines
+    """:func:`cu_table` of the what-if (layer-wise backward overlap): modelled (ratio)."""
+    return cu_table(cells, source, lambda c: f"{fmt(c.whatif)} ({flag(c, c.whatif_ratio)})")
 
 
 def hours_table(cells: list[Cell]) -> list[str]:

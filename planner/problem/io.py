@@ -104,17 +104,23 @@ def _resolve_model(path: Path, name: str, field: str) -> ModelSpec:
     return load_model(mpath)
 
 
-def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
-    """Read a plan JSON; with ``instance``, also check it fits its shape."""
+def _load_checked(path: str | Path, parse, check) -> object:
+    """``parse(text)`` of the file at ``path``, then ``check(result)`` when given; an
+    ``InputError`` from either names the file."""
     path = Path(path)
     text = read_text(path)
     try:
-        plan = Plan.from_json(text)
-        if instance is not None:
-            plan.check_against(instance)
+        out = parse(text)
+        if check is not None:
+            check(out)
     except InputError as err:
         raise err.with_file(path) from None
-    return plan
+    return out
+
+
+def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
+    """Read a plan JSON; with ``instance``, also check it fits its shape."""
+    return _load_checked(path, Plan.from_json, None if instance is None else lambda p: p.check_against(instance))
 
 
 def load_multiplan(path: str | Path, minst=None):
@@ -124,15 +130,7 @@ def load_multiplan(path: str | Path, minst=None):
     the file, the job and the field."""
     from .multiplan import MultiPlan
 
-    path = Path(path)
-    text = read_text(path)
-    try:
-        mp = MultiPlan.from_json(text)
-        if minst is not None:
-            mp.check_against(minst)
-    except InputError as err:
-        raise err.with_file(path) from None
-    return mp
+    return _load_checked(path, MultiPlan.from_json, None if minst is None else lambda mp: mp.check_against(minst))
 
 
 def load_rank_map(path: str | Path, instance: Instance | None = None) -> Plan:
