@@ -1,0 +1,135 @@
+"""Issue 29's dominance and reproducibility measurements: ``auto`` against each of its parts
+alone at the same budget, every figure measured in the same run.
+
+For each instance (the packaged ones up to 16 domains, then ``--generated`` synthetic
+ones from ``planner generate``: sizes and seeds below) and each budget B in ``--budgets``:
+
+* greedy, the MILP alone (1 thread), CP-SAT alone (1 worker) and the annealing alone
+  (greedy's plan, then annealing for the rest), each with budget B, one after the other
+  on an otherwise idle machine (as far as this script controls it);
+* ``auto`` with budget B, ``--repeats`` times (default 2), each run alone.
+
+Every plan is scored by the evaluator (the instance's objective: T, T_eff / e, or the
+cost). Reported per (instance, B): each part's objective, auto's (every repeat), auto /
+the best part (the goal: at most 1.001), whether auto's repeats returned the same plan,
+and ``--deterministic`` runs of auto (``--det``: twice, the same plan whatever the load).
+
+    python benchmarks/dominance.py --budgets 30,60 --generated 20   # writes benchmarks/results/dominance.md
+    python benchmarks/dominance.py --budgets 30 --instances two-dc,gcp-16 --generated 0 --name dominance-quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import commit, save, suite_instances  # noqa: E402
+from planner import Instance, load_instance, plan  # noqa: E402
+from planner.problem.errors import InfeasibleError  # noqa: E402
+from planner.problem.synthetic import generate_instance  # noqa: E402
+
+PARTS = ("greedy", "milp", "cpsat", "anneal")
+GOAL = 1.001  # auto / the best part, at most
+SIZES = ((4, 256), (6, 480), (8, 768), (12, 1152))  # (domains, GPUs) of the generated instances
+
+
+def generated(n: int) -> list[tuple[str, Instance]]:
+    """``n`` synthetic instances: the sizes of :data:`SIZES` in turn, seeds 0, 1, ..."""
+    out = []
+    for k in range(n):
+        d, g = SIZES[k % len(SIZES)]
+        data = generate_instance(d, g, seed=k, model="llama2-13b", max_stages=16)
+        data["name"] = f"gen-{d}dc-s{k}"
+        out.append((data["name"], Instance.from_dict(data, resolve_model=_resolve)))
+    return out
+
+
+def _resolve(name: str):
+    from planner.problem.files import find_model, load_model
+
+    return load_model(find_model(name))
+
+
+def key(p) -> str:
+    """A plan's decisions (placement, stages, schedule, sync), without figures or solver record."""
+    return p.model_copy(update={"predicted": None, "solver": None, "instance": ""}).to_json(indent=None)
+
+
+def run(inst, solver: str, budget: float, seed: int, **kw):
+    """(objective, plan key, wall seconds) of ``solver`` at ``budget``; objective None: no plan."""
+    opts = dict(kw)
+    if solver != "greedy":
+        opts["time_limit"] = budget
+    if solver == "milp":
+        opts["threads"] = 1
+    if solver == "cpsat":
+        opts["workers"] = 1
+    t0 = time.perf_counter()
+    try:
+        p = plan(inst, solver=solver, seed=seed, **opts)
+    except InfeasibleError:
+        return None, None, time.perf_counter() - t0
+    return p.solver.objective, key(p), time.perf_counter() - t0
+
+
+def fmt(x) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--budgets", default="30,60", help="comma-separated seconds")
+    ap.add_argument("--instances", default=None, help="comma-separated names (default: the suite)")
+    ap.add_argument("--generated", type=int, default=20, help="synthetic instances to add")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--det", action="store_true", help="also auto --deterministic, twice")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="dominance")
+    args = ap.parse_args(argv)
+    budgets = [float(b) for b in args.budgets.split(",")]
+    names = args.instances.split(",") if args.instances else suite_instances()
+    cases = [(n, load_instance(n)) for n in names] + generated(args.generated)
+    head = ("| instance | B s | " + " | ".join(PARTS) + " | auto (each repeat) | auto / best part | "
+            "repeats same plan | " + ("deterministic same plan | " if args.det else "") + "auto wall s |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    met = total = same = 0
+    for name, inst in cases:
+        for B in budgets:
+            parts = {}
+            for s in PARTS:
+                parts[s] = run(inst, s, B, args.seed)
+                print(f"{name} B={B:g} {s}: {fmt(parts[s][0])} ({parts[s][2]:.1f} s)", flush=True)
+            autos = [run(inst, "auto", B, args.seed) for _ in range(args.repeats)]
+            print(f"{name} B={B:g} auto: {', '.join(fmt(a[0]) for a in autos)}", flush=True)
+            best = min((v[0] for v in parts.values() if v[0] is not None), default=None)
+            worst_auto = max((a[0] for a in autos if a[0] is not None), default=None)
+            ratio = None if best is None or worst_auto is None else worst_auto / best
+            total += 1
+            met += ratio is not None and ratio <= GOAL
+            rep = len({a[1] for a in autos}) == 1
+            same += rep
+            det = ""
+            if args.det:
+                d = [run(inst, "auto", B, args.seed, deterministic=True) for _ in range(2)]
+                det = f"{'yes' if d[0][1] == d[1][1] else 'no'} ({fmt(d[0][0])}) | "
+            rows.append(f"| {name} | {B:g} | " + " | ".join(fmt(parts[s][0]) for s in PARTS)
+                        + f" | {', '.join(fmt(a[0]) for a in autos)} | {fmt(ratio)} | {'yes' if rep else 'no'} | "
+                        + det + f"{max(a[2] for a in autos):.1f} |")
+            print(rows[-1], flush=True)
+    lines = [f"Code: {commit()}; seed {args.seed}; every figure the evaluator's objective (time: T or T_eff / e, "
+             "seconds; cost instances: cost per iteration); each run alone on the machine.", "", *rows, "",
+             f"- auto no worse than every part (within {GOAL - 1:.1%}) on {met} of {total} (instance, B) pairs, "
+             "in every repeat.",
+             f"- auto's repeats returned the same plan on {same} of {total}."]
+    out = save(args.name, lines, argv)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
