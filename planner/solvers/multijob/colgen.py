@@ -43,7 +43,7 @@ from ...problem.plan import SolverInfo
 from ...scoring.multievaluate import multi_bound, multievaluate
 from .. import stop
 from . import baselines as B
-from .columns import ColumnPool, assemble, clip, default_uplinks, link_keys
+from .columns import ColumnPool, assemble, link_keys, trim
 from .master import Capacity, master_value, solve_lp, solve_master
 
 log = logging.getLogger("planner")
@@ -97,7 +97,7 @@ reference_throughputs = references  # the name inside multiplan, whose argument 
 def capacity(minst) -> Capacity:
     """The shared resources of the cluster (GPUs per domain, link keys, uplinks)."""
     return Capacity(gpus={d.name: d.gpus for d in minst.domains}, links=link_keys(minst),
-                    uplinks=tuple(d.name for d in minst.domains if d.uplink_gbps is not None))
+                    uplinks=tuple(d.name for d in minst.domains))
 
 
 class _Budget:
@@ -198,28 +198,34 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         pool.column_time_limit = budget.column_limit()
         return pool.make(j, g, links, ups, source=source, trim_it=trim_it)
 
-    # -- first columns ---------------------------------------------------------
-    for j in range(J):
+    # -- first columns: the baselines' (so never worse than one), trimmed copies, then more --
+    pool.stop_check = None if deterministic else (lambda: budget.out(pool))  # a deterministic budget
+    for j in range(J):  # counts the plans made after the baselines'
         g, links, ups = equal_slice(minst, j)
-        col = make(j, {d: n for d, n in g.items() if n}, links, ups, source="equal", trim_it=True)
+        col = pool.make(j, {d: n for d, n in g.items() if n}, links, ups, source="baseline:equal_share",
+                        trim_it=False)
         if col is not None:
             equal_tput[minst.jobs[j].name] = col.slice_throughput
-    W = sum(weights)
-    for j in range(J):
-        f = weights[j] / W
-        make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
-             {k: f for k in cap.links}, None, source="weight_share")
     if baselines:
-        for name in ("wan_blind_maxmin", "static_split", "one_datacenter", "greedy_by_weight", "equal_share", "edf"):
-            if budget.out(pool):
+        for name in ("static_split", "one_datacenter", "greedy_by_weight", "edf", "wan_blind_maxmin"):
+            if not deterministic and budget.out(pool):
                 break
             try:
                 B.BASELINES[name](minst, refs, pool=pool, objective=objective)
             except (InfeasibleError, InputError) as err:
                 log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
-    for j in range(J):  # alone in each of its largest domains
+    budget.plans += pool.plans_made
+    for col in list(pool.columns):  # the baselines' columns trimmed: the same plans, fewer shares
+        if not col.trimmed and not budget.out(pool):
+            pool.add(trim(pool, col))
+    W = sum(weights)
+    for j in range(J):
+        f = weights[j] / W
+        make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
+             {k: f for k in cap.links}, None, source="weight_share")
+    for j in range(J):  # alone in each of its two largest domains
         big = sorted(minst.allowed(j), key=lambda d: (-minst.domains[minst.domain_names.index(d)].gpus,
-                                                        minst.domain_names.index(d)))[:3]
+                                                        minst.domain_names.index(d)))[:2]
         for d in big:
             make(j, {d: minst.domains[minst.domain_names.index(d)].gpus}, {}, None, source="one_domain")
     log.info("multiplan: %d first columns from %d plans (%.1f s)", len(pool.columns), pool.plans_made,

@@ -154,6 +154,7 @@ class ColumnPool:
         self.cache: dict = {}
         self._keys: set = set()
         self.plans_made = 0
+        self.stop_check = None  # a callable: True when no more plans may be made
 
     # -- keys ---------------------------------------------------------------
     def _workload_key(self, j: int) -> str:
@@ -175,7 +176,7 @@ class ColumnPool:
         spec = self.minst.jobs[j]
         try:
             t, ev = job_time(self.minst, j, gpus, link_share, uplink_share, plan)
-        except (InfeasibleError, InputError):
+        except (InfeasibleError, InputError, KeyError):  # KeyError: a pair of the plan has no route left
             return None
         if ev is None or not ev.feasible or not (t and math.isfinite(t)):
             return None
@@ -183,11 +184,10 @@ class ColumnPool:
         ref = self.references.get(spec.name) or tput
         T = ev.effective_time_s
         completion = spec.iterations * T
-        # SPEC 10: the allocated GPUs are charged, used or not
-        used = plan.gpus_per_domain()
-        price = {d.name: d.price_per_gpu_hour for d in self.minst.domains}
-        idle = sum((g - used.get(d, 0)) * price[d] for d, g in gpus.items()) * T / 3600.0
-        cost = spec.iterations * (ev.cost_per_iteration + max(0.0, idle))
+        # SPEC 10: the allocated GPUs are charged, used or not (as the core's multievaluate counts)
+        price = sum(g * d.price_per_gpu_hour for d in self.minst.domains for g in [gpus.get(d.name, 0)])
+        per_iter = T / 3600.0 * price + ev.wan_gb_per_iteration * self.minst.options.wan_price_per_gb
+        cost = spec.iterations * per_iter
         met = spec.deadline_hours is None or completion <= 3600.0 * spec.deadline_hours
         return Column(job=j, name=spec.name, gpus=dict(gpus), link_share=dict(link_share),
                       uplink_share=dict(uplink_share), plan=plan, time_s=t, throughput=tput,
@@ -211,6 +211,8 @@ class ColumnPool:
         """The single-job planner's plan on ``instance`` (None: no plan fits)."""
         from ..registry import plan as run_plan
 
+        if self.stop_check is not None and self.stop_check():
+            return None
         limit = self.column_time_limit if time_limit is None else time_limit
         options = {}
         if self.deterministic and self.solver in ("cpsat", "auto", "hier"):
