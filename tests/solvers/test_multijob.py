@@ -18,7 +18,7 @@ from planner.problem.jobs import MultiInstance
 from planner.scoring.evaluator import evaluate
 from planner.scoring.multievaluate import better, multi_bound, multievaluate
 from planner.solvers.multijob import baselines as B
-from planner.solvers.multijob.colgen import references
+from planner.solvers.multijob import references
 from planner.solvers.multijob.columns import TRIM_TOLERANCE, ColumnPool
 from planner.solvers.multijob.master import OBJECTIVES
 

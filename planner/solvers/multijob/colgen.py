@@ -42,9 +42,9 @@ from ...problem.jobs import OBJECTIVES, equal_slice, full_allocation
 from ...problem.plan import SolverInfo
 from ...scoring.multievaluate import multi_bound, multievaluate
 from .. import stop
-from . import baselines as B
-from .columns import ColumnPool, assemble, link_keys, trim
-from .master import Capacity, master_value, solve_lp, solve_master
+from .baselines import BASELINES
+from .columns import ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
+from .master import Capacity, solve_lp, solve_master
 
 log = logging.getLogger("planner")
 
@@ -53,45 +53,6 @@ COLUMN_SHARE = 0.25  # at most this share of the time limit for one plan (and at
 MIN_COLUMN_S = 1.0
 FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation
 SHARINGS = ("reserved", "shared")
-
-
-def _tput(p) -> float:
-    pr = p.predicted
-    return (pr.model_extra or {}).get("effective_tokens_per_s") or pr.throughput_tokens_per_s
-
-
-def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
-                    deterministic: bool = False) -> dict:
-    """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
-    per solver, seed, time limit)."""
-    from ..registry import plan as run_plan
-
-    cache = minst.__dict__.setdefault("_multijob_references", {})
-    key = (solver, seed, time_limit, deterministic)
-    if key not in cache:
-        out = {}
-        for j, spec in enumerate(minst.jobs):
-            options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
-            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
-                                      **options)
-        cache[key] = out
-    return cache[key]
-
-
-def references(minst, time_limit: float | None = None, seed: int = 0, solver: str = "greedy",
-               deterministic: bool = False) -> dict[str, float]:
-    """tput*_j for every job (tokens/s): the throughput of ``solver``'s plan for the
-    job alone on the whole cluster (``job_instance``).  One fixed method, computed
-    once per mix: pass the result to every method compared on the mix.
-
-    >>> references(minst)                           # doctest: +SKIP
-    {'big': 1.6e5, 'small': 4.2e6}
-    """
-    plans = reference_plans(minst, solver=solver, seed=seed, time_limit=time_limit, deterministic=deterministic)
-    return {name: _tput(p) for name, p in plans.items()}
-
-
-reference_throughputs = references  # the name inside multiplan, whose argument is called references
 
 
 def capacity(minst) -> Capacity:
@@ -148,11 +109,11 @@ def _single(minst, objective, time_limit, seed, solver, deterministic, refs, t0)
     gpus, links, ups = full_allocation(minst, 0)
     gpus = {d: n for d, n in gpus.items() if n}
     name = minst.jobs[0].name
-    ref = (refs or {}).get(name) or _tput(p)
+    ref = (refs or {}).get(name) or plan_throughput(p)
     from ...problem.multiplan import JobAllocation, MultiPlan
 
     job = JobAllocation(name=name, admitted=True, gpus=gpus, link_share=links, uplink_share=ups,
-                        reference_throughput_tokens_per_s=ref, equal_share_throughput_tokens_per_s=_tput(p),
+                        reference_throughput_tokens_per_s=ref, equal_share_throughput_tokens_per_s=plan_throughput(p),
                         plan=p)
     mp = MultiPlan(instance=minst.name, objective=objective, jobs=[job], solver=None)
     return mp, {"single_job_status": p.solver.status, "columns": 1, "rounds": 0}
@@ -211,7 +172,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             if not deterministic and budget.out(pool):
                 break
             try:
-                B.BASELINES[name](minst, refs, pool=pool, objective=objective)
+                BASELINES[name](minst, refs, pool=pool, objective=objective)
             except (InfeasibleError, InputError) as err:
                 log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
     budget.plans += pool.plans_made

@@ -29,8 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from ...problem.errors import InfeasibleError, InputError
 from ...problem.jobs import WORKLOAD_KEYS, link_key
@@ -356,3 +355,43 @@ def assemble(minst, objective: str, cols: list, references: dict, equal_tput: di
                                       reference_throughput_tokens_per_s=ref,
                                       equal_share_throughput_tokens_per_s=eq, plan=c.plan))
     return MultiPlan(instance=minst.name, objective=objective, jobs=jobs, solver=solver)
+
+
+def plan_throughput(p) -> float:
+    """A plan's effective throughput (tokens/s) as its predicted figures give it."""
+    pr = p.predicted
+    return (pr.model_extra or {}).get("effective_tokens_per_s") or pr.throughput_tokens_per_s
+
+
+def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
+                    deterministic: bool = False) -> dict:
+    """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
+    per solver, seed, time limit)."""
+    from ..registry import plan as run_plan
+
+    cache = minst.__dict__.setdefault("_multijob_references", {})
+    key = (solver, seed, time_limit, deterministic)
+    if key not in cache:
+        out = {}
+        for j, spec in enumerate(minst.jobs):
+            options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
+            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
+                                      **options)
+        cache[key] = out
+    return cache[key]
+
+
+def references(minst, time_limit: float | None = None, seed: int = 0, solver: str = "greedy",
+               deterministic: bool = False) -> dict[str, float]:
+    """tput*_j for every job (tokens/s): the throughput of ``solver``'s plan for the
+    job alone on the whole cluster (``job_instance``).  One fixed method, computed
+    once per mix: pass the result to every method compared on the mix.
+
+    >>> references(minst)                           # doctest: +SKIP
+    {'big': 1.6e5, 'small': 4.2e6}
+    """
+    plans = reference_plans(minst, solver=solver, seed=seed, time_limit=time_limit, deterministic=deterministic)
+    return {name: plan_throughput(p) for name, p in plans.items()}
+
+
+reference_throughputs = references  # the name inside multiplan, whose argument is called references
