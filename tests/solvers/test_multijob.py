@@ -71,7 +71,7 @@ def test_one_job_is_planner_plan_with_everything(two_jobs):
 
 def test_two_jobs_feasible_scored_and_never_worse_than_a_baseline(two_jobs):
     refs = references(two_jobs)
-    mp = _fast(two_jobs, references=refs, time_limit=20.0)
+    mp = _fast(two_jobs, references=refs, time_limit=12.0)
     ev = multievaluate(two_jobs, mp)
     assert ev.feasible, ev.violations
     info = mp.solver
@@ -93,7 +93,7 @@ def test_two_jobs_feasible_scored_and_never_worse_than_a_baseline(two_jobs):
 @pytest.mark.parametrize("objective", [o for o in OBJECTIVES if o != "maxmin"])
 def test_every_objective_feasible_and_no_worse_than_its_baselines(two_jobs, objective):
     refs = references(two_jobs)
-    mp = _fast(two_jobs, objective=objective, references=refs, time_limit=8.0)
+    mp = _fast(two_jobs, objective=objective, references=refs, time_limit=4.0)
     ev = multievaluate(two_jobs, mp)
     assert ev.feasible, ev.violations
     assert mp.objective == objective and mp.solver.objective == ev.objective_value
@@ -143,8 +143,8 @@ def test_a_quota_no_plan_fits_is_infeasible(two_jobs):
 
 
 def test_deterministic_budget_repeats(two_jobs):
-    a = _fast(two_jobs, seed=1, time_limit=4.0).to_dict()
-    b = _fast(two_jobs, seed=1, time_limit=4.0).to_dict()
+    a = _fast(two_jobs, seed=1, time_limit=2.0).to_dict()
+    b = _fast(two_jobs, seed=1, time_limit=2.0).to_dict()
     for d in (a, b):
         d["solver"].pop("time_s")
         for j in d["jobs"]:
