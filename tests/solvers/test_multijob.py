@@ -245,3 +245,16 @@ def test_clip_keeps_allowed_domains_and_quota(two_jobs, gpus, allowed, quota):
     assert all(n <= gpus[d] for d, n in out.items())
     room = sum(min(gpus.get(d, 0), cap[d]) for d in ok)
     assert sum(out.values()) == (room if quota is None else min(quota, room))
+
+
+def test_a_slice_cut_in_two_keeps_its_larger_part(two_jobs):
+    """GPUs in alpha and gamma with no link share: they cannot work together; the column
+    is planned on the part with more GPUs (alpha), not left to crash the planner."""
+    from planner.solvers.multijob.columns import connected_gpus
+
+    inst = two_jobs.slice_instance(0, {"alpha": 8, "gamma": 6}, {})
+    assert connected_gpus(inst, {"alpha": 8, "gamma": 6}) == {"alpha": 8}
+    both = two_jobs.slice_instance(0, {"alpha": 8, "gamma": 6}, {"alpha|beta": 0.5, "beta|gamma": 0.5})
+    assert connected_gpus(both, {"alpha": 8, "gamma": 6}) == {"alpha": 8, "gamma": 6}
+    col = ColumnPool(two_jobs, references(two_jobs)).make(0, {"alpha": 8, "gamma": 6}, {})
+    assert col is not None and set(col.gpus) == {"alpha"}

@@ -112,6 +112,21 @@ def clip(minst, j: int, gpus: dict) -> dict:
     return out
 
 
+def connected_gpus(instance, gpus: dict) -> dict:
+    """``gpus`` restricted to the connected part of ``instance``'s WAN holding the most of
+    them (ties: the part of the first domain in file order): a slice whose link shares cut
+    the WAN leaves GPUs that cannot work together."""
+    import networkx as nx
+
+    held = {d: n for d, n in gpus.items() if n}
+    parts = list(nx.connected_components(instance.graph))
+    if len(parts) <= 1:
+        return held
+    order = {d: i for i, d in enumerate(instance.domain_names)}
+    best = max(parts, key=lambda p: (sum(held.get(d, 0) for d in p), -min(order[d] for d in p)))
+    return {d: n for d, n in held.items() if d in best}
+
+
 def traffic_links(instance, plan: Plan) -> set[str]:
     """The link keys the plan's transfers may use on ``instance``: the routes
     between the domains of consecutive stages of a replica and between any two
@@ -221,6 +236,9 @@ class ColumnPool:
             return run_plan(instance, solver=self.solver, time_limit=limit, seed=self.seed, **options)
         except InfeasibleError:
             return None
+        except KeyError as err:  # a planner meeting two GPU domains without a route (a bug there)
+            log.warning("column of %s not planned: %s has no route", self.minst.jobs[j].name, err)
+            return None
 
     def make(self, j: int, gpus: dict, link_share: dict, uplink_share: dict | None = None, source: str = "",
              trim_it: bool = True, time_limit: float | None = None) -> Column | None:
@@ -237,8 +255,15 @@ class ColumnPool:
         col = None
         try:
             inst = self.minst.slice_instance(j, gpus, link_share, uplink_share)
-        except InputError:  # e.g. a slice whose WAN is cut in two
+        except InputError:
             inst = None
+        if inst is not None:
+            part = connected_gpus(inst, gpus)
+            if part != gpus:  # the slice's WAN is cut in two: the part with the most GPUs
+                uplink_share = {d: u for d, u in uplink_share.items() if d in part}
+                col = self.make(j, part, link_share, uplink_share, source, trim_it, time_limit)
+                self.cache[key] = col
+                return col
         p = None if inst is None else self.plan_on(j, inst, time_limit)
         if p is not None:
             col = self.score(j, gpus, link_share, uplink_share, p, source)
