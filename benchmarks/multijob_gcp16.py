@@ -27,8 +27,9 @@ from planner.solvers.multijob import references  # noqa: E402
 from _results import commit, save  # noqa: E402
 
 
-def gcp16_mix(second: str = "gpt3-1.3b", iterations: int = 100) -> MultiInstance:
-    """gcp-16's cluster with two jobs: its llama2-70b workload and ``second`` on the same batch."""
+def gcp16_mix(second: str = "gpt3-1.3b", iterations: int = 100, jobs: int = 2) -> MultiInstance:
+    """gcp-16's cluster with its llama2-70b workload (``big``) and ``second`` on the same batch
+    (``small``); ``jobs=3`` adds a second llama2-70b job (``big2``)."""
     inst = planner.load_instance("gcp-16")
     data = inst.to_dict()
     wl = data.pop("workload")
@@ -36,6 +37,9 @@ def gcp16_mix(second: str = "gpt3-1.3b", iterations: int = 100) -> MultiInstance
     other = planner.load_instance("gcp-16").with_model(second).to_dict()["workload"]
     data["jobs"] = [{**wl, "name": "big", "iterations": iterations},
                     {**other, "name": "small", "iterations": iterations}]
+    if jobs == 3:
+        data["jobs"].insert(1, {**wl, "name": "big2", "iterations": iterations})
+        data["name"] = "gcp-16-three-jobs"
     data["options"] = {**data.get("options", {}), "multi_objective": "maxmin"}
     return MultiInstance.from_dict(data)
 
@@ -44,9 +48,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, choices=(2, 3), default=2, help="2: big, small; 3: big, big2, small")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/multijob_gcp16.md")
     args = ap.parse_args()
-    minst = gcp16_mix()
+    minst = gcp16_mix(jobs=args.jobs)
     t0 = time.perf_counter()
     refs = references(minst, seed=args.seed)
     print(f"references (greedy alone on gcp-16, {time.perf_counter() - t0:.1f} s): {refs}")
@@ -59,6 +64,7 @@ def main() -> None:
                      "rho": {j.name: j.rho for j in r.jobs}, "rho_shared": {j.name: j.rho for j in s.jobs},
                      "gpus": {a.name: sum(a.gpus.values()) for a in mp.jobs}, "feasible": r.feasible,
                      "time_s": secs})
+        rows[-1]["gpus"] = {a.name: sum(a.gpus.values()) for a in mp.jobs}
         print(f"{name:18s} reserved {r.objective_value:.4f} shared {s.objective_value:.4f}  "
               + "  ".join(f"{j.name}: rho {j.rho:.3f}" for j in r.jobs)
               + f"  GPUs {rows[-1]['gpus']}  ({secs:.1f} s)", flush=True)
@@ -76,17 +82,22 @@ def main() -> None:
     seq = B.sequential(minst)
     print("sequential (each job alone, one after the other):", seq)
     load0 = os.getloadavg()
-    lines = [f"# Several jobs on gcp-16: the column planner vs the baselines (`--time-limit {args.time_limit:g}`)", "",
-             f"Code at commit {commit()}. Mix: llama2-70b (`big`, gcp-16's workload) and gpt3-1.3b (`small`, the "
+    names = [j.name for j in minst.jobs]
+    lines = [f"# Several jobs on gcp-16: the column planner vs the baselines (`--jobs {args.jobs} --time-limit "
+             f"{args.time_limit:g}`)", "",
+             f"Code at commit {commit()}. Mix: llama2-70b (`big`, gcp-16's workload"
+             + (", and `big2`, a second copy" if args.jobs == 3 else "") + ") and gpt3-1.3b (`small`, the "
              "same batch and sequence), 100 iterations each, weight 1, objective maxmin (min_j rho_j / w_j). "
              "References tput*: greedy on each job alone on the whole cluster: "
              + ", ".join(f"{k} {v:.6g} tokens/s" for k, v in refs.items()) + ". Each baseline planned by greedy; "
              "every row scored by multievaluate, reserved (the exact model) and shared (pessimistic).", "",
-             "| method | maxmin, reserved | maxmin, shared | rho big | rho small | GPUs big | GPUs small | wall s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| method | maxmin, reserved | maxmin, shared | " + " | ".join(f"rho {n}" for n in names) + " | "
+             + " | ".join(f"GPUs {n}" for n in names) + " | wall s |",
+             "|---|---|---|" + "---|" * (2 * len(names)) + "---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['reserved']:.4f} | {r['shared']:.4f} | {r['rho']['big']:.4f} | "
-                     f"{r['rho']['small']:.4f} | {r['gpus']['big']} | {r['gpus']['small']} | {r['time_s']:.1f} |")
+        lines.append(f"| {r['method']} | {r['reserved']:.4f} | {r['shared']:.4f} | "
+                     + " | ".join(f"{r['rho'][n]:.4f}" for n in names) + " | "
+                     + " | ".join(str(r["gpus"][n]) for n in names) + f" | {r['time_s']:.1f} |")
     ex = info.model_extra
     lines += ["", f"multiplan: status {info.status}, bound {info.bound:.6g}, gap {info.gap:.4g}, master_lp "
               f"{ex.get('master_lp'):.6g}, {ex.get('columns')} columns, {ex.get('rounds')} rounds, "
@@ -97,7 +108,7 @@ def main() -> None:
               f"{os.cpu_count()} CPUs."]
     print("\n".join(lines))
     if args.save:
-        print(f"written to {save('multijob_gcp16', lines)}")
+        print(f"written to {save('multijob_gcp16' if args.jobs == 2 else 'multijob_gcp16_three', lines)}")
 
 
 if __name__ == "__main__":

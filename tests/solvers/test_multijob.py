@@ -258,3 +258,13 @@ def test_a_slice_cut_in_two_keeps_its_larger_part(two_jobs):
     assert connected_gpus(both, {"alpha": 8, "gamma": 6}) == {"alpha": 8, "gamma": 6}
     col = ColumnPool(two_jobs, references(two_jobs)).make(0, {"alpha": 8, "gamma": 6}, {})
     assert col is not None and set(col.gpus) == {"alpha"}
+
+
+def test_cli_exit_3_when_no_allocation_fits(two_jobs, tmp_path):
+    """A quota below the least GPUs a job runs on: no multi-plan (SPEC 9: exit 3, one line)."""
+    minst = _with_jobs(two_jobs, [_job(two_jobs, 0, max_gpus=2), _job(two_jobs, 1)])
+    path = tmp_path / "tight.json"
+    path.write_text(json.dumps(minst.to_dict()))
+    r = CliRunner().invoke(main, ["multiplan", str(path), "--time-limit", "3", "--deterministic", "-q"])
+    assert r.exit_code == 3, r.output
+    assert "Traceback" not in r.output
