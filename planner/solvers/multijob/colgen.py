@@ -3,10 +3,11 @@
 1. **References** (:func:`references`): tput*_j, the throughput of one fixed
    method, the plan of ``solver`` on ``minst.job_instance(j)``, computed once per
    mix (cached on the instance) unless given.
-2. **First columns**: each job on the equal slice, on a share of every domain in
-   proportion to its weight, alone in each of its largest domains, and every
-   baseline's allocation (:mod:`.baselines`), so the result is never worse than a
-   baseline.
+2. **First columns**: every baseline's allocation first (:mod:`.baselines`; so
+   the result is never worse than a baseline when they finish within the budget),
+   the same trimmed, each job's reference plan on the GPUs it uses, each job on a
+   share of every domain in proportion to its weight and alone in each of its two
+   largest domains.  Each planned slice gives its column untrimmed and trimmed.
 3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
    per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
    the prices of GPUs (per domain), links and uplinks.  New columns for the jobs
@@ -81,9 +82,9 @@ class _Budget:
             self.reason = "time_limit"
         return self.reason is not None
 
-    def column_limit(self) -> float:
-        if self.det:
-            return max(MIN_COLUMN_S, COLUMN_SHARE * self.limit)
+    def column_limit(self) -> float | None:
+        if self.det:  # the planner's own default: a plan cut short by the clock would not repeat
+            return None
         return max(0.1, min(max(MIN_COLUMN_S, COLUMN_SHARE * self.limit), self.left() - FINISH_S * self.limit))
 
 
@@ -144,7 +145,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         mp, extra = _single(minst, objective, time_limit, seed, solver, deterministic, references, t0)
         refs = {j.name: j.reference_throughput_tokens_per_s for j in mp.jobs}
         return _finish(minst, mp, objective, sharing, refs, "heuristic", extra, t0)
-    ref_limit = max(0.1, COLUMN_SHARE * time_limit) if not deterministic else max(MIN_COLUMN_S, COLUMN_SHARE * time_limit)
+    ref_limit = None if deterministic else max(0.1, COLUMN_SHARE * time_limit)
     refs = dict(references) if references else reference_throughputs(
         minst, time_limit=ref_limit, seed=seed, solver=solver, deterministic=deterministic)
     pool = ColumnPool(minst, refs, solver=solver, seed=seed, column_time_limit=budget.column_limit(),
@@ -176,6 +177,15 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             except (InfeasibleError, InputError) as err:
                 log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
     budget.plans += pool.plans_made
+    for j, p in enumerate(_reference_plans_known(minst, solver)):  # each job's reference plan: no new plan
+        if p is not None:
+            used = {d: n for d, n in p.gpus_per_domain().items() if n}
+            quota = minst.jobs[j].max_gpus
+            if set(used) <= set(minst.allowed(j)) and (quota is None or sum(used.values()) <= quota):
+                col = pool.add(pool.score(j, used, {k: 1.0 for k in cap.links}, {d: 1.0 for d in used}, p,
+                                          "reference"))
+                if col is not None:
+                    pool.add(trim(pool, col))
     for col in list(pool.columns):  # the baselines' columns trimmed: the same plans, fewer shares
         if not col.trimmed and not budget.out(pool):
             pool.add(trim(pool, col))
@@ -224,6 +234,16 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     extra = {"master_lp": master_lp, "master_value": best.value, "columns": len(pool.columns), "rounds": rounds,
              "plans_made": pool.plans_made, "column_solver": solver}
     return _finish(minst, mp, objective, sharing, refs, status, extra, t0)
+
+
+def _reference_plans_known(minst, solver: str) -> list:
+    """Each job's reference plan by ``solver`` when :func:`references` made one for this
+    instance (any seed or limit), else None per job."""
+    cache = minst.__dict__.get("_multijob_references", {})
+    for key, plans in cache.items():
+        if key[0] == solver:
+            return [plans.get(s.name) for s in minst.jobs]
+    return [None] * len(minst.jobs)
 
 
 def _better(objective, a, b) -> bool:

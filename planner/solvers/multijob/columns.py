@@ -167,6 +167,7 @@ class ColumnPool:
         self.columns: list[Column] = []
         self.cache: dict = {}
         self._keys: set = set()
+        self._plans: dict = {}
         self.plans_made = 0
         self.stop_check = None  # a callable: True when no more plans may be made
 
@@ -264,7 +265,10 @@ class ColumnPool:
                 col = self.make(j, part, link_share, uplink_share, source, trim_it, time_limit)
                 self.cache[key] = col
                 return col
-        p = None if inst is None else self.plan_on(j, inst, time_limit)
+        pkey = key[:2]  # the plan does not depend on trimming
+        if pkey not in self._plans:
+            self._plans[pkey] = None if inst is None else self.plan_on(j, inst, time_limit)
+        p = self._plans[pkey]
         if p is not None:
             col = self.score(j, gpus, link_share, uplink_share, p, source)
             if col is not None and trim_it:
