@@ -41,7 +41,7 @@ import time
 from ...problem.errors import InfeasibleError, InputError
 from ...problem.jobs import OBJECTIVES, equal_slice, full_allocation
 from ...problem.plan import SolverInfo
-from ...scoring.multievaluate import multi_bound, multievaluate
+from ...scoring.multievaluate import gap_of, multi_bound, multievaluate
 from .. import stop
 from .baselines import BASELINES
 from .columns import ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
@@ -203,6 +203,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
              time.perf_counter() - t0)
 
     # -- rounds ----------------------------------------------------------------
+    bound = multi_bound(minst, objective, refs)
     best = None
     master_lp = None
     rounds = 0
@@ -217,6 +218,8 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         rounds += 1
         log.info("multiplan round %d: %d columns, master %s, LP %s", rounds, len(pool.columns),
                  None if res.value is None else f"{res.value:.6g}", None if lp.value is None else f"{lp.value:.6g}")
+        if best is not None and gap_of(best.value, bound) is not None and gap_of(best.value, bound) <= 1e-9:
+            break  # the bound is reached: no column can do better
         if budget.out(pool):
             status = budget.reason
             break
@@ -233,7 +236,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     mp = assemble(minst, objective, cols, refs, equal_tput)
     extra = {"master_lp": master_lp, "master_value": best.value, "columns": len(pool.columns), "rounds": rounds,
              "plans_made": pool.plans_made, "column_solver": solver}
-    return _finish(minst, mp, objective, sharing, refs, status, extra, t0)
+    return _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound)
 
 
 def _reference_plans_known(minst, solver: str) -> list:
@@ -252,17 +255,15 @@ def _better(objective, a, b) -> bool:
     return (-a.value, a.tie) > (-b.value, b.tie)
 
 
-def _finish(minst, mp, objective, sharing, refs, status, extra, t0):
+def _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound=None):
     """Score ``mp`` (reserved; and ``sharing``), attach the solver's claims."""
     ev = multievaluate(minst, mp, sharing="reserved")
     if not ev.feasible:  # a bug: every column is feasible on its slice and the master respects capacities
         raise RuntimeError("multiplan made an infeasible multi-plan: " + "; ".join(ev.violations))
-    bound = multi_bound(minst, objective, refs)
+    if bound is None:
+        bound = multi_bound(minst, objective, refs)
     value = ev.objective_value
-    gap = None
-    if bound is not None and value is not None:
-        den = max(abs(value), abs(bound))
-        gap = 0.0 if den == 0 else abs(value - bound) / den
+    gap = gap_of(value, bound)
     if gap is not None and gap <= 1e-9:
         status = "optimal"
     if sharing == "shared":
