@@ -10,7 +10,8 @@
    largest domains.  Each planned slice gives its column untrimmed and trimmed.
 3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
    per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
-   the prices of GPUs (per domain), links and uplinks.  New columns for the jobs
+   the prices of GPUs (per domain), links and uplinks.  New columns: every job on
+   the LP-weighted average of its columns' allocations (they fit together); for the jobs
    whose row binds (maxmin: the least ``rho / w``; makespan: the latest;
    weighted, cost: every job; deadline: the jobs missing their deadline): the
    job's allocation grown by what the incumbent leaves free, the job on the
@@ -312,6 +313,24 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
         speed = {d.name: inst.domain_gpu(d.name).flops_per_s / 1e15 for d in minst.domains}
     except Exception:  # noqa: BLE001 - speed only orders domains
         pass
+    # 0. the LP's mix: each job on the LP-weighted average of its columns' allocations (GPUs
+    # floored); these slices fit together, as the LP's sums do
+    if lp.x and any(0 < v < 1 - 1e-9 for v in lp.x.values()):
+        for j in range(J):
+            ks = [k for k in lp.x if cols[k].job == j]
+            g, links, ups = {}, {}, {}
+            for k in ks:
+                v = lp.x[k]
+                for d, n in cols[k].gpus.items():
+                    g[d] = g.get(d, 0.0) + v * n
+                for key, b in cols[k].link_share.items():
+                    links[key] = links.get(key, 0.0) + v * b
+                for d, u in cols[k].uplink_share.items():
+                    ups[d] = ups.get(d, 0.0) + v * u
+            g = {d: int(math.floor(n + 1e-9)) for d, n in g.items()}
+            g = {d: n for d, n in g.items() if n}
+            if g:
+                make(j, g, links, {d: ups.get(d, 0.0) for d in g}, source="price:lp_mix")
     for j in targets:
         c = picked[j]
         mine_g = dict(c.gpus) if c is not None else {}

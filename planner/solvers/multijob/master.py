@@ -72,6 +72,7 @@ class MasterResult:
     tie: float | None
     status: str
     duals: dict = field(default_factory=dict)
+    x: dict = field(default_factory=dict)  # LP relaxation only: column index -> value in [0, 1]
 
 
 def _column_ok(c, objective: str) -> bool:
@@ -235,7 +236,8 @@ def solve_lp(columns, weights, capacity: Capacity, objective: str) -> MasterResu
     for j, ks in M._of.items():
         best = max(ks, key=lambda k: x.get(id(M.x[k]), 0.0), default=None) if ks else None
         frac[j] = best
-    return MasterResult(frac, value, None, "optimal", duals)
+    xs = {k: float(x.get(id(M.x[k]), 0.0)) for k in M.K}
+    return MasterResult(frac, value, None, "optimal", duals, {k: v for k, v in xs.items() if v > 1e-9})
 
 
 def solve_master_cpsat(columns, weights, capacity: Capacity, objective: str, time_limit: float | None = 10.0,
