@@ -349,6 +349,47 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
         sys.exit(EXIT_INFEASIBLE)
 
 
+@main.command("multievaluate")
+@click.argument("instance")
+@click.argument("multiplan_file", metavar="MULTIPLAN")
+@click.option("--sharing", type=click.Choice(["reserved", "shared"]), default="reserved", show_default=True,
+              help="reserved: each job on its slice (exact); shared: the jobs share every link and uplink")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document (SPEC 9)")
+@_guard
+def multievaluate_cmd(instance, multiplan_file, sharing, as_json):
+    """Score MULTIPLAN (JSON, SPEC 10) on INSTANCE (with [[jobs]]); exit 3 if infeasible."""
+    from .scoring.multievaluate import multievaluate
+
+    minst = pio.load_multi_instance(instance)
+    mp = pio.load_multiplan(multiplan_file, minst)
+    ev = multievaluate(minst, mp, sharing)
+    if as_json:
+        click.echo(strict_json(ev.to_dict()))
+    else:
+        out.print(_multi_summary(ev))
+    if not ev.feasible:
+        sys.exit(EXIT_INFEASIBLE)
+
+
+def _multi_summary(ev) -> str:
+    """The multi-plan's figures as text: one line per job, the objective, the violations."""
+    def num(v, fmt="{:.6g}"):
+        return "-" if v is None else fmt.format(v)
+
+    rows = [f"{'job':<16} {'admitted':>8} {'T_eff s':>12} {'tokens/s':>12} {'rho':>8} {'rho_share':>9} "
+            f"{'completion h':>12} {'deadline':>8} {'cost':>12}"]
+    for j in ev.jobs:
+        rows.append(f"{j.name:<16} {'yes' if j.admitted else 'no':>8} {num(j.effective_time_s):>12} "
+                    f"{num(j.throughput_tokens_per_s):>12} {j.rho:>8.4f} {num(j.rho_share, '{:.4f}'):>9} "
+                    f"{num(None if j.completion_s is None else j.completion_s / 3600):>12} "
+                    f"{'met' if j.deadline_met else 'missed':>8} {num(j.cost):>12}")
+    rows.append(f"sharing {ev.sharing}; objective {ev.objective}: {ev.objective_value:.6g} "
+                f"(tie-break {ev.tiebreak:.6g})"
+                + ("" if ev.bound is None else f"; bound {ev.bound:.6g}, gap {num(ev.gap, '{:.2%}')}"))
+    rows.append("feasible" if ev.feasible else "INFEASIBLE:\n" + "\n".join(f"  - {v}" for v in ev.violations))
+    return "\n".join(rows)
+
+
 @main.command("schedule")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")
@@ -789,7 +830,7 @@ def export_cmd(instance, plan_file, fmt, out_dir, version, force):
               help="write the schema here instead of printing it")
 @_guard
 def schema_cmd(kind, out_path):
-    """Print the JSON Schema of KIND: instance, model or plan (generated from the readers' models)."""
+    """Print the JSON Schema of KIND: instance, model, plan, multi-instance or multiplan (from the readers' models)."""
     text = schema_text(kind)
     if out_path:
         pio.write_atomic(out_path, text)

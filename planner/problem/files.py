@@ -15,6 +15,7 @@ import ctypes.util
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -110,10 +111,35 @@ def find_model(name: str, near: Path | None = None) -> Path | None:
 
 
 def available(kind: str) -> list[str]:
-    """Names of the packaged instances or models."""
-    root = instances_dir() if kind == "instances" else models_dir()
-    return sorted(p.stem for p in root.glob("*.toml") if not p.name.startswith("_")) + \
-        sorted(p.stem for p in root.glob("*.json") if not p.name.startswith("_"))
+    """Names of the packaged instances (one job, ``[workload]``), multi-job instances
+    (``"multi-instances"``: ``[[jobs]]``, SPEC 10) or models."""
+    root = models_dir() if kind == "models" else instances_dir()
+    names = sorted(p for p in root.glob("*.toml") if not p.name.startswith("_")) + \
+        sorted(p for p in root.glob("*.json") if not p.name.startswith("_"))
+    if kind == "instances":
+        names = [p for p in names if not _has_jobs(p)]
+    elif kind == "multi-instances":
+        names = [p for p in names if _has_jobs(p)]
+    return [p.stem for p in names]
+
+
+_JOBS_TOML = re.compile(r"^\s*\[\[\s*jobs\s*\]\]", re.MULTILINE)
+
+
+def _has_jobs(path: Path) -> bool:
+    """Whether the instance file at ``path`` lists ``[[jobs]]`` (a TOML array of tables, or a
+    JSON ``"jobs"`` key); an unreadable file counts as a one-job one (its loader says why)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and "jobs" in data
+    return bool(_JOBS_TOML.search(text))
 
 
 def _plain_mode(path: Path, default: int) -> int:

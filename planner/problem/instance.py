@@ -92,7 +92,9 @@ class Domain(_Strict):
     """A datacenter: its GPUs, its internal network and its price."""
 
     name: Name
-    gpus: int = Field(ge=1, le=L.MAX_TOTAL_GPUS, description="GPUs available")
+    gpus: int = Field(ge=0, le=L.MAX_TOTAL_GPUS,
+                      description="GPUs available (>= 1; 0 only in a job's slice, SPEC 10: a domain that relays "
+                                  "traffic and hosts no stage)")
     gpus_per_node: int = Field(default=8, ge=1, le=L.MAX_GPUS_PER_NODE)
     intra_bandwidth_gbps: float = Field(gt=0, le=L.MAX_BANDWIDTH_GBPS, description="per-GPU bandwidth inside the domain, Gbit/s")
     price_per_gpu_hour: float = Field(default=0.0, ge=0, le=L.MAX_PRICE)
@@ -105,9 +107,10 @@ class Domain(_Strict):
         description="SPEC v3: the name of this domain's GPU type ([gpu] or an entry of [[gpus]]); "
                     "absent: the [gpu] type")
     uplink_gbps: float | None = Field(
-        default=None, gt=0, le=L.MAX_BANDWIDTH_GBPS, allow_inf_nan=False, strict=True,
+        default=None, ge=0, le=L.MAX_BANDWIDTH_GBPS, allow_inf_nan=False, strict=True,
         description="SPEC v3: the most the domain sends to the WAN in total, and separately the most it "
-                    "receives from it, Gbit/s (a NIC, a datacenter's WAN port); absent: no cap")
+                    "receives from it, Gbit/s (a NIC, a datacenter's WAN port); absent: no cap. > 0; 0 only "
+                    "in a job's slice (SPEC 10: a share 0 of the uplink)")
 
 
 class Link(_Strict):
@@ -199,6 +202,11 @@ class Instance(_Strict):
 
     name: Name
     description: str = ""
+    slice_of: str | None = Field(
+        default=None, max_length=200,
+        description="SPEC 10: the multi-job instance this is one job's slice of (written by "
+                    "planner.problem.jobs); a slice may hold domains with 0 GPUs (relays), uplinks at 0 "
+                    "and a WAN in pieces")
     # ``[gpu]``: the file's key is ``gpu``; ``Instance.gpu`` is the one type every domain has
     gpu_table: GPU | None = Field(default=None, alias="gpu",
                                   description="the GPU type of every domain that names none")
@@ -219,8 +227,19 @@ class Instance(_Strict):
         """Validate a dict shaped like the instance file; raise ``InputError``.
 
         ``resolve_model`` maps a model name to a :class:`ModelSpec` (the
-        loader passes one that reads ``models/NAME.toml``).
+        loader passes one that reads ``models/NAME.toml``).  A dict with ``jobs``
+        (SPEC 10, several jobs) is refused: it is a
+        :class:`planner.problem.jobs.MultiInstance`.
         """
+        if isinstance(data, dict) and "jobs" in data and "workload" in data:
+            raise InputError("both [workload] (one job) and [[jobs]] (several jobs, SPEC 10); an instance has "
+                             "one or the other", "jobs")
+        if isinstance(data, dict) and "workload" not in data and "jobs" not in data:
+            raise InputError("neither [workload] (one job) nor [[jobs]] (several jobs, SPEC 10)", "workload")
+        if isinstance(data, dict) and "jobs" in data:
+            raise InputError("this instance lists several jobs ([[jobs]], SPEC 10): plan it with `planner "
+                             "multiplan` and score a multi-plan with `planner multievaluate` (planner plan "
+                             "and evaluate take one job)", "jobs")
         try:
             inst = cls.model_validate(data, context={"resolve_model": resolve_model})
         except ValidationError as err:
@@ -237,6 +256,14 @@ class Instance(_Strict):
                 raise InputError(f"duplicate domain name {d.name!r} (also domains[{seen[d.name]}])",
                                  f"domains[{i}].name")
             seen[d.name] = i
+            if self.slice_of is None and d.gpus < 1:
+                raise InputError(f"{d.gpus} GPUs; a domain has at least 1 (0 only in a job's slice of a "
+                                 "multi-job instance, SPEC 10)", f"domains[{i}].gpus")
+            if self.slice_of is None and d.uplink_gbps is not None and d.uplink_gbps <= 0:
+                raise InputError(f"uplink_gbps must be > 0 (got {d.uplink_gbps!r}; 0 only in a job's slice, "
+                                 "SPEC 10)", f"domains[{i}].uplink_gbps")
+        if self.total_gpus < 1:
+            raise InputError("no GPUs in any domain", "domains")
         if self.total_gpus > L.MAX_TOTAL_GPUS:
             raise InputError(f"{self.total_gpus} GPUs in all domains together; at most {L.MAX_TOTAL_GPUS:.0e} "
                              f"({L.REASONS['gpus']})", "domains")
@@ -253,7 +280,7 @@ class Instance(_Strict):
                 raise InputError(f"duplicate link {link.a}-{link.b} (also links[{pairs[key]}])",
                                  f"links[{i}]")
             pairs[key] = i
-        if len(self.domains) > 1:
+        if len(self.domains) > 1 and self.slice_of is None:  # a slice's WAN may be in pieces (SPEC 10)
             g = self.graph
             if not nx.is_connected(g):
                 parts = sorted(sorted(c) for c in nx.connected_components(g))

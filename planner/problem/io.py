@@ -48,15 +48,7 @@ def load_instance(ref: str | Path | None = None, spec: int | None = None) -> Ins
     data = read_mapping(path)
 
     def resolve(name: str) -> ModelSpec:
-        if name.endswith(".toml"):
-            mpath = (path.parent / name)
-        else:
-            mpath = find_model(name, path.parent)
-            if mpath is None:
-                raise InputError(f"no model named {name!r} (looked for {name}.toml in models/; "
-                                 f"available: {', '.join(available('models'))})",
-                                 "workload.model", str(path))
-        return load_model(mpath)
+        return _resolve_model(path, name, "workload.model")
 
     wl = data.get("workload")
     if isinstance(wl, dict) and isinstance(wl.get("model"), str):
@@ -71,6 +63,47 @@ def load_instance(ref: str | Path | None = None, spec: int | None = None) -> Ins
         raise
 
 
+def load_multi_instance(ref: str | Path):
+    """Load and validate an instance file with ``[[jobs]]`` (SPEC 10), a path or the name
+    of a packaged one (TOML or JSON), as :func:`load_instance` does: each job's model
+    name looked up near the file.  ``InputError`` names the file, the job and the field
+    (``jobs[1].iterations``); a one-job file (``[workload]``) is refused.
+
+    >>> minst = load_multi_instance("two-jobs")      # doctest: +SKIP
+    """
+    from .jobs import MultiInstance
+
+    path = resolve_instance_path(ref)
+    data = read_mapping(path)
+    jobs = data.get("jobs")
+    if isinstance(jobs, list):
+        resolved = []
+        for i, job in enumerate(jobs):
+            if isinstance(job, dict) and isinstance(job.get("model"), str):
+                job = {**job, "model": _resolve_model(path, job["model"], f"jobs[{i}].model")}
+            resolved.append(job)
+        data = {**data, "jobs": resolved}
+    try:
+        return MultiInstance.from_dict(data)
+    except InputError as err:
+        if err.file is None:
+            err.file = str(path)
+        raise
+
+
+def _resolve_model(path: Path, name: str, field: str) -> ModelSpec:
+    """The model ``name`` of the instance file ``path``: a path ending in ``.toml`` relative to
+    it, else a model file looked up near it and in models/ (``InputError`` naming ``field``)."""
+    if name.endswith(".toml"):
+        mpath = path.parent / name
+    else:
+        mpath = find_model(name, path.parent)
+        if mpath is None:
+            raise InputError(f"no model named {name!r} (looked for {name}.toml in models/; "
+                             f"available: {', '.join(available('models'))})", field, str(path))
+    return load_model(mpath)
+
+
 def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
     """Read a plan JSON; with ``instance``, also check it fits its shape."""
     path = Path(path)
@@ -82,6 +115,24 @@ def load_plan(path: str | Path, instance: Instance | None = None) -> Plan:
     except InputError as err:
         raise err.with_file(path) from None
     return plan
+
+
+def load_multiplan(path: str | Path, minst=None):
+    """Read a multi-plan JSON (SPEC 10); with ``minst`` (a
+    :class:`~planner.problem.jobs.MultiInstance`), also check it fits: every job listed
+    once, known domains and links, a plan for every admitted job.  ``InputError`` names
+    the file, the job and the field."""
+    from .multiplan import MultiPlan
+
+    path = Path(path)
+    text = read_text(path)
+    try:
+        mp = MultiPlan.from_json(text)
+        if minst is not None:
+            mp.check_against(minst)
+    except InputError as err:
+        raise err.with_file(path) from None
+    return mp
 
 
 def load_rank_map(path: str | Path, instance: Instance | None = None) -> Plan:

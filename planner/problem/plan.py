@@ -157,6 +157,8 @@ def instance_sha256(instance: Instance) -> str:
         data.pop("gpus", None)
     if data.get("gpu") is None:
         data.pop("gpu", None)
+    if data.get("slice_of") is None:
+        data.pop("slice_of", None)
     for d in data["domains"]:
         if d.get("gpu") is None:
             d.pop("gpu", None)

@@ -1,8 +1,10 @@
-"""JSON Schemas of the three file formats: instance, model profile, plan (SPEC section 9).
+"""JSON Schemas of the file formats: instance, model profile, plan (SPEC section 9), and the
+multi-job instance and multi-plan (SPEC section 10).
 
 Each schema is generated from the pydantic model that reads the file
 (:class:`~planner.problem.instance.Instance`,
-:class:`~planner.problem.model.ModelSpec`, :class:`~planner.problem.plan.Plan`),
+:class:`~planner.problem.model.ModelSpec`, :class:`~planner.problem.plan.Plan`,
+:class:`~planner.problem.jobs.MultiInstance`, :class:`~planner.problem.multiplan.MultiPlan`),
 so a key, a type or a range changes in one place.  Two additions say what the
 readers accept beyond the models: ``$schema`` (an editor's pointer to the
 schema, dropped on reading) in every file, and the keys ``planner plan --json``
@@ -31,15 +33,22 @@ from __future__ import annotations
 import json
 
 from .instance import Instance
+from .jobs import MultiInstance
 from .model import ModelSpec
+from .multiplan import MultiPlan
 from .plan import READER_ONLY_KEYS, Plan
 
-KINDS = ("instance", "model", "plan")
-_MODELS = {"instance": Instance, "model": ModelSpec, "plan": Plan}
+KINDS = ("instance", "model", "plan", "multi-instance", "multiplan")
+_MODELS = {"instance": Instance, "model": ModelSpec, "plan": Plan, "multi-instance": MultiInstance,
+           "multiplan": MultiPlan}
 _TITLES = {
     "instance": "planner instance: GPUs, domains, WAN links, workload and options (TOML or JSON)",
     "model": "planner model profile: an architecture or a list of units (TOML)",
     "plan": "planner plan: replicas, stages, tensor parallelism, placement, micro-batching, schedule (JSON)",
+    "multi-instance": "planner instance with several jobs ([[jobs]], SPEC 10): GPUs, domains, WAN links, jobs "
+                      "and options (TOML or JSON)",
+    "multiplan": "planner multi-plan (SPEC 10): per job, admitted or not, its GPUs and shares of links and "
+                 "uplinks, its reference throughputs and its plan (JSON)",
 }
 _EXTRA = {
     "$schema": {"type": "string", "description": "the file's JSON Schema, for editors; ignored by the planner"},
@@ -51,7 +60,8 @@ _EXTRA = {
 
 
 def schema(kind: str) -> dict:
-    """The JSON Schema (draft 2020-12) of file kind ``instance``, ``model`` or ``plan``."""
+    """The JSON Schema (draft 2020-12) of file kind ``instance``, ``model``, ``plan``,
+    ``multi-instance`` or ``multiplan``."""
     if kind not in KINDS:
         raise ValueError(f"kind is one of {', '.join(KINDS)}, not {kind!r}")
     s = _MODELS[kind].model_json_schema(mode="validation")

@@ -142,11 +142,12 @@ class Evaluator:
     module docstring); under 2 an instance using a v3-only field raises ``InputError``.
     """
 
-    def __init__(self, instance, plan, group_replicas: bool = True, spec: int | None = None):
+    def __init__(self, instance, plan, group_replicas: bool = True, spec: int | None = None, background=None):
         plan.check_against(instance)
         self.instance, self.plan = instance, plan
         self.spec = check_spec(spec)
-        self.fig = PlanFigures(instance, plan, self.spec)
+        self.background = background  # SPEC 10 shared sharing: the other jobs' users (figures.Background)
+        self.fig = PlanFigures(instance, plan, self.spec, background)
         self.group_replicas = group_replicas
         self._base = None
         # SPEC 11: the quality factor e of the plan's sync, and its source (InputError: no row covers it)
@@ -409,7 +410,8 @@ class Evaluator:
         obw, olat = fig.outer_times(st)
         per_step = None
         if not fig.dp.plain and not deadlock:
-            plain = Evaluator(inst, self.plan.model_copy(update={"dp_sync": None}), self.group_replicas, self.spec)
+            plain = Evaluator(inst, self.plan.model_copy(update={"dp_sync": None}), self.group_replicas, self.spec,
+                              self.background)
             per_step = float(plain.iteration_times(st)[0])
         return Evaluation(
             iteration_time_s=T, estimate_s=Te,

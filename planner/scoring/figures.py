@@ -44,6 +44,21 @@ from ..problem.oplists import Flush, flushes, inflight_counts, op_lists
 from ..problem.specversion import check_spec, refuse_v3_fields
 
 
+@dataclass(frozen=True)
+class Background:
+    """The other jobs' users of the resources, for one job's figures under shared sharing
+    (SPEC 10): ``channels`` (resources,) the sum of the other jobs' n(q) (pipeline channels,
+    streaming outer rings included); ``ring`` and ``outer`` the other jobs' gradient-sync
+    users as ``(resource ids, volumes in bytes)``, one entry per (hop, resource), for the
+    per-step (or inner) rings and the outer rings.  Resource ids are those of
+    :class:`~planner.problem.network.Resources` on the same instance (the jobs share its
+    links and uplinks).  Empty: the figures of the job alone, bit for bit."""
+
+    channels: np.ndarray | None = None
+    ring: tuple[np.ndarray, np.ndarray] | None = None
+    outer: tuple[np.ndarray, np.ndarray] | None = None
+
+
 @dataclass
 class Comm:
     """Communication figures for K states (seconds)."""
@@ -100,8 +115,9 @@ class PlanFigures:
     v3 models (:func:`planner.problem.specversion.refuse_v3_fields`).
     """
 
-    def __init__(self, instance, plan, spec: int | None = None):
+    def __init__(self, instance, plan, spec: int | None = None, background: Background | None = None):
         self.spec = check_spec(spec)
+        self.background = background
         refuse_v3_fields(instance, self.spec)
         self.instance, self.plan = instance, plan
         self.routes = instance.routes_for(self.spec)
@@ -222,7 +238,11 @@ class PlanFigures:
         # replicas of different classes (GPU type rows) are never grouped together
         klass = self.replica_class[:, None] if self.classes > 1 else np.zeros((R, 0), dtype=np.int64)
         intra = np.array([d.intra_bandwidth_gbps * GBPS for d in inst.domains])
-        self._extra_users = self._streaming_users(P, n)
+        self._own_extra = self._streaming_users(P, n)
+        self._extra_users = self._own_extra
+        bg = self.background
+        if bg is not None and bg.channels is not None:  # SPEC 10 shared: the other jobs' n(q) too
+            self._extra_users = (bg.channels if self._own_extra is None else self._own_extra + bg.channels)
         self._intra = intra
         # pipeline boundaries: a route id (a pair of domains) or -1 - (intra class) inside one domain
         if S > 1:
@@ -330,7 +350,8 @@ class PlanFigures:
         hop_pair = np.concatenate(hop_pair) if hop_pair else np.zeros(0, np.int64)
         kr = self.r_k[hop_ring]
         self.ring = _RingTable(self.routes, self.resources, hop_pair // n, hop_pair % n,
-                               phi(kr, self.sync) * G[self.r_stage[hop_ring]], equal=self.spec < 3)
+                               phi(kr, self.sync) * G[self.r_stage[hop_ring]], equal=self.spec < 3,
+                               background=None if self.background is None else self.background.ring)
         # rings with hops, and their hop indices padded with the sentinel column H
         self.ring_rows, first, width = np.unique(hop_ring, return_index=True, return_counts=True)
         self.ring_stages = self.r_stage[self.ring_rows]
@@ -367,7 +388,8 @@ class PlanFigures:
         self.outer_charged[self.outer_stages] = True
         kr = self.ring_k[h_stage]
         self.outer = _RingTable(self.routes, self.resources, src, dst,
-                                phi(kr, self.sync) * self.G_outer[h_stage], equal=False)
+                                phi(kr, self.sync) * self.G_outer[h_stage], equal=False,
+                                background=None if self.background is None else self.background.outer)
         _, first, width = np.unique(h_stage, return_index=True, return_counts=True)
         wmax = int(width.max(initial=0))
         self.outer_pad = np.where(np.arange(wmax) < width[:, None], first[:, None] + np.arange(wmax),
@@ -384,6 +406,18 @@ class PlanFigures:
         links, hops = self.routes.link_paths(src, dst)
         res = self.resources.paths(src, dst, links, hops)
         return _count(res, np.ones(len(src)), self.resources.count)
+
+    def channel_users(self) -> np.ndarray:
+        """n(q) of this plan alone, (resources,): its pipeline channels (``n_F + n_B`` or the
+        larger, SPEC 5) plus a streaming sync's outer rings (SPEC 11); what another job's
+        :class:`Background` adds under shared sharing (SPEC 10)."""
+        own = self.pipe.counts.astype(float)
+        return own if self._own_extra is None else own + self._own_extra
+
+    def sync_users(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """This plan's gradient-sync users, ``(ring, outer)``, each ``(resource ids, volumes)``
+        one entry per (hop, resource): what another job's :class:`Background` adds (SPEC 10)."""
+        return self.ring.entries, self.outer.entries
 
     @property
     def classes(self) -> int:
@@ -610,11 +644,15 @@ class _ChannelTable:
             bwd = resources.paths(src, dst, links, hops, reverse=True)
             n_f, n_b = _count(fwd, flows, resources.count), _count(bwd, flows, resources.count)
             users = n_f + n_b if add else np.maximum(n_f, n_b)
+            self.counts = users
             if extra is not None:  # streaming's outer rings, one more channel each (SPEC 11)
                 users = users + extra
             res = np.concatenate([fwd, bwd], axis=1)
         else:
             users, res = _count(fwd, flows, resources.count), fwd
+            self.counts = users
+            if extra is not None:
+                users = users + extra
         on = res >= 0
         self.used, col = np.unique(res[on], return_inverse=True)
         self.scale = GBPS / users[self.used]  # bytes/s per Gbit/s of capacity, shared
@@ -638,20 +676,24 @@ class _RingTable:
     Hop h goes from ``src[h]`` to ``dst[h]`` along their route carrying ``volume[h]``
     bytes (``phi(K_j) G_j``).  ``equal`` (v2): each hop is one user of each resource
     and gets ``cap / n``; otherwise processor sharing: a hop of volume V gets
-    ``cap * V / sum_u min(V_u, V)`` over the users u of the resource."""
+    ``cap * V / sum_u min(V_u, V)`` over the users u of the resource, and over the
+    ``background`` users ``(resource ids, volumes)`` of other jobs (SPEC 10 shared
+    sharing; None: none).  ``entries``: this table's own users as ``(resource ids,
+    volumes)``, one per (hop, resource)."""
 
-    def __init__(self, routes, resources: Resources, src, dst, volume, equal: bool):
+    def __init__(self, routes, resources: Resources, src, dst, volume, equal: bool, background=None):
         self.size = len(src)
         self.resources = resources
         links, hops = routes.link_paths(src, dst)
         res = resources.paths(src, dst, links, hops)
         on = res >= 0
         self.used, col = np.unique(res[on], return_inverse=True)
+        vol = np.repeat(np.asarray(volume, float), on.sum(axis=1))
+        self.entries = (res[on], vol)
         if equal:
             share = (GBPS / np.bincount(col, minlength=len(self.used)).astype(float))[col]
         else:
-            vol = np.repeat(np.asarray(volume, float), on.sum(axis=1))
-            share = GBPS * vol / _processor_sharing(col, vol, len(self.used))
+            share = GBPS * vol / _processor_sharing(col, vol, len(self.used), self.used, background)
         self.scale = np.ones(res.shape)
         self.scale[on] = share
         self.cols = np.full(res.shape, len(self.used), dtype=np.int64)
@@ -693,11 +735,13 @@ def concurrent_transfers(instance, src, dst, nbytes, bandwidth_gbps, latency_ms,
         return (np.asarray(nbytes, float) / share[0]) + lat[0]
 
 
-def _processor_sharing(col: np.ndarray, vol: np.ndarray, size: int) -> np.ndarray:
+def _processor_sharing(col: np.ndarray, vol: np.ndarray, size: int, used=None, background=None) -> np.ndarray:
     """For every (user, resource) entry, ``sum_u min(V_u, V)`` over the users u of its
     resource ``col`` (V its own volume, bytes): after that many bytes have passed the
     resource at full capacity, the user's last byte has (SPEC 5).  One small matrix
-    per resource; entries are the hops of the plan's rings, a few hundred at most."""
+    per resource; entries are the hops of the plan's rings, a few hundred at most.
+    ``background``: other users ``(resource ids, volumes)`` (SPEC 10), matched to the
+    columns by ``used`` (the resource id of each column), added after the own users."""
     den = np.empty(len(col))
     order = np.argsort(col, kind="stable")
     bounds = np.searchsorted(col[order], np.arange(size + 1))
@@ -705,4 +749,11 @@ def _processor_sharing(col: np.ndarray, vol: np.ndarray, size: int) -> np.ndarra
         rows = order[bounds[q]:bounds[q + 1]]
         v = vol[rows]
         den[rows] = np.minimum(v[:, None], v[None, :]).sum(axis=0)
+    if background is not None and len(background[0]):
+        bres, bvol = np.asarray(background[0], dtype=np.int64), np.asarray(background[1], float)
+        for q in range(size):
+            other = bvol[bres == used[q]]
+            if len(other):
+                rows = order[bounds[q]:bounds[q + 1]]
+                den[rows] = den[rows] + np.minimum(other[:, None], vol[rows][None, :]).sum(axis=0)
     return den
