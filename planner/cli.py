@@ -390,6 +390,77 @@ def _multi_summary(ev) -> str:
     return "\n".join(rows)
 
 
+@main.command("multiplan")
+@click.argument("instance")
+@click.option("--objective", type=click.Choice(["maxmin", "weighted", "deadline", "cost", "makespan"]),
+              default=None, help="SPEC 10's objective (default: the instance's options.multi_objective)")
+@click.option("--sharing", type=click.Choice(["reserved", "shared"]), default="reserved", show_default=True,
+              help="the evaluation the summary reports beside reserved (the allocation is planned for reserved)")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True,
+              help="seconds for everything: references, columns, masters (with --deterministic: a count of plans)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--solver", default="greedy", show_default=True,
+              help=f"the single-job planner of the columns and references: {', '.join(sorted(SOLVERS))}")
+@click.option("--deterministic", is_flag=True, help="budget by plans made, not the clock: the same result at any load")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
+              help="write the multi-plan JSON here")
+@click.option("--json", "as_json", is_flag=True, help="print the multi-plan's evaluation and solver as one JSON document")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+@_guard
+def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, out_path, as_json, quiet):
+    """Allocate INSTANCE's datacenters among its [[jobs]] and plan each job (SPEC 10): column
+    generation over single-job plans on slices; exit 3 when no allocation is feasible."""
+    from .scoring.multievaluate import multievaluate
+    from .solvers.multijob import multiplan
+
+    minst = pio.load_multi_instance(instance)
+    if out_path:
+        pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
+    if solver not in SOLVERS:
+        raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
+                                 param_hint="--solver")
+    _progress(quiet)
+    from .solvers import stop
+
+    left = _time_left(time_limit)
+    with stop.Watch():
+        mp = multiplan(minst, objective=objective, time_limit=left, seed=seed, sharing=sharing, solver=solver,
+                       deterministic=deterministic)
+    if out_path:
+        pio.write_atomic(out_path, mp.to_json() + "\n")
+    ev = multievaluate(minst, mp, sharing=sharing)
+    info = mp.solver.model_dump(mode="json", exclude_none=True)
+    if as_json:
+        click.echo(strict_json({**ev.to_dict(), "solver": info}))
+    else:
+        from rich.table import Table
+
+        t = Table(title=f"{minst.name}: {mp.objective} ({sharing} sharing)")
+        for col in ("job", "admitted", "GPUs", "T_eff (s)", "tokens/s", "rho", "completion (h)", "deadline met"):
+            t.add_column(col)
+        for j, a in zip(ev.jobs, mp.jobs):
+            t.add_row(j.name, str(j.admitted), str(sum(a.gpus.values())),
+                      "-" if j.effective_time_s is None else f"{j.effective_time_s:.4g}",
+                      "-" if j.throughput_tokens_per_s is None else f"{j.throughput_tokens_per_s:.4g}",
+                      f"{j.rho:.4f}", "-" if j.completion_s is None else f"{j.completion_s / 3600:.4g}",
+                      str(j.deadline_met))
+        out.print(t)
+        s = mp.solver
+        bound = "none" if s.bound is None else f"{s.bound:.6g}"
+        gap = "" if s.gap is None else f", gap {s.gap:.2%}"
+        lp = (s.model_extra or {}).get("master_lp")
+        out.print(f"objective {ev.objective_value} (status {s.status}, bound {bound}{gap}"
+                  + ("" if lp is None else f", master LP {lp:.6g}") + f"); {s.time_s:.1f} s")
+        if out_path:
+            out.print(f"multi-plan written to {out_path}")
+    if not ev.feasible:
+        sys.exit(EXIT_INFEASIBLE)
+    if stop.requested():
+        click.echo(f"{stop.signal_name()}: the best multi-plan found so far"
+                   + (f", written to {out_path}" if out_path else ""), err=True)
+        sys.exit(_interrupted_exit())
+
+
 @main.command("schedule")
 @click.argument("instance")
 @click.argument("plan_file", metavar="PLAN")

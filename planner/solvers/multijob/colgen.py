@@ -1,0 +1,358 @@
+"""Several jobs by column generation (SPEC 10): ``multiplan``.
+
+1. **References** (:func:`references`): tput*_j, the throughput of one fixed
+   method, the plan of ``solver`` on ``minst.job_instance(j)``, computed once per
+   mix (cached on the instance) unless given.
+2. **First columns**: each job on the equal slice, on a share of every domain in
+   proportion to its weight, alone in each of its largest domains, and every
+   baseline's allocation (:mod:`.baselines`), so the result is never worse than a
+   baseline.
+3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
+   per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
+   the prices of GPUs (per domain), links and uplinks.  New columns for the jobs
+   whose row binds (maxmin: the least ``rho / w``; makespan: the latest;
+   weighted, cost: every job; deadline: the jobs missing their deadline): the
+   job's allocation grown by what the incumbent leaves free, the job on the
+   domains whose GPUs are cheapest by the duals (per achieved FLOP/s), and the
+   other jobs shrunk where the binding job's prices are high.  Rounds stop when a
+   round adds no column, or at the time limit (status ``time_limit``, the best
+   multi-plan so far).
+4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
+   (reserved, and ``sharing`` when it is "shared"); ``bound`` is the core's
+   :func:`multi_bound` (valid for every multi-plan), never the master's LP.
+
+Deterministic for a seed: with ``deterministic=True`` the budget counts plans
+(:data:`PLANS_PER_SECOND` per second of ``time_limit``), not the clock.
+
+Example
+-------
+>>> mp = multiplan(minst, objective="maxmin", time_limit=60, seed=0)      # doctest: +SKIP
+>>> mp.solver.status, mp.solver.objective, mp.solver.bound, mp.solver.model_extra["master_lp"]
+('time_limit', 0.634, 1.0, 0.66)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from ...problem.errors import InfeasibleError, InputError
+from ...problem.jobs import OBJECTIVES, equal_slice, full_allocation
+from ...problem.plan import SolverInfo
+from ...scoring.multievaluate import multi_bound, multievaluate
+from .. import stop
+from . import baselines as B
+from .columns import ColumnPool, assemble, clip, default_uplinks, link_keys
+from .master import Capacity, master_value, solve_lp, solve_master
+
+log = logging.getLogger("planner")
+
+PLANS_PER_SECOND = 1.0  # deterministic budget: plans per second of the time limit
+COLUMN_SHARE = 0.25  # at most this share of the time limit for one plan (and at least MIN_COLUMN_S)
+MIN_COLUMN_S = 1.0
+FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation
+SHARINGS = ("reserved", "shared")
+
+
+def _tput(p) -> float:
+    pr = p.predicted
+    return (pr.model_extra or {}).get("effective_tokens_per_s") or pr.throughput_tokens_per_s
+
+
+def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
+                    deterministic: bool = False) -> dict:
+    """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
+    per solver, seed, time limit)."""
+    from ..registry import plan as run_plan
+
+    cache = minst.__dict__.setdefault("_multijob_references", {})
+    key = (solver, seed, time_limit, deterministic)
+    if key not in cache:
+        out = {}
+        for j, spec in enumerate(minst.jobs):
+            options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
+            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
+                                      **options)
+        cache[key] = out
+    return cache[key]
+
+
+def references(minst, time_limit: float | None = None, seed: int = 0, solver: str = "greedy",
+               deterministic: bool = False) -> dict[str, float]:
+    """tput*_j for every job (tokens/s): the throughput of ``solver``'s plan for the
+    job alone on the whole cluster (``job_instance``).  One fixed method, computed
+    once per mix: pass the result to every method compared on the mix.
+
+    >>> references(minst)                           # doctest: +SKIP
+    {'big': 1.6e5, 'small': 4.2e6}
+    """
+    plans = reference_plans(minst, solver=solver, seed=seed, time_limit=time_limit, deterministic=deterministic)
+    return {name: _tput(p) for name, p in plans.items()}
+
+
+reference_throughputs = references  # the name inside multiplan, whose argument is called references
+
+
+def capacity(minst) -> Capacity:
+    """The shared resources of the cluster (GPUs per domain, link keys, uplinks)."""
+    return Capacity(gpus={d.name: d.gpus for d in minst.domains}, links=link_keys(minst),
+                    uplinks=tuple(d.name for d in minst.domains if d.uplink_gbps is not None))
+
+
+class _Budget:
+    """The time limit (clock) or, deterministic, a count of plans."""
+
+    def __init__(self, time_limit: float, deterministic: bool):
+        self.t0, self.limit, self.det = time.perf_counter(), float(time_limit), deterministic
+        self.plans = max(1, int(PLANS_PER_SECOND * time_limit))
+        self.reason = None
+
+    def left(self) -> float:
+        return self.limit - (time.perf_counter() - self.t0)
+
+    def out(self, pool) -> bool:
+        if stop.requested():
+            self.reason = "interrupted"
+        elif self.det and pool.plans_made >= self.plans:
+            self.reason = "time_limit"
+        elif not self.det and self.left() <= FINISH_S * self.limit:
+            self.reason = "time_limit"
+        return self.reason is not None
+
+    def column_limit(self) -> float:
+        if self.det:
+            return max(MIN_COLUMN_S, COLUMN_SHARE * self.limit)
+        return max(0.1, min(max(MIN_COLUMN_S, COLUMN_SHARE * self.limit), self.left() - FINISH_S * self.limit))
+
+
+def _check(minst, objective, sharing, time_limit, seed):
+    if objective not in OBJECTIVES:
+        raise InputError(f"one of {', '.join(OBJECTIVES)}, not {objective!r}", "objective")
+    if sharing not in SHARINGS:
+        raise InputError(f"one of {', '.join(SHARINGS)}, not {sharing!r}", "sharing")
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) \
+            or time_limit <= 0:
+        raise InputError(f"a time limit is a finite number of seconds > 0, not {time_limit!r}", "time_limit")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"a seed is an integer >= 0, not {seed!r}", "seed")
+
+
+def _single(minst, objective, time_limit, seed, solver, deterministic, refs, t0):
+    """J = 1: the plan of ``planner.plan`` on the whole cluster, every GPU, share 1 of
+    every link and uplink, nothing trimmed."""
+    from ..registry import plan as run_plan
+
+    options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
+    p = run_plan(minst.job_instance(0), solver=solver, time_limit=time_limit, seed=seed, **options)
+    gpus, links, ups = full_allocation(minst, 0)
+    gpus = {d: n for d, n in gpus.items() if n}
+    name = minst.jobs[0].name
+    ref = (refs or {}).get(name) or _tput(p)
+    from ...problem.multiplan import JobAllocation, MultiPlan
+
+    job = JobAllocation(name=name, admitted=True, gpus=gpus, link_share=links, uplink_share=ups,
+                        reference_throughput_tokens_per_s=ref, equal_share_throughput_tokens_per_s=_tput(p),
+                        plan=p)
+    mp = MultiPlan(instance=minst.name, objective=objective, jobs=[job], solver=None)
+    return mp, {"single_job_status": p.solver.status, "columns": 1, "rounds": 0}
+
+
+def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, seed: int = 0,
+              sharing: str = "reserved", solver: str = "greedy", deterministic: bool = False,
+              references: dict | None = None, baselines: bool = True):
+    """Allocate the cluster among ``minst``'s jobs and plan each (SPEC 10); see the
+    module docstring.  ``objective``: None for the instance's ``multi_objective``;
+    ``time_limit`` (s) covers everything (references, columns, masters, the final
+    evaluation); ``solver``: the single-job planner of the columns and of the
+    references; ``references``: tput*_j by job name (default :func:`reference_throughputs`).
+    ``sharing``: the evaluation whose figures the solver reports (the master
+    always plans for reserved shares).  Returns a
+    :class:`planner.problem.multiplan.MultiPlan` whose ``solver`` carries
+    ``status`` (optimal only when the gap to the bound is 0; time_limit;
+    heuristic when the rounds converged), ``objective`` (multievaluate's),
+    ``bound``, ``gap`` and, as extras, ``master_lp``, ``columns``, ``rounds``,
+    ``plans_made``.  Raises ``InfeasibleError`` when no column choice is feasible.
+    """
+    t0 = time.perf_counter()
+    objective = objective or minst.options.multi_objective
+    _check(minst, objective, sharing, time_limit, seed)
+    budget = _Budget(time_limit, deterministic)
+    J = len(minst.jobs)
+    if J == 1:
+        mp, extra = _single(minst, objective, time_limit, seed, solver, deterministic, references, t0)
+        refs = {j.name: j.reference_throughput_tokens_per_s for j in mp.jobs}
+        return _finish(minst, mp, objective, sharing, refs, "heuristic", extra, t0)
+    ref_limit = max(0.1, COLUMN_SHARE * time_limit) if not deterministic else max(MIN_COLUMN_S, COLUMN_SHARE * time_limit)
+    refs = dict(references) if references else reference_throughputs(
+        minst, time_limit=ref_limit, seed=seed, solver=solver, deterministic=deterministic)
+    pool = ColumnPool(minst, refs, solver=solver, seed=seed, column_time_limit=budget.column_limit(),
+                      deterministic=deterministic)
+    weights = [s.weight for s in minst.jobs]
+    cap = capacity(minst)
+    equal_tput: dict[str, float] = {}
+
+    def make(j, g, links, ups=None, source="", trim_it=True):
+        if budget.out(pool):
+            return None
+        pool.column_time_limit = budget.column_limit()
+        return pool.make(j, g, links, ups, source=source, trim_it=trim_it)
+
+    # -- first columns ---------------------------------------------------------
+    for j in range(J):
+        g, links, ups = equal_slice(minst, j)
+        col = make(j, {d: n for d, n in g.items() if n}, links, ups, source="equal", trim_it=True)
+        if col is not None:
+            equal_tput[minst.jobs[j].name] = col.slice_throughput
+    W = sum(weights)
+    for j in range(J):
+        f = weights[j] / W
+        make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
+             {k: f for k in cap.links}, None, source="weight_share")
+    if baselines:
+        for name in ("wan_blind_maxmin", "static_split", "one_datacenter", "greedy_by_weight", "equal_share", "edf"):
+            if budget.out(pool):
+                break
+            try:
+                B.BASELINES[name](minst, refs, pool=pool, objective=objective)
+            except (InfeasibleError, InputError) as err:
+                log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
+    for j in range(J):  # alone in each of its largest domains
+        big = sorted(minst.allowed(j), key=lambda d: (-minst.domains[minst.domain_names.index(d)].gpus,
+                                                        minst.domain_names.index(d)))[:3]
+        for d in big:
+            make(j, {d: minst.domains[minst.domain_names.index(d)].gpus}, {}, None, source="one_domain")
+    log.info("multiplan: %d first columns from %d plans (%.1f s)", len(pool.columns), pool.plans_made,
+             time.perf_counter() - t0)
+
+    # -- rounds ----------------------------------------------------------------
+    best = None
+    master_lp = None
+    rounds = 0
+    status = "heuristic"
+    while True:
+        limit = None if deterministic else max(0.5, budget.left())
+        res = solve_master(pool.columns, weights, cap, objective, time_limit=limit, seed=seed)
+        if res.value is not None and (best is None or _better(objective, res, best)):
+            best = res
+        lp = solve_lp(pool.columns, weights, cap, objective)
+        master_lp = lp.value
+        rounds += 1
+        log.info("multiplan round %d: %d columns, master %s, LP %s", rounds, len(pool.columns),
+                 None if res.value is None else f"{res.value:.6g}", None if lp.value is None else f"{lp.value:.6g}")
+        if budget.out(pool):
+            status = budget.reason
+            break
+        before = len(pool.columns)
+        _price(minst, pool, best, lp, objective, weights, cap, make)
+        if len(pool.columns) == before:
+            break
+    if best is None:
+        raise InfeasibleError(f"no choice of one column per job is feasible under {objective} "
+                              f"({len(pool.columns)} columns from {pool.plans_made} plans)")
+    if budget.reason is not None and status == "heuristic":
+        status = budget.reason
+    cols = [None if k is None else pool.columns[k] for k in best.choice]
+    mp = assemble(minst, objective, cols, refs, equal_tput)
+    extra = {"master_lp": master_lp, "master_value": best.value, "columns": len(pool.columns), "rounds": rounds,
+             "plans_made": pool.plans_made, "column_solver": solver}
+    return _finish(minst, mp, objective, sharing, refs, status, extra, t0)
+
+
+def _better(objective, a, b) -> bool:
+    if objective in ("maxmin", "weighted", "deadline"):
+        return (a.value, a.tie) > (b.value, b.tie)
+    return (-a.value, a.tie) > (-b.value, b.tie)
+
+
+def _finish(minst, mp, objective, sharing, refs, status, extra, t0):
+    """Score ``mp`` (reserved; and ``sharing``), attach the solver's claims."""
+    ev = multievaluate(minst, mp, sharing="reserved")
+    if not ev.feasible:  # a bug: every column is feasible on its slice and the master respects capacities
+        raise RuntimeError("multiplan made an infeasible multi-plan: " + "; ".join(ev.violations))
+    bound = multi_bound(minst, objective, refs)
+    value = ev.objective_value
+    gap = None
+    if bound is not None and value is not None:
+        den = max(abs(value), abs(bound))
+        gap = 0.0 if den == 0 else abs(value - bound) / den
+    if gap is not None and gap <= 1e-9:
+        status = "optimal"
+    if sharing == "shared":
+        shared = multievaluate(minst, mp, sharing="shared")
+        extra = {**extra, "shared_objective": shared.objective_value}
+    info = SolverInfo(name="multiplan", status=status, objective=value, bound=bound, gap=gap,
+                      time_s=time.perf_counter() - t0, sharing=sharing, **extra)
+    return mp.model_copy(update={"solver": info})
+
+
+def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> None:
+    """New columns from the incumbent and the LP's prices (see the module docstring)."""
+    J = len(weights)
+    cols = pool.columns
+    choice = best.choice if best is not None else [None] * J
+    picked = {j: (None if k is None else cols[k]) for j, k in enumerate(choice)}
+    free_g = dict(cap.gpus)
+    free_l = {k: 1.0 for k in cap.links}
+    free_u = {d.name: 1.0 for d in minst.domains}
+    for c in picked.values():
+        if c is None:
+            continue
+        for d, n in c.gpus.items():
+            free_g[d] -= n
+        for k, v in c.link_share.items():
+            free_l[k] -= v
+        for d, u in c.uplink_share.items():
+            free_u[d] -= u
+    # the jobs whose row binds
+    if objective == "maxmin":
+        vals = {j: (c.rho / weights[j] if c is not None else -1.0) for j, c in picked.items()}
+        low = min(vals.values())
+        targets = [j for j in range(J) if vals[j] <= low + 1e-9]
+    elif objective == "makespan":
+        vals = {j: (c.completion_s if c is not None else math.inf) for j, c in picked.items()}
+        top = max(vals.values())
+        targets = [j for j in range(J) if vals[j] >= top - 1e-9 * max(1.0, top)]
+    elif objective == "deadline":
+        targets = [j for j, c in picked.items() if c is None or not c.deadline_met] or list(range(J))
+    else:
+        targets = sorted(range(J), key=lambda j: picked[j].rho if picked[j] is not None else -1.0)
+    price = {d: lp.duals.get(("gpu", d), 0.0) for d in cap.gpus}
+    speed = {d.name: 1.0 for d in minst.domains}
+    try:  # per achieved FLOP/s: a price per GPU over the GPU's speed
+        inst = minst.job_instance(0)
+        speed = {d.name: inst.domain_gpu(d.name).flops_per_s / 1e15 for d in minst.domains}
+    except Exception:  # noqa: BLE001 - speed only orders domains
+        pass
+    for j in targets:
+        c = picked[j]
+        mine_g = dict(c.gpus) if c is not None else {}
+        mine_l = dict(c.link_share) if c is not None else {}
+        mine_u = dict(c.uplink_share) if c is not None else {}
+        allowed = minst.allowed(j)
+        # 1. grow by what is free
+        g = {d: mine_g.get(d, 0) + max(0, free_g[d]) for d in allowed}
+        links = {k: mine_l.get(k, 0.0) + max(0.0, free_l[k]) for k in cap.links}
+        ups = {d: min(1.0, mine_u.get(d, 0.0) + max(0.0, free_u[d])) for d in g if g[d] > 0}
+        make(j, g, links, ups, source="price:grow")
+        # 2. the domains cheapest by the duals (per FLOP/s), with all their GPUs, n = 1, 2, 4
+        order = sorted(allowed, key=lambda d: (price[d] / speed[d], -cap.gpus[d], minst.domain_names.index(d)))
+        for n in (1, 2, 4):
+            if n > len(order):
+                break
+            doms = order[:n]
+            g = {d: cap.gpus[d] for d in doms}
+            links = {k: max(mine_l.get(k, 0.0) + max(0.0, free_l[k]), 1.0 / J) for k in cap.links
+                     if set(k.split("|")) <= set(doms) or n > 1}
+            make(j, g, links, None, source=f"price:cheapest{n}")
+        # 3. the others shrunk where j's prices are high: half their GPUs in the dearest domains
+        dear = sorted((d for d in cap.gpus if price[d] > 1e-12), key=lambda d: -price[d] / speed[d])[:4]
+        for k, ck in picked.items():
+            if k == j or ck is None:
+                continue
+            if dear and not any(ck.gpus.get(d, 0) for d in dear):
+                continue
+            g = {d: (n // 2 if (not dear or d in dear) else n) for d, n in ck.gpus.items()}
+            g = {d: n for d, n in g.items() if n}
+            if g and g != ck.gpus:
+                make(k, g, {key: v for key, v in ck.link_share.items()}, None, source="price:shrink")

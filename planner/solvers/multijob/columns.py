@@ -1,0 +1,356 @@
+"""Columns: one job's plan on one slice of the cluster, with its figures (SPEC 10).
+
+A column holds an allocation (GPUs per domain, a share of each link and of
+each uplink), the plan made for it by a single-job planner
+(``planner.plan(minst.slice_instance(...), solver=...)``) and the figures the
+master needs: the time per effective iteration ``T_eff / e`` (s), the
+effective throughput (tokens/s), ``rho`` (throughput over the job's
+reference), the completion ``iterations * T_eff`` (s), the cost of the whole
+job (currency; the allocated GPUs charged, used or not) and whether the
+deadline is met.  Its figures are the core's (:func:`job_time`), so a
+multi-plan made of columns scores, job by job, what the column said.
+
+:class:`ColumnPool` makes columns and caches them by what decides their time:
+the job's workload keys, the GPUs per domain and the link and uplink shares.
+A made column keeps the GPUs its plan uses (the minimum SPEC 10 allows) and
+link shares trimmed to the least that keeps its time within
+:data:`TRIM_TOLERANCE` of the untrimmed slice's (:func:`trim`).
+
+Example
+-------
+>>> pool = ColumnPool(minst, references, solver="greedy")          # doctest: +SKIP
+>>> col = pool.make(0, {"us-east1": 64}, {"us-east1|us-west1": 0.5})
+>>> col.rho, col.gpus, col.link_share
+(0.42, {'us-east1': 64}, {})
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+from ...problem.errors import InfeasibleError, InputError
+from ...problem.jobs import WORKLOAD_KEYS, link_key
+from ...problem.plan import Plan
+from ...scoring.multievaluate import job_time
+
+log = logging.getLogger("planner")
+
+TRIM_TOLERANCE = 0.01  # a trimmed column's time is at most 1% above its slice's
+TRIM_EVALUATIONS = 40  # evaluations one trim may spend
+SHARE_DIGITS = 6  # shares are rounded to this many decimals (cache keys, files)
+WAN_FREE_GBPS = 1e6  # "as if the WAN were free": every link and uplink at this bandwidth
+
+
+@dataclass(frozen=True, eq=False)
+class Column:
+    """One job's allocation and plan, with its figures (see the module docstring).
+
+    ``slice_throughput`` is the plan's throughput on the slice it was planned on
+    (before trimming); ``source`` says which step made it (``equal``,
+    ``baseline:static_split``, ``price``, ...)."""
+
+    job: int
+    name: str
+    gpus: dict
+    link_share: dict
+    uplink_share: dict
+    plan: Plan
+    time_s: float  # T_eff / e, s
+    throughput: float  # effective tokens/s
+    rho: float
+    completion_s: float
+    cost: float
+    deadline_met: bool
+    slice_throughput: float = 0.0
+    source: str = ""
+    trimmed: bool = False
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(self.gpus.values())
+
+
+def _round(shares: dict | None, keep_zero: bool = False) -> dict:
+    """Shares rounded to :data:`SHARE_DIGITS` decimals; zeros dropped (a link not listed
+    has share 0) unless ``keep_zero`` (an uplink not listed has its default share)."""
+    out = {k: round(float(v), SHARE_DIGITS) for k, v in (shares or {}).items()}
+    return out if keep_zero else {k: v for k, v in out.items() if v > 0}
+
+
+def link_keys(instance) -> tuple[str, ...]:
+    """The link keys "a|b" of an instance, in file order."""
+    return tuple(link_key(l) for l in instance.links)
+
+
+def default_uplinks(minst, gpus: dict) -> dict:
+    """SPEC 10's default uplink shares: g_d / gpus_d for the domains with GPUs."""
+    cap = {d.name: d.gpus for d in minst.domains}
+    return {d: min(1.0, g / cap[d]) for d, g in gpus.items() if g > 0}
+
+
+def clip(minst, j: int, gpus: dict) -> dict:
+    """``gpus`` within job j's allowed domains and quota (``max_gpus``): other
+    domains dropped, then the largest counts lowered one GPU at a time (ties: file
+    order) until the total is at most the quota."""
+    spec = minst.jobs[j]
+    allowed = set(spec.allowed_domains or [d.name for d in minst.domains])
+    order = [d.name for d in minst.domains]
+    cap = {d.name: d.gpus for d in minst.domains}
+    out = {d: min(int(gpus.get(d, 0)), cap[d]) for d in order if d in allowed and int(gpus.get(d, 0)) > 0}
+    if spec.max_gpus is not None:
+        excess = sum(out.values()) - spec.max_gpus
+        while excess > 0:
+            big = max(out, key=lambda d: (out[d], -order.index(d)))
+            cut = min(excess, max(1, out[big] - max((v for k, v in out.items() if k != big), default=0)))
+            out[big] -= cut
+            excess -= cut
+            if out[big] == 0:
+                del out[big]
+    return out
+
+
+def traffic_links(instance, plan: Plan) -> set[str]:
+    """The link keys the plan's transfers may use on ``instance``: the routes
+    between the domains of consecutive stages of a replica and between any two
+    domains holding one stage (a superset of the gradient syncs' pairs)."""
+    pairs = set()
+    R, S = plan.replicas, plan.num_stages
+    for r in range(R):
+        row = plan.placement[r]
+        for s in range(S - 1):
+            if row[s] != row[s + 1]:
+                pairs.add(tuple(sorted((row[s], row[s + 1]))))
+    for s in range(S):
+        doms = sorted({plan.placement[r][s] for r in range(R)})
+        for a in range(len(doms)):
+            for b in range(a + 1, len(doms)):
+                pairs.add((doms[a], doms[b]))
+    routes, keys = instance.routes, link_keys(instance)
+    used = set()
+    for a, b in pairs:
+        if (a, b) in routes:
+            used.update(keys[i] for i in routes[(a, b)].links)
+    return used
+
+
+class ColumnPool:
+    """Makes and keeps the columns of one mix (see the module docstring).
+
+    ``references``: job name -> tput* (tokens/s); ``solver``, ``seed``: the
+    single-job planner and its seed; ``column_time_limit``: seconds per plan
+    (None: the solver's default).  ``columns``: every distinct column made, in
+    order; ``cache``: allocation key -> column (None: no plan fits the slice)."""
+
+    def __init__(self, minst, references: dict, solver: str = "greedy", seed: int = 0,
+                 column_time_limit: float | None = 10.0, deterministic: bool = False):
+        self.minst, self.references = minst, references
+        self.solver, self.seed = solver, seed
+        self.column_time_limit, self.deterministic = column_time_limit, deterministic
+        self.columns: list[Column] = []
+        self.cache: dict = {}
+        self._keys: set = set()
+        self.plans_made = 0
+
+    # -- keys ---------------------------------------------------------------
+    def _workload_key(self, j: int) -> str:
+        spec = self.minst.jobs[j]
+        return json.dumps(spec.model_dump(include=set(WORKLOAD_KEYS), mode="json"), sort_keys=True, default=str)
+
+    def key(self, j: int, gpus: dict, link_share: dict, uplink_share: dict | None):
+        """What decides a column's plan and time: the job's workload keys, the GPUs per
+        domain and the (rounded) link and uplink shares."""
+        up = None if uplink_share is None else tuple(sorted(_round(uplink_share, True).items()))
+        return (self._workload_key(j), tuple(sorted((d, g) for d, g in gpus.items() if g)),
+                tuple(sorted(_round(link_share).items())), up)
+
+    # -- figures -------------------------------------------------------------
+    def score(self, j: int, gpus: dict, link_share: dict, uplink_share: dict, plan: Plan, source: str = "",
+              slice_throughput: float | None = None, trimmed: bool = False) -> Column | None:
+        """The column of ``plan`` on this allocation, with the core's figures
+        (:func:`job_time`); None when the plan is infeasible there."""
+        spec = self.minst.jobs[j]
+        try:
+            t, ev = job_time(self.minst, j, gpus, link_share, uplink_share, plan)
+        except (InfeasibleError, InputError):
+            return None
+        if ev is None or not ev.feasible or not (t and math.isfinite(t)):
+            return None
+        tput = ev.effective_tokens_per_s
+        ref = self.references.get(spec.name) or tput
+        T = ev.effective_time_s
+        completion = spec.iterations * T
+        # SPEC 10: the allocated GPUs are charged, used or not
+        used = plan.gpus_per_domain()
+        price = {d.name: d.price_per_gpu_hour for d in self.minst.domains}
+        idle = sum((g - used.get(d, 0)) * price[d] for d, g in gpus.items()) * T / 3600.0
+        cost = spec.iterations * (ev.cost_per_iteration + max(0.0, idle))
+        met = spec.deadline_hours is None or completion <= 3600.0 * spec.deadline_hours
+        return Column(job=j, name=spec.name, gpus=dict(gpus), link_share=dict(link_share),
+                      uplink_share=dict(uplink_share), plan=plan, time_s=t, throughput=tput,
+                      rho=tput / max(ref, tput), completion_s=completion, cost=cost, deadline_met=met,
+                      slice_throughput=tput if slice_throughput is None else slice_throughput, source=source,
+                      trimmed=trimmed)
+
+    def add(self, col: Column | None) -> Column | None:
+        """Keep ``col`` unless an equal allocation of the same job is kept already."""
+        if col is None:
+            return None
+        k = (col.job, self.key(col.job, col.gpus, col.link_share, col.uplink_share))
+        if k in self._keys:
+            return col
+        self._keys.add(k)
+        self.columns.append(col)
+        return col
+
+    # -- making --------------------------------------------------------------
+    def plan_on(self, j: int, instance, time_limit: float | None = None) -> Plan | None:
+        """The single-job planner's plan on ``instance`` (None: no plan fits)."""
+        from ..registry import plan as run_plan
+
+        limit = self.column_time_limit if time_limit is None else time_limit
+        options = {}
+        if self.deterministic and self.solver in ("cpsat", "auto", "hier"):
+            options["deterministic"] = True
+        try:
+            self.plans_made += 1
+            return run_plan(instance, solver=self.solver, time_limit=limit, seed=self.seed, **options)
+        except InfeasibleError:
+            return None
+
+    def make(self, j: int, gpus: dict, link_share: dict, uplink_share: dict | None = None, source: str = "",
+             trim_it: bool = True, time_limit: float | None = None) -> Column | None:
+        """Job j's column on this slice (cached): planned, then cut to the GPUs the
+        plan uses and (``trim_it``) its link and uplink shares trimmed."""
+        gpus = clip(self.minst, j, gpus)
+        if not gpus:
+            return None
+        link_share = _round(link_share)
+        uplink_share = default_uplinks(self.minst, gpus) if uplink_share is None else _round(uplink_share, True)
+        key = (j, self.key(j, gpus, link_share, uplink_share), trim_it)
+        if key in self.cache:
+            return self.cache[key]
+        col = None
+        try:
+            inst = self.minst.slice_instance(j, gpus, link_share, uplink_share)
+        except InputError:  # e.g. a slice whose WAN is cut in two
+            inst = None
+        p = None if inst is None else self.plan_on(j, inst, time_limit)
+        if p is not None:
+            col = self.score(j, gpus, link_share, uplink_share, p, source)
+            if col is not None and trim_it:
+                col = trim(self, col)
+        self.cache[key] = col
+        return self.add(col)
+
+
+def trim(pool: ColumnPool, col: Column) -> Column:
+    """``col`` with the GPUs its plan uses, then link and uplink shares lowered
+    while its time stays within :data:`TRIM_TOLERANCE` of ``col``'s: links the
+    plan's transfers cannot use dropped, then one factor for the rest
+    (bisection), then link by link and uplink by uplink (bisection), at most
+    :data:`TRIM_EVALUATIONS` evaluations in all.  Every step is checked with the
+    core's evaluation, so the result's figures are exact."""
+    j, limit = col.job, col.time_s * (1 + TRIM_TOLERANCE)
+    used = {d: n for d, n in col.plan.gpus_per_domain().items() if n}
+    budget = [TRIM_EVALUATIONS]
+
+    def attempt(links, ups):
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        c = pool.score(j, used, _round(links), _round(ups, True), col.plan, col.source,
+                       slice_throughput=col.slice_throughput, trimmed=True)
+        return c if c is not None and c.time_s <= limit else None
+
+    ups0 = {d: u for d, u in col.uplink_share.items() if d in used or u > 0}
+    best = attempt(col.link_share, ups0)
+    if best is None:
+        return col
+    links, ups = dict(best.link_share), dict(best.uplink_share)
+    try:
+        inst = pool.minst.slice_instance(j, used, links, ups)
+        wanted = traffic_links(inst, col.plan)
+    except InputError:
+        wanted = set(links)
+    fewer = {k: v for k, v in links.items() if k in wanted}
+    if fewer != links:
+        c = attempt(fewer, ups)
+        if c is not None:
+            best, links = c, fewer
+
+    def bisect(make, steps):
+        nonlocal best
+        lo, hi = 0.0, 1.0  # factor: hi keeps the time, lo is tried first
+        c = attempt(*make(0.0))
+        if c is not None:
+            best = c
+            return 0.0
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            c = attempt(*make(mid))
+            if c is None:
+                lo = mid
+            else:
+                best, hi = c, mid
+        return hi
+
+    if links:
+        f = bisect(lambda f: ({k: v * f for k, v in links.items()}, ups), 6)
+        links = {k: v * f for k, v in links.items() if v * f > 0}
+        for k in sorted(links, key=lambda k: -links[k]):
+            base = links[k]
+            f = bisect(lambda f: ({**links, k: base * f}, ups), 3)
+            links = {**links, k: base * f}
+            links = {a: v for a, v in links.items() if v > 0}
+    for d in sorted(ups, key=lambda d: -ups[d]):
+        base = ups[d]
+        f = bisect(lambda f: (links, {**ups, d: base * f}), 3)
+        ups = {**ups, d: base * f}
+    return best
+
+
+def wan_free(instance):
+    """``instance`` with every link and uplink at :data:`WAN_FREE_GBPS` (latencies kept):
+    the WAN-blind view of a slice."""
+    data = instance.to_dict()
+    for link in data["links"]:
+        link["bandwidth_gbps"] = WAN_FREE_GBPS
+    for d in data["domains"]:
+        d.pop("uplink_gbps", None)
+    return instance._replace(data)
+
+
+def split_links(minst, needs: dict[int, set]) -> dict[int, dict]:
+    """Each link split equally among the jobs that need it: ``needs[j]`` the link keys
+    job j's transfers use; returns job -> {key: 1 / (jobs needing key)}."""
+    count: dict[str, int] = {}
+    for keys in needs.values():
+        for k in keys:
+            count[k] = count.get(k, 0) + 1
+    return {j: {k: 1.0 / count[k] for k in keys} for j, keys in needs.items()}
+
+
+def assemble(minst, objective: str, cols: list, references: dict, equal_tput: dict | None = None,
+             solver=None):
+    """The multi-plan (:class:`planner.problem.multiplan.MultiPlan`) of one column (or
+    None: not admitted) per job, with the references and equal-share throughputs."""
+    from ...problem.multiplan import JobAllocation, MultiPlan
+
+    jobs = []
+    for j, (spec, c) in enumerate(zip(minst.jobs, cols)):
+        eq = (equal_tput or {}).get(spec.name)
+        ref = references.get(spec.name)
+        if c is None:
+            jobs.append(JobAllocation(name=spec.name, admitted=False, gpus={}, link_share={}, uplink_share={},
+                                      reference_throughput_tokens_per_s=ref,
+                                      equal_share_throughput_tokens_per_s=eq, plan=None))
+        else:
+            jobs.append(JobAllocation(name=spec.name, admitted=True, gpus=dict(c.gpus),
+                                      link_share=dict(c.link_share), uplink_share=dict(c.uplink_share),
+                                      reference_throughput_tokens_per_s=ref,
+                                      equal_share_throughput_tokens_per_s=eq, plan=c.plan))
+    return MultiPlan(instance=minst.name, objective=objective, jobs=jobs, solver=solver)
