@@ -27,6 +27,10 @@ wall time to plan.  The goals (issue 27), each printed met or missed:
 * **scale**: ``--big-jobs`` (100) jobs on edwc-300dc, maxmin, planned within
   ``--big-limit`` (300) s with a gap (a bound).
 
+The packaged mixes (``instances/mix-*.toml``) are run too, each under its own
+``multi_objective`` (a table, no goal); their references go to the same sidecar, under
+the mix's name: the stored tput*_j of the packaged mixes.
+
 ``--quick`` is a smoke run (small mixes on aws-multiregion, short limits, no scale run); it
 writes ``multijob_quick.md`` and its sidecar beside, not the committed results.
 
@@ -325,8 +329,9 @@ def main(argv=None) -> int:
     ap.add_argument("--big-jobs", type=int, default=100)
     ap.add_argument("--big-limit", type=float, default=300.0)
     ap.add_argument("--no-scale", action="store_true", help="skip the edwc-300dc run")
-    ap.add_argument("--objectives", default="maxmin,deadline,cost",
-                    help="comma-separated sections to run among maxmin, deadline, cost")
+    ap.add_argument("--objectives", default="maxmin,deadline,cost,packaged",
+                    help="comma-separated sections to run among maxmin, deadline, cost, packaged (the "
+                         "instances/mix-*.toml under their own objective; not with --quick)")
     ap.add_argument("--base", default=None, help=f"cluster of the mixes (default {BASE}; quick {QUICK_BASE})")
     ap.add_argument("--results-dir", default=str(RESULTS), help="where the .md, .png and refs go")
     args = ap.parse_args(argv)
@@ -349,7 +354,7 @@ def main(argv=None) -> int:
     cat = mix_catalogue(QUICK_MODELS if q else DEFAULT_MODELS)
     raw = base_data(base)
     started = time.perf_counter()
-    sections: dict[str, list[Row]] = {"maxmin": [], "deadline": [], "cost": [], "scale": []}
+    sections: dict[str, list[Row]] = {"maxmin": [], "deadline": [], "cost": [], "packaged": [], "scale": []}
     skipped_cost = []
     wanted = {o.strip() for o in args.objectives.split(",") if o.strip()}
     for seed in range(n_mix):
@@ -380,6 +385,19 @@ def main(argv=None) -> int:
         rows = run_methods(cminst, refs, cdata["name"], "cost", limit)
         sections["cost"] += rows
         print(f"{cdata['name']} cost: " + ", ".join(f"{r.method} {fmt(r.cost, ',.0f')}" for r in rows), flush=True)
+    if not q and "packaged" in wanted:
+        # the packaged mixes (instances/mix-*.toml), each under its own multi_objective
+        from planner.problem.files import available
+
+        for name in [n for n in available("multi-instances") if n.startswith("mix-")]:
+            data = base_data(name)
+            minst = load_mix(data)
+            refs, _ = cached_references(minst, data, store, ref_limit)
+            refs_path.write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
+            objective = minst.options.multi_objective
+            rows = run_methods(minst, refs, name, objective, limit)
+            sections["packaged"] += rows
+            print(f"{name} {objective}: " + ", ".join(f"{r.method} {fmt(r.value)}" for r in rows), flush=True)
     if not q and not args.no_scale:
         from planner.solvers.multijob import multiplan
 
@@ -410,12 +428,12 @@ def main(argv=None) -> int:
              f"Wall time {time.perf_counter() - started:.0f} s." + (" QUICK smoke run: goals not judged on "
                                                                     "the goal's mixes." if q else ""), "",
              "## Goals", ""] + [f"- {'met' if ok else '**missed**'}: {name} -- {figs}" for name, ok, figs in goals]
-    for objective in ("maxmin", "deadline", "cost", "scale"):
+    for objective in ("maxmin", "deadline", "cost", "packaged", "scale"):
         rows = sections[objective]
         if not rows:
             continue
         lines += ["", f"## {objective}", ""] + table(rows)
-        if objective != "scale":
+        if objective not in ("scale", "packaged"):
             png = out_dir / f"{stem}_{objective}.png"
             picture(rows, objective, png)
             lines += ["", f"![{objective}]({png.name})"]
