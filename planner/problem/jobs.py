@@ -121,12 +121,12 @@ class MultiInstance(_Strict):
         naming the field (``jobs[1].iterations``)."""
         if not isinstance(data, dict):
             raise InputError("an instance file holds one table")
+        if "jobs" not in data:
+            raise InputError("no [[jobs]]: a one-job instance ([workload]) is planned by planner plan and scored "
+                             "by planner evaluate", "jobs")
         if "workload" in data:
             raise InputError("both [workload] (one job) and [[jobs]] (several jobs, SPEC 10); an instance has "
                              "one or the other", "workload")
-        if "jobs" not in data:
-            raise InputError("no [[jobs]]: this is a one-job instance ([workload]); use planner plan and "
-                             "evaluate", "jobs")
         try:
             minst = cls.model_validate(data, context={"resolve_model": resolve_model})
         except ValidationError as err:

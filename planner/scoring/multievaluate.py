@@ -251,19 +251,32 @@ def multievaluate(minst: MultiInstance, mplan: MultiPlan, sharing: str = "reserv
     objective = mplan.objective or minst.options.multi_objective
     alloc = {job.name: mplan.allocation(minst, job.name) for job in minst.jobs}
     violations = _allocation_violations(minst, mplan, alloc, objective)
-    bad = {name for name, _ in violations}
     evals: dict[str, Evaluation] = {}
     admitted = [job.name for job in minst.jobs if mplan.job(job.name).admitted]
+    unroutable: dict[str, list[tuple[str, str]]] = {}
     if sharing == "reserved":
         for name in admitted:
             gpus, links, ups = alloc[name]
-            evals[name] = evaluate(minst.slice_instance(name, gpus, links, ups), mplan.job(name).plan, spec=spec)
+            inst = minst.slice_instance(name, gpus, links, ups)
+            missing = _unroutable(inst, mplan.job(name).plan, spec)
+            if missing:  # a link of share 0 on a route the plan needs: the slice cannot score it
+                unroutable[name] = missing
+                continue
+            evals[name] = evaluate(inst, mplan.job(name).plan, spec=spec)
     else:
         evals = _shared(minst, mplan, alloc, admitted, spec)
     figures = []
     for job in minst.jobs:
         a = mplan.job(job.name)
         ev = evals.get(job.name)
+        if job.name in unroutable:
+            pairs = ", ".join(f"{u}-{v}" for u, v in unroutable[job.name])
+            violations.append((job.name, f"job {job.name}: no route between {pairs} on its slice (the links of "
+                                         "share 0 are removed; its plan needs these pairs)"))
+            figures.append(JobFigures(job.name, True, math.inf, math.inf, 0.0, 0.0,
+                                      None if a.equal_share_throughput_tokens_per_s is None else 0.0,
+                                      math.inf, False, math.inf, False))
+            continue
         fig = _figures(minst, job, a, alloc[job.name][0], ev)
         if ev is not None:
             for v in ev.violations:
@@ -305,6 +318,27 @@ def _figures(minst: MultiInstance, job, a, gpus: dict[str, int], ev: Evaluation 
     return JobFigures(job.name, True, ev.iteration_time_s, T, tput, rho,
                       None if share is None else tput / share, completion, bool(met),
                       job.iterations * per_iter, ev.feasible and finite, ev)
+
+
+def _unroutable(inst, plan, spec: int) -> list[tuple[str, str]]:
+    """The pairs of distinct domains ``plan`` needs a route between on ``inst`` (pipeline
+    neighbours, and the hops of each stage's gradient ring over its domains in instance
+    order) that have none: a slice whose links of share 0 split its WAN."""
+    routes = inst.routes_for(spec)
+    need: list[tuple[str, str]] = []
+    for row in plan.placement:
+        need += [(u, v) for u, v in zip(row, row[1:]) if u != v]
+    if plan.replicas > 1:
+        order = inst.domain_index
+        for j in range(plan.num_stages):
+            ring = sorted({row[j] for row in plan.placement}, key=order.__getitem__)
+            if len(ring) > 1:
+                need += list(zip(ring, ring[1:] + ring[:1]))
+    out = []
+    for pair in need:
+        if pair not in routes and pair not in out:
+            out.append(pair)
+    return out
 
 
 def _allocation_violations(minst: MultiInstance, mplan: MultiPlan, alloc: dict, objective: str
