@@ -24,6 +24,8 @@ from .problem.plan import Plan
 from .problem.oplists import Deadlock
 from .solvers.schedule_opt import optimize_schedule as schedule
 from .solvers.registry import SOLVERS, plan
+from .solvers.multijob import multiplan
+from .scoring.multievaluate import multievaluate
 from .scoring.trace import trace
 from .presentation import display as _display, plot as _plot  # noqa: F401  (register the views)
 
@@ -32,6 +34,6 @@ __all__ = [
     "ModelSpec", "NetworkStates", "Plan", "PlannerError", "Run", "SOLVERS", "Transfer", "Violation", "calibrate",
     "check_plan",
     "evaluate", "explain", "greedy", "iteration_times", "load_instance", "load_model", "load_plan",
-    "lower_bound", "plan", "save_plan", "schedule", "trace",
+    "lower_bound", "multievaluate", "multiplan", "plan", "save_plan", "schedule", "trace",
 ]
 __version__ = "0.1.0"

@@ -349,47 +349,6 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
         sys.exit(EXIT_INFEASIBLE)
 
 
-@main.command("multievaluate")
-@click.argument("instance")
-@click.argument("multiplan_file", metavar="MULTIPLAN")
-@click.option("--sharing", type=click.Choice(["reserved", "shared"]), default="reserved", show_default=True,
-              help="reserved: each job on its slice (exact); shared: the jobs share every link and uplink")
-@click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document (SPEC 9)")
-@_guard
-def multievaluate_cmd(instance, multiplan_file, sharing, as_json):
-    """Score MULTIPLAN (JSON, SPEC 10) on INSTANCE (with [[jobs]]); exit 3 if infeasible."""
-    from .scoring.multievaluate import multievaluate
-
-    minst = pio.load_multi_instance(instance)
-    mp = pio.load_multiplan(multiplan_file, minst)
-    ev = multievaluate(minst, mp, sharing)
-    if as_json:
-        click.echo(strict_json(ev.to_dict()))
-    else:
-        out.print(_multi_summary(ev))
-    if not ev.feasible:
-        sys.exit(EXIT_INFEASIBLE)
-
-
-def _multi_summary(ev) -> str:
-    """The multi-plan's figures as text: one line per job, the objective, the violations."""
-    def num(v, fmt="{:.6g}"):
-        return "-" if v is None else fmt.format(v)
-
-    rows = [f"{'job':<16} {'admitted':>8} {'T_eff s':>12} {'tokens/s':>12} {'rho':>8} {'rho_share':>9} "
-            f"{'completion h':>12} {'deadline':>8} {'cost':>12}"]
-    for j in ev.jobs:
-        rows.append(f"{j.name:<16} {'yes' if j.admitted else 'no':>8} {num(j.effective_time_s):>12} "
-                    f"{num(j.throughput_tokens_per_s):>12} {j.rho:>8.4f} {num(j.rho_share, '{:.4f}'):>9} "
-                    f"{num(None if j.completion_s is None else j.completion_s / 3600):>12} "
-                    f"{'met' if j.deadline_met else 'missed':>8} {num(j.cost):>12}")
-    rows.append(f"sharing {ev.sharing}; objective {ev.objective}: {ev.objective_value:.6g} "
-                f"(tie-break {ev.tiebreak:.6g})"
-                + ("" if ev.bound is None else f"; bound {ev.bound:.6g}, gap {num(ev.gap, '{:.2%}')}"))
-    rows.append("feasible" if ev.feasible else "INFEASIBLE:\n" + "\n".join(f"  - {v}" for v in ev.violations))
-    return "\n".join(rows)
-
-
 @main.command("multiplan")
 @click.argument("instance")
 @click.option("--objective", type=click.Choice(["maxmin", "weighted", "deadline", "cost", "makespan"]),
@@ -433,18 +392,7 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     if as_json:
         click.echo(strict_json({**ev.to_dict(), "solver": info}))
     else:
-        from rich.table import Table
-
-        t = Table(title=f"{minst.name}: {mp.objective} ({sharing} sharing)")
-        for col in ("job", "admitted", "GPUs", "T_eff (s)", "tokens/s", "rho", "completion (h)", "deadline met"):
-            t.add_column(col)
-        for j, a in zip(ev.jobs, mp.jobs):
-            t.add_row(j.name, str(j.admitted), str(sum(a.gpus.values())),
-                      "-" if j.effective_time_s is None else f"{j.effective_time_s:.4g}",
-                      "-" if j.throughput_tokens_per_s is None else f"{j.throughput_tokens_per_s:.4g}",
-                      f"{j.rho:.4f}", "-" if j.completion_s is None else f"{j.completion_s / 3600:.4g}",
-                      str(j.deadline_met))
-        out.print(t)
+        out.print(_multi_summary(ev))
         s = mp.solver
         bound = "none" if s.bound is None else f"{s.bound:.6g}"
         gap = "" if s.gap is None else f", gap {s.gap:.2%}"
@@ -459,6 +407,47 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
         click.echo(f"{stop.signal_name()}: the best multi-plan found so far"
                    + (f", written to {out_path}" if out_path else ""), err=True)
         sys.exit(_interrupted_exit())
+
+
+@main.command("multievaluate")
+@click.argument("instance")
+@click.argument("multiplan_file", metavar="MULTIPLAN")
+@click.option("--sharing", type=click.Choice(["reserved", "shared"]), default="reserved", show_default=True,
+              help="reserved: each job on its slice (exact); shared: the jobs share every link and uplink")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document (SPEC 9)")
+@_guard
+def multievaluate_cmd(instance, multiplan_file, sharing, as_json):
+    """Score MULTIPLAN (JSON, SPEC 10) on INSTANCE (with [[jobs]]); exit 3 if infeasible."""
+    from .scoring.multievaluate import multievaluate
+
+    minst = pio.load_multi_instance(instance)
+    mp = pio.load_multiplan(multiplan_file, minst)
+    ev = multievaluate(minst, mp, sharing)
+    if as_json:
+        click.echo(strict_json(ev.to_dict()))
+    else:
+        out.print(_multi_summary(ev))
+    if not ev.feasible:
+        sys.exit(EXIT_INFEASIBLE)
+
+
+def _multi_summary(ev) -> str:
+    """The multi-plan's figures as text: one line per job, the objective, the violations."""
+    def num(v, fmt="{:.6g}"):
+        return "-" if v is None else fmt.format(v)
+
+    rows = [f"{'job':<16} {'admitted':>8} {'T_eff s':>12} {'tokens/s':>12} {'rho':>8} {'rho_share':>9} "
+            f"{'completion h':>12} {'deadline':>8} {'cost':>12}"]
+    for j in ev.jobs:
+        rows.append(f"{j.name:<16} {'yes' if j.admitted else 'no':>8} {num(j.effective_time_s):>12} "
+                    f"{num(j.throughput_tokens_per_s):>12} {j.rho:>8.4f} {num(j.rho_share, '{:.4f}'):>9} "
+                    f"{num(None if j.completion_s is None else j.completion_s / 3600):>12} "
+                    f"{'met' if j.deadline_met else 'missed':>8} {num(j.cost):>12}")
+    rows.append(f"sharing {ev.sharing}; objective {ev.objective}: {ev.objective_value:.6g} "
+                f"(tie-break {ev.tiebreak:.6g})"
+                + ("" if ev.bound is None else f"; bound {ev.bound:.6g}, gap {num(ev.gap, '{:.2%}')}"))
+    rows.append("feasible" if ev.feasible else "INFEASIBLE:\n" + "\n".join(f"  - {v}" for v in ev.violations))
+    return "\n".join(rows)
 
 
 @main.command("schedule")

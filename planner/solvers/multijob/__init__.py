@@ -9,6 +9,7 @@ master: Pyomo + HiGHS with its LP duals, and a CP-SAT twin), ``colgen``
 >>> mp = multiplan(minst, objective="maxmin", time_limit=30)     # doctest: +SKIP
 """
 
-from .colgen import multiplan, references
+from .colgen import multiplan
+from .columns import references
 
 __all__ = ["multiplan", "references"]

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import math
 
-from ...problem.jobs import full_allocation, equal_slice
+from ...problem.jobs import equal_slice
 from ...problem.plan import SolverInfo
-from .columns import (ColumnPool, WAN_FREE_GBPS, assemble, clip, default_uplinks, link_keys, split_links,
-                      traffic_links, wan_free)
+from .columns import (ColumnPool, WAN_FREE_GBPS, assemble, clip, default_uplinks, link_keys,
+                      reference_plans, split_links, traffic_links, wan_free)
 
 __all__ = ["BASELINES", "edf", "equal_share", "greedy_by_weight", "one_datacenter", "sequential",
            "static_split", "wan_blind_maxmin", "WAN_FREE_GBPS"]
@@ -288,8 +288,6 @@ def sequential(minst, references=None, pool=None, solver: str = "greedy", seed: 
     the other in file order: per job ``name``, ``start_s``, ``completion_s`` (s from
     0), ``throughput_tokens_per_s`` and ``effective_time_s``.  A report beside the
     multi-plans, not one of them."""
-    from .colgen import reference_plans
-
     plans = reference_plans(minst, solver=solver, seed=seed, time_limit=time_limit)
     rows, clock = [], 0.0
     for j, spec in enumerate(minst.jobs):

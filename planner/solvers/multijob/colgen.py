@@ -42,9 +42,9 @@ from ...problem.jobs import OBJECTIVES, equal_slice, full_allocation
 from ...problem.plan import SolverInfo
 from ...scoring.multievaluate import multi_bound, multievaluate
 from .. import stop
-from . import baselines as B
-from .columns import ColumnPool, assemble, clip, default_uplinks, link_keys
-from .master import Capacity, master_value, solve_lp, solve_master
+from .baselines import BASELINES
+from .columns import ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
+from .master import Capacity, solve_lp, solve_master
 
 log = logging.getLogger("planner")
 
@@ -55,49 +55,10 @@ FINISH_S = 0.05  # share of the time limit kept for the last master and the eval
 SHARINGS = ("reserved", "shared")
 
 
-def _tput(p) -> float:
-    pr = p.predicted
-    return (pr.model_extra or {}).get("effective_tokens_per_s") or pr.throughput_tokens_per_s
-
-
-def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
-                    deterministic: bool = False) -> dict:
-    """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
-    per solver, seed, time limit)."""
-    from ..registry import plan as run_plan
-
-    cache = minst.__dict__.setdefault("_multijob_references", {})
-    key = (solver, seed, time_limit, deterministic)
-    if key not in cache:
-        out = {}
-        for j, spec in enumerate(minst.jobs):
-            options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
-            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
-                                      **options)
-        cache[key] = out
-    return cache[key]
-
-
-def references(minst, time_limit: float | None = None, seed: int = 0, solver: str = "greedy",
-               deterministic: bool = False) -> dict[str, float]:
-    """tput*_j for every job (tokens/s): the throughput of ``solver``'s plan for the
-    job alone on the whole cluster (``job_instance``).  One fixed method, computed
-    once per mix: pass the result to every method compared on the mix.
-
-    >>> references(minst)                           # doctest: +SKIP
-    {'big': 1.6e5, 'small': 4.2e6}
-    """
-    plans = reference_plans(minst, solver=solver, seed=seed, time_limit=time_limit, deterministic=deterministic)
-    return {name: _tput(p) for name, p in plans.items()}
-
-
-reference_throughputs = references  # the name inside multiplan, whose argument is called references
-
-
 def capacity(minst) -> Capacity:
     """The shared resources of the cluster (GPUs per domain, link keys, uplinks)."""
     return Capacity(gpus={d.name: d.gpus for d in minst.domains}, links=link_keys(minst),
-                    uplinks=tuple(d.name for d in minst.domains if d.uplink_gbps is not None))
+                    uplinks=tuple(d.name for d in minst.domains))
 
 
 class _Budget:
@@ -148,11 +109,11 @@ def _single(minst, objective, time_limit, seed, solver, deterministic, refs, t0)
     gpus, links, ups = full_allocation(minst, 0)
     gpus = {d: n for d, n in gpus.items() if n}
     name = minst.jobs[0].name
-    ref = (refs or {}).get(name) or _tput(p)
+    ref = (refs or {}).get(name) or plan_throughput(p)
     from ...problem.multiplan import JobAllocation, MultiPlan
 
     job = JobAllocation(name=name, admitted=True, gpus=gpus, link_share=links, uplink_share=ups,
-                        reference_throughput_tokens_per_s=ref, equal_share_throughput_tokens_per_s=_tput(p),
+                        reference_throughput_tokens_per_s=ref, equal_share_throughput_tokens_per_s=plan_throughput(p),
                         plan=p)
     mp = MultiPlan(instance=minst.name, objective=objective, jobs=[job], solver=None)
     return mp, {"single_job_status": p.solver.status, "columns": 1, "rounds": 0}
@@ -198,28 +159,34 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         pool.column_time_limit = budget.column_limit()
         return pool.make(j, g, links, ups, source=source, trim_it=trim_it)
 
-    # -- first columns ---------------------------------------------------------
-    for j in range(J):
+    # -- first columns: the baselines' (so never worse than one), trimmed copies, then more --
+    pool.stop_check = None if deterministic else (lambda: budget.out(pool))  # a deterministic budget
+    for j in range(J):  # counts the plans made after the baselines'
         g, links, ups = equal_slice(minst, j)
-        col = make(j, {d: n for d, n in g.items() if n}, links, ups, source="equal", trim_it=True)
+        col = pool.make(j, {d: n for d, n in g.items() if n}, links, ups, source="baseline:equal_share",
+                        trim_it=False)
         if col is not None:
             equal_tput[minst.jobs[j].name] = col.slice_throughput
+    if baselines:
+        for name in ("static_split", "one_datacenter", "greedy_by_weight", "edf", "wan_blind_maxmin"):
+            if not deterministic and budget.out(pool):
+                break
+            try:
+                BASELINES[name](minst, refs, pool=pool, objective=objective)
+            except (InfeasibleError, InputError) as err:
+                log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
+    budget.plans += pool.plans_made
+    for col in list(pool.columns):  # the baselines' columns trimmed: the same plans, fewer shares
+        if not col.trimmed and not budget.out(pool):
+            pool.add(trim(pool, col))
     W = sum(weights)
     for j in range(J):
         f = weights[j] / W
         make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
              {k: f for k in cap.links}, None, source="weight_share")
-    if baselines:
-        for name in ("wan_blind_maxmin", "static_split", "one_datacenter", "greedy_by_weight", "equal_share", "edf"):
-            if budget.out(pool):
-                break
-            try:
-                B.BASELINES[name](minst, refs, pool=pool, objective=objective)
-            except (InfeasibleError, InputError) as err:
-                log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
-    for j in range(J):  # alone in each of its largest domains
+    for j in range(J):  # alone in each of its two largest domains
         big = sorted(minst.allowed(j), key=lambda d: (-minst.domains[minst.domain_names.index(d)].gpus,
-                                                        minst.domain_names.index(d)))[:3]
+                                                        minst.domain_names.index(d)))[:2]
         for d in big:
             make(j, {d: minst.domains[minst.domain_names.index(d)].gpus}, {}, None, source="one_domain")
     log.info("multiplan: %d first columns from %d plans (%.1f s)", len(pool.columns), pool.plans_made,

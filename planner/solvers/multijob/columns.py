@@ -29,8 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from ...problem.errors import InfeasibleError, InputError
 from ...problem.jobs import WORKLOAD_KEYS, link_key
@@ -154,6 +153,7 @@ class ColumnPool:
         self.cache: dict = {}
         self._keys: set = set()
         self.plans_made = 0
+        self.stop_check = None  # a callable: True when no more plans may be made
 
     # -- keys ---------------------------------------------------------------
     def _workload_key(self, j: int) -> str:
@@ -175,7 +175,7 @@ class ColumnPool:
         spec = self.minst.jobs[j]
         try:
             t, ev = job_time(self.minst, j, gpus, link_share, uplink_share, plan)
-        except (InfeasibleError, InputError):
+        except (InfeasibleError, InputError, KeyError):  # KeyError: a pair of the plan has no route left
             return None
         if ev is None or not ev.feasible or not (t and math.isfinite(t)):
             return None
@@ -183,11 +183,10 @@ class ColumnPool:
         ref = self.references.get(spec.name) or tput
         T = ev.effective_time_s
         completion = spec.iterations * T
-        # SPEC 10: the allocated GPUs are charged, used or not
-        used = plan.gpus_per_domain()
-        price = {d.name: d.price_per_gpu_hour for d in self.minst.domains}
-        idle = sum((g - used.get(d, 0)) * price[d] for d, g in gpus.items()) * T / 3600.0
-        cost = spec.iterations * (ev.cost_per_iteration + max(0.0, idle))
+        # SPEC 10: the allocated GPUs are charged, used or not (as the core's multievaluate counts)
+        price = sum(g * d.price_per_gpu_hour for d in self.minst.domains for g in [gpus.get(d.name, 0)])
+        per_iter = T / 3600.0 * price + ev.wan_gb_per_iteration * self.minst.options.wan_price_per_gb
+        cost = spec.iterations * per_iter
         met = spec.deadline_hours is None or completion <= 3600.0 * spec.deadline_hours
         return Column(job=j, name=spec.name, gpus=dict(gpus), link_share=dict(link_share),
                       uplink_share=dict(uplink_share), plan=plan, time_s=t, throughput=tput,
@@ -211,6 +210,8 @@ class ColumnPool:
         """The single-job planner's plan on ``instance`` (None: no plan fits)."""
         from ..registry import plan as run_plan
 
+        if self.stop_check is not None and self.stop_check():
+            return None
         limit = self.column_time_limit if time_limit is None else time_limit
         options = {}
         if self.deterministic and self.solver in ("cpsat", "auto", "hier"):
@@ -354,3 +355,43 @@ def assemble(minst, objective: str, cols: list, references: dict, equal_tput: di
                                       reference_throughput_tokens_per_s=ref,
                                       equal_share_throughput_tokens_per_s=eq, plan=c.plan))
     return MultiPlan(instance=minst.name, objective=objective, jobs=jobs, solver=solver)
+
+
+def plan_throughput(p) -> float:
+    """A plan's effective throughput (tokens/s) as its predicted figures give it."""
+    pr = p.predicted
+    return (pr.model_extra or {}).get("effective_tokens_per_s") or pr.throughput_tokens_per_s
+
+
+def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
+                    deterministic: bool = False) -> dict:
+    """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
+    per solver, seed, time limit)."""
+    from ..registry import plan as run_plan
+
+    cache = minst.__dict__.setdefault("_multijob_references", {})
+    key = (solver, seed, time_limit, deterministic)
+    if key not in cache:
+        out = {}
+        for j, spec in enumerate(minst.jobs):
+            options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
+            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
+                                      **options)
+        cache[key] = out
+    return cache[key]
+
+
+def references(minst, time_limit: float | None = None, seed: int = 0, solver: str = "greedy",
+               deterministic: bool = False) -> dict[str, float]:
+    """tput*_j for every job (tokens/s): the throughput of ``solver``'s plan for the
+    job alone on the whole cluster (``job_instance``).  One fixed method, computed
+    once per mix: pass the result to every method compared on the mix.
+
+    >>> references(minst)                           # doctest: +SKIP
+    {'big': 1.6e5, 'small': 4.2e6}
+    """
+    plans = reference_plans(minst, solver=solver, seed=seed, time_limit=time_limit, deterministic=deterministic)
+    return {name: plan_throughput(p) for name, p in plans.items()}
+
+
+reference_throughputs = references  # the name inside multiplan, whose argument is called references
