@@ -4,22 +4,27 @@ llama2-70b (gcp-16's own workload) with gpt3-1.3b (the same batch and sequence),
 each, weight 1, maxmin; references from greedy on each job alone on the whole cluster.  Prints one
 row per method: the objective (min rho / w) under reserved and shared sharing and each job's rho.
 
-    PYTHONPATH=$PWD python benchmarks/multijob_gcp16.py [--time-limit 60] [--out results.json]
+    PYTHONPATH=$PWD python benchmarks/multijob_gcp16.py [--time-limit 90] [--save]
+
+``--save`` writes benchmarks/results/multijob_gcp16.md (headed by the command and the commit).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
+import os
 import sys
 import time
+from pathlib import Path
 
-import planner
-from planner.problem.jobs import MultiInstance
-from planner.scoring.multievaluate import multievaluate
-from planner.solvers.multijob import baselines as B
-from planner.solvers.multijob import references
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import planner  # noqa: E402
+from planner.problem.jobs import MultiInstance  # noqa: E402
+from planner.scoring.multievaluate import multievaluate  # noqa: E402
+from planner.solvers.multijob import baselines as B  # noqa: E402
+from planner.solvers.multijob import references  # noqa: E402
+from _results import commit, save  # noqa: E402
 
 
 def gcp16_mix(second: str = "gpt3-1.3b", iterations: int = 100) -> MultiInstance:
@@ -39,7 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--save", action="store_true", help="write benchmarks/results/multijob_gcp16.md")
     args = ap.parse_args()
     minst = gcp16_mix()
     t0 = time.perf_counter()
@@ -70,12 +75,29 @@ def main() -> None:
           f"rounds {info.model_extra.get('rounds')}")
     seq = B.sequential(minst)
     print("sequential (each job alone, one after the other):", seq)
-    if args.out:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        with open(args.out, "w") as f:
-            json.dump({"command": " ".join(["python", "benchmarks/multijob_gcp16.py"] + sys.argv[1:]),
-                       "commit": commit, "references": refs, "rows": rows, "sequential": seq,
-                       "multiplan_solver": info.model_dump(mode="json")}, f, indent=2)
+    load0 = os.getloadavg()
+    lines = [f"# Several jobs on gcp-16: the column planner vs the baselines (`--time-limit {args.time_limit:g}`)", "",
+             f"Code at commit {commit()}. Mix: llama2-70b (`big`, gcp-16's workload) and gpt3-1.3b (`small`, the "
+             "same batch and sequence), 100 iterations each, weight 1, objective maxmin (min_j rho_j / w_j). "
+             "References tput*: greedy on each job alone on the whole cluster: "
+             + ", ".join(f"{k} {v:.6g} tokens/s" for k, v in refs.items()) + ". Each baseline planned by greedy; "
+             "every row scored by multievaluate, reserved (the exact model) and shared (pessimistic).", "",
+             "| method | maxmin, reserved | maxmin, shared | rho big | rho small | GPUs big | GPUs small | wall s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['method']} | {r['reserved']:.4f} | {r['shared']:.4f} | {r['rho']['big']:.4f} | "
+                     f"{r['rho']['small']:.4f} | {r['gpus']['big']} | {r['gpus']['small']} | {r['time_s']:.1f} |")
+    ex = info.model_extra
+    lines += ["", f"multiplan: status {info.status}, bound {info.bound:.6g}, gap {info.gap:.4g}, master_lp "
+              f"{ex.get('master_lp'):.6g}, {ex.get('columns')} columns, {ex.get('rounds')} rounds, "
+              f"{ex.get('plans_made')} plans.", "",
+              "Sequential (each job alone on the whole cluster, one after the other; not a multi-plan): "
+              + "; ".join(f"{r['name']} completes at {r['completion_s'] / 3600:.4g} h" for r in seq) + ".", "",
+              f"Load average (1, 5, 15 min) at the end: {' '.join(f'{x:.2f}' for x in load0)}, on "
+              f"{os.cpu_count()} CPUs."]
+    print("\n".join(lines))
+    if args.save:
+        print(f"written to {save('multijob_gcp16', lines)}")
 
 
 if __name__ == "__main__":

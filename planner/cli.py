@@ -381,7 +381,7 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     _progress(quiet)
     from .solvers import stop
 
-    left = _time_left(time_limit)
+    left = time_limit if deterministic else _time_left(time_limit)  # deterministic: a count of plans
     with stop.Watch():
         mp = multiplan(minst, objective=objective, time_limit=left, seed=seed, sharing=sharing, solver=solver,
                        deterministic=deterministic)

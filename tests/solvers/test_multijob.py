@@ -10,6 +10,8 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import planner
 from planner.cli import main
@@ -71,7 +73,7 @@ def test_one_job_is_planner_plan_with_everything(two_jobs):
 
 def test_two_jobs_feasible_scored_and_never_worse_than_a_baseline(two_jobs):
     refs = references(two_jobs)
-    mp = _fast(two_jobs, references=refs, time_limit=20.0)
+    mp = _fast(two_jobs, references=refs, time_limit=12.0)
     ev = multievaluate(two_jobs, mp)
     assert ev.feasible, ev.violations
     info = mp.solver
@@ -93,7 +95,7 @@ def test_two_jobs_feasible_scored_and_never_worse_than_a_baseline(two_jobs):
 @pytest.mark.parametrize("objective", [o for o in OBJECTIVES if o != "maxmin"])
 def test_every_objective_feasible_and_no_worse_than_its_baselines(two_jobs, objective):
     refs = references(two_jobs)
-    mp = _fast(two_jobs, objective=objective, references=refs, time_limit=8.0)
+    mp = _fast(two_jobs, objective=objective, references=refs, time_limit=4.0)
     ev = multievaluate(two_jobs, mp)
     assert ev.feasible, ev.violations
     assert mp.objective == objective and mp.solver.objective == ev.objective_value
@@ -143,8 +145,8 @@ def test_a_quota_no_plan_fits_is_infeasible(two_jobs):
 
 
 def test_deterministic_budget_repeats(two_jobs):
-    a = _fast(two_jobs, seed=1, time_limit=4.0).to_dict()
-    b = _fast(two_jobs, seed=1, time_limit=4.0).to_dict()
+    a = _fast(two_jobs, seed=1, time_limit=2.0).to_dict()
+    b = _fast(two_jobs, seed=1, time_limit=2.0).to_dict()
     for d in (a, b):
         d["solver"].pop("time_s")
         for j in d["jobs"]:
@@ -198,3 +200,48 @@ def test_cli_refuses_bad_input(tmp_path):
     assert r.exit_code == 2
     r = CliRunner().invoke(main, ["multiplan", "two-jobs", "--solver", "nope", "--time-limit", "1"])
     assert r.exit_code == 2
+
+
+def test_cpsat_twin_same_optimum_over_real_columns(two_jobs):
+    """The two masters over one pool of real columns (both jobs, every objective): the same
+    first value (to CP-SAT's 1e-6 scaling) and capacities respected."""
+    from planner.solvers.multijob.colgen import capacity
+    from planner.solvers.multijob.master import fits, master_value, solve_master, solve_master_cpsat
+
+    refs = references(two_jobs)
+    pool = ColumnPool(two_jobs, refs)
+    for fn in B.BASELINES.values():
+        fn(two_jobs, refs, pool=pool)
+    assert len(pool.columns) >= 6
+    weights = [s.weight for s in two_jobs.jobs]
+    cap = capacity(two_jobs)
+    for objective in OBJECTIVES:
+        a = solve_master(pool.columns, weights, cap, objective)
+        b = solve_master_cpsat(pool.columns, weights, cap, objective)
+        assert (a.value is None) == (b.value is None), objective
+        if a.value is None:
+            continue
+        assert fits(pool.columns, a.choice, cap) and fits(pool.columns, b.choice, cap)
+        va = master_value(pool.columns, weights, a.choice, objective)
+        vb = master_value(pool.columns, weights, b.choice, objective)
+        assert vb == pytest.approx(va, rel=1e-5), objective
+
+
+@given(gpus=st.dictionaries(st.sampled_from(["alpha", "beta", "gamma"]), st.integers(0, 40), max_size=3),
+       allowed=st.one_of(st.none(), st.lists(st.sampled_from(["alpha", "beta", "gamma"]), min_size=1,
+                                             max_size=3, unique=True)),
+       quota=st.one_of(st.none(), st.integers(1, 40)))
+@settings(max_examples=60, deadline=None)
+def test_clip_keeps_allowed_domains_and_quota(two_jobs, gpus, allowed, quota):
+    """Every column's GPUs go through clip: within the allowed domains and the domain's
+    GPUs, at most max_gpus, and no GPU taken away that the rules allow."""
+    from planner.solvers.multijob.columns import clip
+
+    minst = _with_jobs(two_jobs, [_job(two_jobs, 0, allowed_domains=allowed, max_gpus=quota), _job(two_jobs, 1)])
+    out = clip(minst, 0, gpus)
+    ok = set(minst.allowed(0))
+    cap = {d.name: d.gpus for d in minst.domains}
+    assert set(out) <= ok and all(0 < n <= cap[d] for d, n in out.items())
+    assert all(n <= gpus[d] for d, n in out.items())
+    room = sum(min(gpus.get(d, 0), cap[d]) for d in ok)
+    assert sum(out.values()) == (room if quota is None else min(quota, room))

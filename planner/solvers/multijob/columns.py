@@ -145,7 +145,7 @@ class ColumnPool:
     order; ``cache``: allocation key -> column (None: no plan fits the slice)."""
 
     def __init__(self, minst, references: dict, solver: str = "greedy", seed: int = 0,
-                 column_time_limit: float | None = 10.0, deterministic: bool = False):
+                 column_time_limit: float | None = None, deterministic: bool = False):
         self.minst, self.references = minst, references
         self.solver, self.seed = solver, seed
         self.column_time_limit, self.deterministic = column_time_limit, deterministic
@@ -243,8 +243,16 @@ class ColumnPool:
         if p is not None:
             col = self.score(j, gpus, link_share, uplink_share, p, source)
             if col is not None and trim_it:
+                # kept untrimmed too (with the GPUs the plan uses: the same time), so the master
+                # may give a job its full shares where nobody else needs them
+                used = {d: n for d, n in p.gpus_per_domain().items() if n}
+                self.add(self.score(j, used, link_share, {d: u for d, u in uplink_share.items()
+                                                           if d in used or u > 0}, p, source))
                 col = trim(self, col)
         self.cache[key] = col
+        if col is not None:
+            log.info("column %d (%s, %s): %d GPUs, %d links, rho %.4f", len(self.columns), col.name, source,
+                     col.total_gpus, len(col.link_share), col.rho)
         return self.add(col)
 
 
