@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the planner instance files instances/*.toml from the shared data.
 
-Deterministic and stdlib-only (plus tomllib). Every figure in every instance is
+Deterministic and stdlib-only (plus tomllib), except the job mixes (mix-*.toml), which
+``planner generate-mix`` makes: for them it imports the planner package. Every figure in every instance is
 either read from a CSV in the shared data directory or is a named constant in
 this file with the reason for it next to it; the header comment of each
 generated file repeats both. Edit this script, not the generated files.
@@ -1972,7 +1973,7 @@ UPLINK_VM = {
 }
 
 
-def readme(insts: list[dict]) -> str:
+def readme(insts: list[dict], mixes: dict[str, str]) -> str:
     out = [
         "# Instances",
         "",
@@ -2032,6 +2033,8 @@ def readme(insts: list[dict]) -> str:
     ] + gpu_types_readme(insts) + [
         "",
     ] + dp_sync_readme(insts) + [
+        "",
+    ] + mix_readme(mixes) + [
         "",
         "## National scale (issue 15)",
         "",
@@ -2324,16 +2327,63 @@ def min_plan(inst: dict, sched: str, t: int, g: dict | None = None):
 # --------------------------------------------------------------------------
 
 
+# ---- job mixes (issue 27, SPEC v3 section 10): several jobs sharing a packaged cluster ----
+# Made by planner.problem.mixes, the generator of `planner generate-mix`, so that the command in
+# each file's header makes the same file; its sources (AcmeTrace Kalos sizes, ElasticFlow /
+# Gavel deadline multiples and weights) are in that module and in the file's header.
+# (file name, base instance, jobs, seed, models or None = mixes.DEFAULT_MODELS). The AWS mix
+# leaves out the 70B models and takes 6 jobs: 128 A100-40GB hold at most about two 70B jobs
+# (16 B/param of state), and a mix must fit at once (every job admitted under maxmin).
+MIXES = [("mix-gcp16-20", "gcp-16", 20, 0, None),
+         ("mix-edwc", "edwc-full", 20, 0, None),
+         ("mix-aws", "aws-multiregion", 6, 0, ("gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "llama2-7b",
+                                              "llama3-8b", "gpt3-13b", "llama2-13b"))]
+
+
+def build_mix(name: str, base_text: str, base_name: str, jobs: int, seed: int, models) -> str:
+    """The text of mix ``name``: ``planner generate-mix`` of the base instance's text."""
+    sys.path.insert(0, str(HERE.parent))
+    from planner.cli import mix_catalogue  # the package: the mixes are the command's files
+    from planner.problem.files import toml_text
+    from planner.problem.mixes import DEFAULT_MODELS, draw_jobs, header, mix_instance
+
+    base = tomllib.loads(base_text)
+    names = DEFAULT_MODELS if models is None else models
+    draws = draw_jobs(base, jobs, seed, mix_catalogue(names))
+    data = mix_instance(base, draws, name=name, description=(
+        f"{jobs} jobs drawn from the AcmeTrace Kalos sizes (seed {seed}) on {base_name}'s cluster"))
+    command = " ".join([f"planner generate-mix {base_name}", f"--jobs {jobs}", f"--seed {seed}"]
+                       + ([f"--models {','.join(names)}"] if models is not None else [])
+                       + [f"--name {name}"])
+    return toml_text(data, header(data, draws, command, base_name))
+
+
+def mix_readme(texts: dict[str, str]) -> list[str]:
+    """README section on the job mixes."""
+    out = ["## Job mixes (SPEC v3 section 10: several jobs, `[[jobs]]`)", "",
+           "Made by `planner generate-mix` (planner/problem/mixes.py), the command in each header:",
+           "job sizes from the AcmeTrace Kalos trace (NSDI 2024), models by GPU-hours, deadlines",
+           "as ElasticFlow's multiples of the alone duration, Gavel's weights. Plan them with",
+           "`planner multiplan`; `benchmarks/multijob.py` compares the planner with the baselines.", "",
+           "| mix | cluster | jobs | models |", "|---|---|---|---|"]
+    for name, base, jobs, _, _ in MIXES:
+        models = sorted({j["model"] for j in tomllib.loads(texts[name])["jobs"]})
+        out.append(f"| `{name}` | `{base}` | {jobs} | {', '.join(f'`{m}`' for m in models)} |")
+    return out
+
+
 def main(argv: list[str]) -> int:
     check_only = "--check" in argv
     show = "--summary" in argv
     stale = []
     built = []
+    rendered = {}
     for build in BUILDERS:
         inst, hdr = build()
         built.append(inst)
         summary = check(inst)
         text = render(inst, hdr, summary)
+        rendered[inst["name"]] = text
         # round trip: the file parses and carries no helper keys
         parsed = tomllib.loads(text)
         assert parsed["name"] == inst["name"]
@@ -2348,7 +2398,17 @@ def main(argv: list[str]) -> int:
                   f"{sum(d['gpus'] for d in inst['domains'])} GPUs, {len(inst['links'])} links")
             for ln in summary:
                 print("   " + ln)
-    text = readme(built)
+    mixes = {}
+    for name, base, jobs, seed, models in MIXES:
+        text = build_mix(name, rendered[base], base, jobs, seed, models)
+        mixes[name] = text
+        path = HERE / f"{name}.toml"
+        if check_only:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    text = readme(built, mixes)
     path = HERE / "README.md"
     if check_only:
         if not path.exists() or path.read_text(encoding="utf-8") != text:

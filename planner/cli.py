@@ -955,6 +955,93 @@ def generate_cmd(domains, gpus, seed, clusters, model, global_batch_size, gpu_ty
               f"{inst.workload.global_batch_size} -> {out_path}")
 
 
+def mix_catalogue(names):
+    """The :func:`planner.problem.mixes.catalogue` of the models ``names`` (packaged or on
+    ``PLANNER_MODEL_PATH``); an unknown name is an input error naming ``--models``."""
+    from .problem.files import find_model, load_model
+    from .problem.mixes import catalogue
+
+    specs = []
+    for n in names:
+        path = find_model(n)
+        if path is None:
+            raise InputError(f"no model named {n!r} (available: {', '.join(pio.available('models'))})", "--models")
+        specs.append(load_model(path))
+    return catalogue(specs)
+
+
+def write_mix(data: dict, header: list[str], path) -> object:
+    """Write the mix ``data`` as TOML to ``path`` atomically, after loading it back with
+    :func:`planner.problem.io.load_multi_instance` (nothing is replaced when it is refused)."""
+    from .problem.files import toml_text
+
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(toml_text(data, header))
+        try:
+            minst = pio.load_multi_instance(tmp)
+        except InputError as err:
+            err.file = str(path)
+            raise err from None
+    return minst
+
+
+@main.command("generate-mix")
+@click.argument("base")
+@click.option("--jobs", "n_jobs", type=click.IntRange(1, limits.MAX_DOMAINS), required=True, help="jobs in the mix")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--load", type=click.FloatRange(0, 1e3, min_open=True), default=1.0, show_default=True,
+              help="the jobs' requested GPUs in all, as a multiple of the cluster's")
+@click.option("--deadlines", type=click.Choice(["elasticflow", "gavel", "none"]), default="elasticflow",
+              show_default=True, help="deadline multiples of the alone duration: ElasticFlow's uniform "
+                                      "0.5-1.5, Gavel's 1.2/2/10, or none")
+@click.option("--weights", type=click.Choice(["gavel", "equal"]), default="gavel", show_default=True,
+              help="Gavel's (5 with probability 0.2, else 1) or all 1")
+@click.option("--objective", type=click.Choice(["maxmin", "weighted", "deadline", "cost", "makespan"]),
+              default="maxmin", show_default=True, help="[options] multi_objective")
+@click.option("--models", default=None, help="comma-separated models to draw from (default: the packaged "
+                                             "1.3B-70B models of planner/problem/mixes.py)")
+@click.option("--name", default=None, help="the mix's name (default mix-BASE-JOBS-sSEED)")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the instance file to write (TOML, [[jobs]])")
+@_guard
+def generate_mix_cmd(base, n_jobs, seed, load, deadlines, weights, objective, models, name, out_path):
+    """Write a JOB MIX on BASE's cluster: jobs whose GPU counts and durations are drawn from
+    the AcmeTrace Kalos statistics, mapped to packaged models by GPU-hours, with deadlines
+    as multiples of their alone duration (planner/problem/mixes.py).  The same options and
+    seed give the same file; the file is checked by the loader before it is written."""
+    from .problem.files import read_mapping
+    from .problem.mixes import DEFAULT_MODELS, draw_jobs, header, mix_instance
+
+    inst = pio.load_instance(base)  # a valid one-job instance: its cluster is the mix's
+    raw = read_mapping(pio.resolve_instance_path(base))
+    names = DEFAULT_MODELS if models is None else tuple(m.strip() for m in models.split(",") if m.strip())
+    cat = mix_catalogue(names)
+    ddl = None if deadlines == "none" else deadlines
+    try:
+        draws = draw_jobs(raw, n_jobs, seed, cat, load=load, deadlines=ddl, weights=weights)
+        name = name or f"mix-{inst.name}-{n_jobs}-s{seed}"
+        data = mix_instance(raw, draws, name=name, objective=objective,
+                            description=f"{n_jobs} jobs drawn from the AcmeTrace Kalos sizes (seed {seed}) "
+                                        f"on {inst.name}'s cluster")
+    except InputError as e:  # name the option
+        e.field = f"--{e.field.replace('_', '-')}" if e.field else None
+        raise
+    command = " ".join([f"planner generate-mix {base}", f"--jobs {n_jobs}", f"--seed {seed}"]
+                       + ([f"--load {load:g}"] if load != 1.0 else [])
+                       + ([f"--deadlines {deadlines}"] if deadlines != "elasticflow" else [])
+                       + ([f"--weights {weights}"] if weights != "gavel" else [])
+                       + ([f"--objective {objective}"] if objective != "maxmin" else [])
+                       + ([f"--models {','.join(names)}"] if models is not None else [])
+                       + ([f"--name {name}"] if name != f"mix-{inst.name}-{n_jobs}-s{seed}" else []))
+    pio.check_output(out_path, "--out")
+    write_mix(data, header(data, draws, command, inst.name), out_path)
+    models_used = sorted({d.model for d in draws})
+    out.print(f"{name}: {n_jobs} jobs on {inst.name}'s {inst.total_gpus:,} GPUs, models "
+              f"{', '.join(models_used)}, objective {objective} -> {out_path}")
+
+
 @main.command("list")
 @_guard
 def list_cmd():
