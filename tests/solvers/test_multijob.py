@@ -268,3 +268,17 @@ def test_cli_exit_3_when_no_allocation_fits(two_jobs, tmp_path):
     r = CliRunner().invoke(main, ["multiplan", str(path), "--time-limit", "3", "--deterministic", "-q"])
     assert r.exit_code == 3, r.output
     assert "Traceback" not in r.output
+
+
+def test_wan_blind_maxmin_admits_what_fits_when_the_least_shares_do_not(two_jobs):
+    """With one share step (every job's least share is the whole cluster) three jobs cannot
+    all hold one: the policy admits the first by least level, weight and file order, leaves
+    the others out, and never hands out more than the cluster."""
+    jobs = [_job(two_jobs, 0, name=n) for n in ("a", "b", "c")]
+    minst = _with_jobs(two_jobs, jobs, multi_objective="deadline")
+    refs = references(minst, time_limit=5.0)
+    mp = B.wan_blind_maxmin(minst, refs, steps=1)
+    admitted = [a.name for a in mp.jobs if a.admitted]
+    assert admitted == ["a"]
+    ev = multievaluate(minst, mp)
+    assert ev.feasible, ev.violations
