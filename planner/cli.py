@@ -181,7 +181,8 @@ def main():
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray; default: a local Ray)")
 @click.option("--jobs", type=WORKERS, default=None, help="shapes per wave (with --executor; default 2, on Ray its CPUs)")
 @click.option("--deterministic", is_flag=True,
-              help="cpsat, auto, hier: deterministic budgets (CP-SAT deterministic time), the same plan at any load")
+              help="cpsat, auto, hier: deterministic budgets (CP-SAT deterministic time, counts), the same "
+                   "plan at any load; auto then leaves out the MILP and may overrun --time-limit under load")
 @click.option("--target", type=click.Choice(FORMATS), default=None,
               help="plan only micro-batch orders this framework runs (megatron, deepspeed: 1f1b; "
                    "torchtitan: 1f1b, gpipe and explicit op lists)")
