@@ -17,7 +17,7 @@ from .presentation.explain import explain
 from .scoring.evaluator import Evaluation, Evaluator, Violation, check_plan, evaluate, iteration_times
 from .solvers.greedy import greedy
 from .problem.instance import Instance
-from .problem.io import load_instance, load_model, load_plan, save_plan
+from .problem.io import load_instance, load_model, load_multi_instance, load_multiplan, load_plan, save_plan
 from .problem.model import ModelSpec
 from .problem.network import NetworkStates
 from .problem.plan import Plan
@@ -27,13 +27,13 @@ from .solvers.registry import SOLVERS, plan
 from .solvers.multijob import multiplan
 from .scoring.multievaluate import multievaluate
 from .scoring.trace import trace
-from .presentation import display as _display, plot as _plot  # noqa: F401  (register the views)
+from .presentation import display as _display, multiview as _multiview, plot as _plot  # noqa: F401  (register the views)
 
 __all__ = [
     "Calibration", "Deadlock", "Evaluation", "Evaluator", "InfeasibleError", "InputError", "Instance",
     "ModelSpec", "NetworkStates", "Plan", "PlannerError", "Run", "SOLVERS", "Transfer", "Violation", "calibrate",
     "check_plan",
     "evaluate", "explain", "greedy", "iteration_times", "load_instance", "load_model", "load_plan",
-    "lower_bound", "multievaluate", "multiplan", "plan", "save_plan", "schedule", "trace",
+    "load_multi_instance", "load_multiplan", "lower_bound", "multievaluate", "multiplan", "plan", "save_plan", "schedule", "trace",
 ]
 __version__ = "0.1.0"

@@ -24,6 +24,7 @@ from .problem.errors import EXIT_INFEASIBLE, EXIT_INTERRUPTED, InfeasibleError, 
 from .scoring.evaluator import Evaluator, check_plan
 from .presentation.export import FORMATS, MARKER, NAMES, SCHEDULES, export, target_instance
 from .presentation.frameworks import DEFAULT_VERSION
+from .presentation.multiview import multi_summary
 from .presentation.report import claims_json, plan_summary, speed_change, whole
 from .problem.schemas import KINDS, schema_text
 from .solvers import stop as _stop
@@ -365,9 +366,12 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
               help="write the multi-plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print the multi-plan's evaluation and solver as one JSON document")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture,
+              help="draw the cluster coloured by job: GPUs per domain, link shares")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, out_path, as_json, quiet):
+def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, out_path, as_json, map_path,
+                  quiet):
     """Allocate INSTANCE's datacenters among its [[jobs]] and plan each job (SPEC 10): column
     generation over single-job plans on slices; exit 3 when no allocation is feasible."""
     from .scoring.multievaluate import multievaluate
@@ -376,6 +380,7 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     minst = pio.load_multi_instance(instance)
     if out_path:
         pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
+    _outputs([pio.resolve_instance_path(instance)], map=map_path)
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
@@ -390,16 +395,11 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
         pio.write_atomic(out_path, mp.to_json() + "\n")
     ev = multievaluate(minst, mp, sharing=sharing)
     info = mp.solver.model_dump(mode="json", exclude_none=True)
+    _multi_map(minst, mp, ev, map_path)
     if as_json:
         click.echo(strict_json({**ev.to_dict(), "solver": info}))
     else:
-        out.print(_multi_summary(ev))
-        s = mp.solver
-        bound = "none" if s.bound is None else f"{s.bound:.6g}"
-        gap = "" if s.gap is None else f", gap {s.gap:.2%}"
-        lp = (s.model_extra or {}).get("master_lp")
-        out.print(f"objective {ev.objective_value} (status {s.status}, bound {bound}{gap}"
-                  + ("" if lp is None else f", master LP {lp:.6g}") + f"); {s.time_s:.1f} s")
+        out.print(multi_summary(minst, mp, ev))
         if out_path:
             out.print(f"multi-plan written to {out_path}")
     if not ev.feasible:
@@ -416,39 +416,41 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
 @click.option("--sharing", type=click.Choice(["reserved", "shared"]), default="reserved", show_default=True,
               help="reserved: each job on its slice (exact); shared: the jobs share every link and uplink")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON document (SPEC 9)")
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), callback=_picture,
+              help="draw the cluster coloured by job: GPUs per domain, link shares")
 @_guard
-def multievaluate_cmd(instance, multiplan_file, sharing, as_json):
+def multievaluate_cmd(instance, multiplan_file, sharing, as_json, map_path):
     """Score MULTIPLAN (JSON, SPEC 10) on INSTANCE (with [[jobs]]); exit 3 if infeasible."""
     from .scoring.multievaluate import multievaluate
 
     minst = pio.load_multi_instance(instance)
+    _outputs([pio.resolve_instance_path(instance), multiplan_file], map=map_path)
     mp = pio.load_multiplan(multiplan_file, minst)
     ev = multievaluate(minst, mp, sharing)
+    _multi_map(minst, mp, ev, map_path)
     if as_json:
         click.echo(strict_json(ev.to_dict()))
     else:
-        out.print(_multi_summary(ev))
+        out.print(multi_summary(minst, mp, ev))
     if not ev.feasible:
         sys.exit(EXIT_INFEASIBLE)
 
 
-def _multi_summary(ev) -> str:
-    """The multi-plan's figures as text: one line per job, the objective, the violations."""
-    def num(v, fmt="{:.6g}"):
-        return "-" if v is None else fmt.format(v)
+def _multi_map(minst, mp, ev, map_path) -> None:
+    """``--map`` of multiplan and multievaluate: the cluster coloured by job."""
+    if not map_path:
+        return
+    import matplotlib
 
-    rows = [f"{'job':<16} {'admitted':>8} {'T_eff s':>12} {'tokens/s':>12} {'rho':>8} {'rho_share':>9} "
-            f"{'completion h':>12} {'deadline':>8} {'cost':>12}"]
-    for j in ev.jobs:
-        rows.append(f"{j.name:<16} {'yes' if j.admitted else 'no':>8} {num(j.effective_time_s):>12} "
-                    f"{num(j.throughput_tokens_per_s):>12} {j.rho:>8.4f} {num(j.rho_share, '{:.4f}'):>9} "
-                    f"{num(None if j.completion_s is None else j.completion_s / 3600):>12} "
-                    f"{'met' if j.deadline_met else 'missed':>8} {num(j.cost):>12}")
-    rows.append(f"sharing {ev.sharing}; objective {ev.objective}: {ev.objective_value:.6g} "
-                f"(tie-break {ev.tiebreak:.6g})"
-                + ("" if ev.bound is None else f"; bound {ev.bound:.6g}, gap {num(ev.gap, '{:.2%}')}"))
-    rows.append("feasible" if ev.feasible else "INFEASIBLE:\n" + "\n".join(f"  - {v}" for v in ev.violations))
-    return "\n".join(rows)
+    matplotlib.use("Agg")
+    from .presentation.multiview import draw_jobs
+
+    fig = draw_jobs(minst, mp, ev)
+    try:
+        with atomic_path(map_path) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    except (OSError, ValueError) as e:
+        raise click.ClickException(f"cannot write {map_path}: {e}") from None
 
 
 @main.command("schedule")
@@ -1205,6 +1207,34 @@ def report_cmd(instance, plan_file, out_path):
     if violations:
         click.echo(f"error: {plan_file}: the plan is infeasible on {inst.name}; the report says why:\n"
                    + "\n".join(f"  - {v.message}" for v in violations), err=True)
+        sys.exit(EXIT_INFEASIBLE)
+
+
+@main.command("multireport")
+@click.argument("instance")
+@click.argument("multiplan_file", metavar="MULTIPLAN")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="the HTML page to write")
+@click.option("--sharing", type=click.Choice(["reserved", "shared"]), default="reserved", show_default=True,
+              help="the summary's evaluation (each job's own section is its plan on its slice: reserved)")
+@_guard
+def multireport_cmd(instance, multiplan_file, out_path, sharing):
+    """Write MULTIPLAN on INSTANCE (with [[jobs]]) as one self-contained HTML page (the jobs'
+    summary, the map coloured by job, one section per job on its slice); exit 3, after
+    writing it, when the multi-plan is infeasible."""
+    from .presentation.multireport import render_multi
+    from .scoring.multievaluate import multievaluate
+
+    minst = pio.load_multi_instance(instance)
+    pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance), multiplan_file])
+    mp = pio.load_multiplan(multiplan_file, minst)
+    pio.write_atomic(out_path, render_multi(minst, mp, sharing, instance_file=str(instance),
+                                            plan_file=str(multiplan_file)))
+    out.print(f"report written to {out_path}")
+    ev = multievaluate(minst, mp, sharing)
+    if not ev.feasible:
+        click.echo(f"error: {multiplan_file}: the multi-plan is infeasible on {minst.name}; the report says why:\n"
+                   + "\n".join(f"  - {v}" for v in ev.violations), err=True)
         sys.exit(EXIT_INFEASIBLE)
 
 

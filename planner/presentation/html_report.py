@@ -269,18 +269,23 @@ def _svg(fig) -> Markup:
     return Markup(text)
 
 
-def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
-    """The report of ``plan`` on ``instance`` as one HTML document (text).
+def version() -> str:
+    """The installed planner's version, or "(not installed)" for a checkout on PYTHONPATH."""
+    try:
+        return metadata.version("planner")
+    except metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+        return "(not installed)"
 
-    An infeasible plan still gets a page: its violations in the summary, the
-    map, and no schedule or explanation (there is none to give)."""
+
+def plan_parts(instance, plan) -> dict:
+    """The parts of the page of ``plan`` on ``instance`` (the template's names): ``summary``
+    (the terminal summary's rows), ``figures`` (``planner evaluate --json``), ``solver``,
+    ``stage_columns``, ``stages``, ``gpus``, ``gantt`` and ``network_map`` (inline SVG, or
+    None with ``gantt_missing``), ``why`` (what :func:`~planner.presentation.explain.explain`
+    finds, or None with ``why_missing``), ``classes``, ``typed`` and ``feasible``.
+    :func:`render` and the multi-plan page (one job on its slice) show them."""
     from . import plot
     from .explain import explain
-
-    try:
-        version = metadata.version("planner")
-    except metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
-        version = "(not installed)"
 
     plot._pyplot()  # chooses "Agg" without a display
     scored = Evaluator(instance, plan)
@@ -305,11 +310,19 @@ def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
         gantt_missing = "The plan is infeasible (see the summary): there is no schedule to draw."
         why_missing = "The plan is infeasible (see the summary): nothing to explain until it is fixed."
     network_map = _svg(plot.draw(instance, plan))
-    return _template.render(
-        csp=CSP, version=version, inst=instance, plan=plan, summary=summary_rows(instance, plan, ev),
-        figures=figures, solver=_solver_rows(instance, plan), stage_columns=stage_columns(instance),
-        typed=instance.heterogeneous,
-        numeric={"stage", "compute/mb", "mem/GPU", "grad sync"}, stages=stage_table(instance, plan, ev),
-        gpus=gpu_table(instance, ev), gantt=gantt, gantt_missing=gantt_missing, network_map=network_map,
-        why=why, why_missing=why_missing, classes=scored.fig.classes,
-        instance_file=instance_file or instance.name, plan_file=plan_file or "the plan")
+    return dict(summary=summary_rows(instance, plan, ev), figures=figures, solver=_solver_rows(instance, plan),
+                stage_columns=stage_columns(instance), typed=instance.heterogeneous,
+                numeric={"stage", "compute/mb", "mem/GPU", "grad sync"}, stages=stage_table(instance, plan, ev),
+                gpus=gpu_table(instance, ev), gantt=gantt, gantt_missing=gantt_missing, network_map=network_map,
+                why=why, why_missing=why_missing, classes=scored.fig.classes, feasible=ev.feasible)
+
+
+def render(instance, plan, instance_file: str = "", plan_file: str = "") -> str:
+    """The report of ``plan`` on ``instance`` as one HTML document (text).
+
+    An infeasible plan still gets a page: its violations in the summary, the
+    map, and no schedule or explanation (there is none to give)."""
+    parts = plan_parts(instance, plan)
+    parts.pop("feasible")
+    return _template.render(csp=CSP, version=version(), inst=instance, plan=plan, **parts,
+                            instance_file=instance_file or instance.name, plan_file=plan_file or "the plan")

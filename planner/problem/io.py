@@ -130,7 +130,8 @@ def load_multiplan(path: str | Path, minst=None):
     the file, the job and the field."""
     from .multiplan import MultiPlan
 
-    return _load_checked(path, MultiPlan.from_json, None if minst is None else lambda mp: mp.check_against(minst))
+    mp = _load_checked(path, MultiPlan.from_json, None if minst is None else lambda mp: mp.check_against(minst))
+    return mp if minst is None else mp.bind(minst)
 
 
 def load_rank_map(path: str | Path, instance: Instance | None = None) -> Plan:

@@ -42,6 +42,7 @@ from .jobs import MultiInstance, link_key
 from .limits import MAX_TOTAL_GPUS
 from .names import Name
 from .plan import Plan, SolverInfo
+from .views import view
 
 GpuCount = Annotated[int, Field(ge=0, le=MAX_TOTAL_GPUS, strict=True)]
 Share = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False)]
@@ -118,6 +119,34 @@ class MultiPlan(_Strict):
 
     def to_json(self, indent: int | None = 2) -> str:
         return strict_json(self.to_dict(), indent=indent)
+
+    # -- shown (views registered by planner.presentation.multiview) -----------------------
+    def bind(self, minst: MultiInstance) -> "MultiPlan":
+        """Remember ``minst`` for display (``print``, a notebook's HTML, :meth:`draw`) and return
+        ``self``.  Not a field: not written to JSON, not compared.  ``planner.multiplan`` and
+        ``load_multiplan(path, minst)`` bind what they return.
+
+        >>> mp.bind(minst)._repr_html_()          # doctest: +SKIP
+        """
+        self.__dict__["_planner_shown_on"] = minst
+        return self
+
+    def shown_on(self) -> MultiInstance | None:
+        """The instance :meth:`bind` set (None when unbound)."""
+        return self.__dict__.get("_planner_shown_on")
+
+    def __str__(self) -> str:
+        return view("multiplan_text")(self)
+
+    def _repr_html_(self) -> str:
+        return view("multiplan_html")(self)
+
+    def draw(self, minst: MultiInstance | None = None, **kwargs):
+        """The map coloured by job (:func:`planner.presentation.multiview.draw_jobs`)."""
+        minst = minst if minst is not None else self.shown_on()
+        if minst is None:
+            raise ValueError("draw needs the instance: mplan.draw(minst) or mplan.bind(minst)")
+        return view("draw_jobs")(minst, self, **kwargs)
 
     # -- against the instance -------------------------------------------------------
     def job(self, name: str) -> JobAllocation:

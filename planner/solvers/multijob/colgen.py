@@ -272,7 +272,7 @@ def _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound=None):
         extra = {**extra, "shared_objective": shared.objective_value}
     info = SolverInfo(name="multiplan", status=status, objective=value, bound=bound, gap=gap,
                       time_s=time.perf_counter() - t0, sharing=sharing, **extra)
-    return mp.model_copy(update={"solver": info})
+    return mp.model_copy(update={"solver": info}).bind(minst)
 
 
 def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> None:
