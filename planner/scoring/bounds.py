@@ -61,7 +61,7 @@ from ..problem.network import GBPS, MS
 from ..problem.plan import SolverInfo
 from ..problem.specversion import check_spec
 from ..problem.space import LEAN, PlanSpace
-from .shapebound import shape_bound
+from .shapebound import shape_bound, slow_types
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,13 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         return cache[key]
     if instance.heterogeneous:  # the optimistic one-type instance (module docstring)
         bound = lower_bound(fastest_type_instance(instance), spec=spec)
+        if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
+            # the per-shape part knows which domains have the slower types
+            typed = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+            if math.isfinite(typed) and typed > bound.parts.get("shapes", 0.0):
+                parts = {**bound.parts, "shapes": typed}
+                binding = max(parts, key=parts.get)
+                bound = Bound(parts[binding], binding, parts, bound.wan_forced)
         cache[key] = bound
         return bound
     space = space or PlanSpace(instance)
@@ -156,12 +163,14 @@ SHAPE_BOUND_MAX_DOMAINS = 40
 
 
 def _shape_value(instance, ring_bits, objective: str) -> float:
-    """:func:`planner.scoring.shapebound.shape_bound`'s value on ``instance`` (one type),
+    """:func:`planner.scoring.shapebound.shape_bound`'s value for ``instance``: on its
+    optimistic one-type copy, told which domains have the slower types (SPEC v3 (g));
     cached per (ring_bits, objective)."""
     cache = instance.__dict__.setdefault("_planner_cache", {})
     key = ("shape_bound", ring_bits, objective)
     if key not in cache:
-        cache[key] = shape_bound(instance, ring_bits, objective).value
+        cache[key] = shape_bound(fastest_type_instance(instance), ring_bits, objective,
+                                 slow_types(instance)).value
     return cache[key]
 
 
@@ -279,10 +288,9 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
             base = max(v for k, v in lower_bound(instance, spec=spec).parts.items() if k != "shapes")
         else:
             base = cost_lower_bound(instance, spec)
-        one = fastest_type_instance(instance)
         per_class = []
         for bits, e_max in sync_classes(instance):
-            shapes = (_shape_value(one, bits, "time" if time else "cost")
+            shapes = (_shape_value(instance, bits, "time" if time else "cost")
                       if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
             per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
         value = min(per_class)

@@ -116,14 +116,50 @@ def network_figures(instance) -> Network:
     return Network(cap_max, lat, max(intra, cap_max))
 
 
-def _pipeline_dp(base, ring, stages, step, cap):
+@dataclass(frozen=True)
+class SlowTypes:
+    """The GPU types of a mixed instance other than the fastest (SPEC v3 (g)), as one
+    optimistic type: ``gpu`` with their largest peak * mfu and NVLink bandwidth (none
+    when one has none), their smallest unit overhead and largest memory; ``fast``,
+    per domain in instance order, whether its type has the fastest peak * mfu."""
+
+    gpu: object
+    memory_limit: float
+    fast: tuple[bool, ...]
+
+
+def slow_types(instance) -> SlowTypes | None:
+    """:class:`SlowTypes` of ``instance``, None with one type or when every type used
+    is as fast as the fastest.  Example: 128 H100 + 576 A100 gives the A100 and
+    ``fast`` True on the H100 domains."""
+    if not instance.heterogeneous:
+        return None
+    from ..problem.instance import GPU
+
+    types = instance.gpu_types
+    top = max(types[u].flops_per_s for u in instance.types_used)
+    slow = [types[u] for u in instance.types_used if types[u].flops_per_s < top]
+    if not slow:
+        return None
+    nvlink = [g.nvlink_bandwidth_gbps for g in slow]
+    fast = max(slow, key=lambda g: g.flops_per_s)
+    gpu = GPU.model_construct(name="slow", peak_tflops=fast.peak_tflops, mfu=fast.mfu,
+                              memory_gb=max(g.memory_gb for g in slow),
+                              nvlink_bandwidth_gbps=None if None in nvlink else max(nvlink),
+                              unit_overhead_ms=min(g.unit_overhead_ms for g in slow))
+    return SlowTypes(gpu, instance.memory_limit_of(gpu),
+                     tuple(types[u].flops_per_s >= top for u in instance.domain_type))
+
+
+def _pipeline_dp(base, ring, stages, step, cap, ring_steps: int = 1):
     """Smallest over partitions into 1..``stages`` stages of the largest stage term,
     by the number of crossing stages.
 
     ``base[a, e]``: term (1) of a stage holding units [a, e) at index 0 (inf when it
-    cannot exist); stage j adds ``2 j step``.  ``ring[a, e]``: term (2) of a crossing
-    stage at index 0 (adds ``j step``; such a stage takes the larger of (1) and
-    (2)), or None.  Returns ``v`` of shape (cap + 1, stages): ``v[c, S - 1]`` the
+    cannot exist); stage j adds ``2 j step``.  ``ring[a, e]``: the term of a
+    designated ("crossing") stage at index 0, adding ``ring_steps j step`` (term (2)
+    of a crossing stage: 1; term (1) on a slower GPU type: 2); such a stage takes the
+    larger of its two terms; or None.  Returns ``v`` of shape (cap + 1, stages): ``v[c, S - 1]`` the
     value over partitions into S stages with c crossing stages (``cap``: at least
     ``cap``); inf where impossible.  Example: one unit of c = 1, m = 2 (base [[inf,
     2]]), no ring: v = [[2.0]]."""
@@ -138,7 +174,7 @@ def _pipeline_dp(base, ring, stages, step, cap):
         term = base + 2 * j * step
         new = np.maximum(best[:, :, None], term[None]).min(axis=1)  # the stage does not cross
         if cap:
-            desig = np.maximum(term, ring + j * step)
+            desig = np.maximum(term, ring + ring_steps * j * step)
             crossed = np.maximum(best[:, :, None], desig[None]).min(axis=1)  # it does: c + 1
             new[1:] = np.minimum(new[1:], crossed[:-1])
             new[cap] = np.minimum(new[cap], crossed[cap])
@@ -147,14 +183,20 @@ def _pipeline_dp(base, ring, stages, step, cap):
     return np.array(v).T
 
 
-def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time") -> ShapeBound:
+def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
+                slow: SlowTypes | None = None) -> ShapeBound:
     """The smallest per-shape bound over every shape of ``instance`` (see module
     docstring): on T (seconds) for ``objective="time"``, on the cost per iteration
     for ``"cost"``.  ``instance`` must be a one-type instance (the optimistic one).
     ``ring_bits``: the fewest bits per parameter an every-step sync may send (the
     crossing stage's payload is P_j ring_bits / 8); None when the per-step sync may
-    stay inside one domain (DiLoCo, streaming), so (a) forces nothing.  ``inf`` when
-    no shape has a memory-feasible partition.
+    stay inside one domain (DiLoCo, streaming), so (a) forces nothing.  ``slow``: the
+    slower types of the mixed instance ``instance`` is the optimistic copy of (see
+    :func:`slow_types`); then a shape with more (replica, stage) slots than the fastest
+    type's domains hold has a replica with at least ceil(excess / R) stages on a
+    slower type, and (1) holds for that replica with those stages' f and g on the slower
+    type (their memory on its largest).  ``inf`` when no shape has a memory-feasible
+    partition.
 
     >>> shape_bound(inst, ring_bits=4).value                 # doctest: +SKIP
     """
@@ -189,6 +231,8 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time") -
             continue
         slots_total = sum(d.gpus // t for d in doms)
         slots = [d.gpus // t for d in doms]
+        fast_slots = (sum(d.gpus // t for d, quick in zip(instance.domains, slow.fast)
+                          if quick and d.gpus_per_node >= t) if slow is not None else None)
         slot_prices = np.sort(np.concatenate([np.full(d.gpus // t, d.price_per_gpu_hour) for d in doms]))
         for b in sorted(set(wl.micro_batch_sizes)):
             if gbs % b:
@@ -198,6 +242,12 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time") -
             f = F * tokens / (t * rate) + y + nflop * o
             g = beta * F * tokens / (t * rate) + y + beta * nflop * o
             c = f + g
+            c_slow = None
+            if slow is not None:
+                srate = slow.gpu.flops_per_s
+                sy = np.asarray(slow.gpu.tp_allreduce_s(tpb * tokens, t), float)
+                so = slow.gpu.unit_overhead_ms * MS
+                c_slow = (1 + beta) * F * tokens / (t * srate) + 2 * sy + (1 + beta) * nflop * so
             for R in divisors(gbs // b):
                 if R > slots_total:
                     break
@@ -206,11 +256,11 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time") -
                 if S_max < 1:
                     continue
                 cheap = m * c.sum() / S_max
-                todo.append((cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices))
+                todo.append((cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots))
     todo.sort(key=lambda row: row[0])
 
     best_value, best_shape, counted, skipped = np.inf, None, 0, 0
-    for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices in todo:
+    for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots in todo:
         slots_one = max(slots)
         if objective == "time" and cheap >= best_value:
             skipped += 1
@@ -233,6 +283,14 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time") -
             ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
         v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit))
         counted += 1
+        v_slow = None
+        if c_slow is not None and R * S_max > fast_slots:
+            # a replica with k stages on a slower type: those stages' (1) at its figures
+            Sfit = valid & ((STATE_BYTES * Pint + tokens * Sint) / t <= slow.memory_limit)
+            Cs = pre(c_slow)
+            slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
+            v_slow = _pipeline_dp(base, slow_base, S_max, x_min, max(1, -(-(R * S_max - fast_slots) // R)),
+                                  ring_steps=2)
         for S in range(1, S_max + 1):
             V0 = float(v[0, S - 1])
             if not np.isfinite(V0):
@@ -263,6 +321,12 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time") -
                                 + w * instance.options.wan_price_per_gb / 1e9 for a, w in alts)
             if objective == "cost" and R * S <= slots_one:
                 value = value * t * float(slot_prices[:R * S].sum()) / 3600.0
+            if v_slow is not None and R * S > fast_slots:
+                k = -(-(R * S - fast_slots) // R)
+                typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())
+                if objective == "cost":
+                    typed *= t * float(slot_prices[:R * S].sum()) / 3600.0
+                value = max(value, typed)
             if value < best_value:
                 best_value, best_shape = value, (t, b, R, S)
     return ShapeBound(best_value, best_shape, counted, skipped)

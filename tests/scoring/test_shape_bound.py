@@ -48,10 +48,20 @@ def _tiny(seed: int):
     links = [(f"d{a}", f"d{b}", rng.choice([0.05, 0.5, 5.0]), rng.uniform(0, 30))
              for a in range(n_dom) for b in range(a + 1, n_dom) if n_dom == 2 or rng.random() < 0.8 or b == a + 1]
     objective = "cost" if seed % 5 == 4 else "time"
-    return make_instance(doms, links, model=model, gpu=gpu, global_batch_size=4, seq_len=256,
+    inst = make_instance(doms, links, model=model, gpu=gpu, global_batch_size=4, seq_len=256,
                          micro_batch_sizes=[1, 2], tensor_parallel=[1, 2] if n_dom == 2 else [1],
                          gradient_sync=rng.choice(["ring", "ring", "reduce_broadcast"]),
                          options={"objective": objective, "wan_price_per_gb": 0.01})
+    if seed % 3 == 1:  # SPEC v3 (g): domain d1 has a slower type, with its own memory and NVLink
+        data = inst.to_dict()
+        data["workload"]["model"] = inst.workload.model
+        data["gpus"] = [{"name": "S", "peak_tflops": 100.0 * rng.uniform(0.2, 0.8), "mfu": 0.5,
+                         "memory_gb": gpu["memory_gb"] * rng.uniform(0.6, 1.2),
+                         "nvlink_bandwidth_gbps": rng.choice([50.0, 500.0]),
+                         "unit_overhead_ms": rng.choice([0.0, 2.0])}]
+        data["domains"][1]["gpu"] = "S"
+        inst = type(inst).from_dict(data)
+    return inst
 
 
 def _random_ops(rng, m: int) -> list[str]:
@@ -92,7 +102,7 @@ def _best(inst, seed):
     return best
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", [*range(12), 13, 19, 31, 37])  # 13 .. 37: the slower type binds
 def test_the_bound_is_below_every_plan_of_tiny_instances(seed):
     inst = _tiny(seed)
     best = _best(inst, seed)
@@ -101,8 +111,28 @@ def test_the_bound_is_below_every_plan_of_tiny_instances(seed):
     assert objective_lower_bound(inst) <= best * (1 + 1e-9), (objective_lower_bound(inst), best)
     if inst.options.objective == "time":
         assert lower_bound(inst).value <= best * (1 + 1e-9)
+        from planner.scoring.bounds import fastest_type_instance
+        from planner.scoring.shapebound import slow_types
+
         for bits, _ in sync_classes(inst):
-            assert shape_bound(inst, bits).value <= best * (1 + 1e-9)
+            value = shape_bound(fastest_type_instance(inst), bits, slow=slow_types(inst)).value
+            assert value <= best * (1 + 1e-9)
+
+
+def test_the_slower_type_counts():
+    # mixed draws: the per-shape part with the slower types beats the type-blind one somewhere
+    from planner.scoring.bounds import fastest_type_instance
+    from planner.scoring.shapebound import slow_types
+
+    gains = 0
+    for seed in range(1, 40, 3):
+        inst = _tiny(seed)
+        assert inst.heterogeneous and slow_types(inst) is not None
+        one = fastest_type_instance(inst)
+        blind, typed = shape_bound(one, 16).value, shape_bound(one, 16, slow=slow_types(inst)).value
+        assert typed >= blind
+        gains += typed > blind * 1.01
+    assert gains >= 4
 
 
 def test_the_tiny_instances_exercise_the_new_part():
