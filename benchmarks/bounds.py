@@ -41,7 +41,7 @@ from planner import load_instance, plan  # noqa: E402
 from planner.problem.dpsync import best_quality  # noqa: E402
 from planner.problem.io import available  # noqa: E402
 from planner.scoring import bounds  # noqa: E402
-from planner.scoring.shapebound import shape_bound  # noqa: E402
+from planner.scoring.shapebound import shape_bound, slow_types  # noqa: E402
 
 MAX_DOMAINS = 16
 
@@ -82,7 +82,7 @@ def plain_bound(inst) -> float | None:
     if inst.options.objective != "time" or inst.options.dp_sync is not None:
         return None
     one = bounds.fastest_type_instance(inst)
-    return max(old_bound(inst), shape_bound(one, 16).value)
+    return max(old_bound(inst), shape_bound(one, 16, slow=slow_types(inst)).value)
 
 
 def main(argv=None) -> int:

@@ -15,6 +15,11 @@ maximum and names the part that binds.  Parts (seconds):
   the WAN and back, at least twice the smallest link latency (the Little's-law term of
   SPEC 7 is >= this round trip divided by the in-flight count, and T >= one
   round trip).
+* ``shapes`` (SPEC v3, instances up to :data:`SHAPE_BOUND_MAX_DOMAINS` domains):
+  the smallest over every shape (tp, micro-batch, replicas, stages) of a bound
+  holding for every plan of the shape -- the pipeline's serial work and fill
+  over the best partition, the WAN its GPUs force, the slower GPU types it must
+  use (:mod:`planner.scoring.shapebound`; per dp_sync class, :func:`sync_classes`).
 * ``wan_volume``: when every plan must cross the WAN, each replica sends
   its micro-batches' activations over at least one link; all replicas
   together send global_batch * seq_len * (cheapest cut's bytes per token)

@@ -37,8 +37,10 @@ replicas share one domain D_j and some boundary k has D_k != D_{k+1}.
   cap is the largest capacity any route can give (its links and the uplinks of
   its ends: a share never exceeds the capacity), l_min the smallest link
   latency, G_j the payload (2 P_j at 16 bits; P_j q_min / 8 when an every-step
-  sync compressed to q_min bits is accepted).  It enters (2) for one stage: the
-  programme carries a flag "the crossing stage is placed".  When DiLoCo or
+  sync compressed to q_min bits is accepted); K >= ceil(R / the most slots of one
+  domain).  It enters (2) for each crossing stage: at most (the sum over domains
+  of slots // R) stages can keep their R replicas in one domain, so at least S
+  minus that many cross, and the programme counts the crossing stages.  When DiLoCo or
   streaming is allowed the per-step (inner) sync may stay in one domain: (a)
   then forces nothing and the bound for those plans drops the ring term (their
   T_eff >= T_in, SPEC 11).
@@ -51,8 +53,21 @@ replicas share one domain D_j and some boundary k has D_k != D_{k+1}.
   boundary bytes over the cut points.  With S = 1 (b) is impossible, with R = 1
   (a) is.
 
-The shape's bound is (1)'s programme when the shape fits one domain, else the
-smaller of (a)'s programme and max((1), (b)).  The instance's bound is the
+The shape's bound is (1)'s programme when the shape fits one domain, else (a)'s
+programme when some stage must cross, else the smaller of (a)'s and max((1), (b)).
+
+**GPU types** (SPEC v3 (g)).  With ``slow`` (:func:`slow_types`): when R S exceeds
+the slots of the domains with the fastest type, the R S (replica, stage) pairs
+put at least R S - those slots on slower types, so some replica has at least
+k = ceil(excess / R) of its stages there; (1) holds for that replica with those
+stages' c at the slower types' optimistic figures (and their memory on the
+largest of those types), the others' at the optimistic ones.  The programme
+counts k such stages; the result is a second bound on the same shape, and the
+shape takes the larger.  For a cost instance every bound on T is multiplied by
+the price of the cheapest R S slots (every GPU of the plan is paid for T), and
+the alternatives add the WAN bytes they force (a boundary: 2 global batch x
+seq_len x the smallest cut's bytes per token; a crossing sync: 2 P q / 8 of the
+smallest unit per crossing stage) at ``wan_price_per_gb``.  The instance's bound is the
 smallest over every shape whose GPUs fit the instance, shapes whose (1) alone
 already exceeds the best so far being skipped (their bound cannot be the
 minimum).
