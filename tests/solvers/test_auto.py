@@ -79,13 +79,28 @@ def test_never_optimal_when_the_returned_plan_is_not_the_proven_optimum(monkeypa
         return worse.model_copy(update={"solver": SolverInfo(name="anneal", status="heuristic", end_s=0.0)})
 
     monkeypatch.setattr(pf, "anneal", fake_anneal)
-    # deterministic: the annealing runs whatever the machine's load (by the clock it may find no time left)
+    # deterministic: the annealing runs whatever the machine's load (by the clock it may find no time left);
+    # the instance-wide bound only: the per-shape part equals this instance's optimum, so
+    # auto would stop at once with a proven-optimal plan and never run the annealing
+    import planner.scoring.bounds as bounds
+
+    monkeypatch.setattr(bounds, "SHAPE_BOUND_MAX_DOMAINS", 0)
     p = auto(inst, time_limit=LIMIT, seed=0, refine_schedule=False, deterministic=True)
     assert p.placement == worse.placement and p.solver.incumbent.endswith("+anneal")
     assert p.solver.status != "optimal"
     assert p.solver.bound <= best_est * (1 + 1e-9)
     te = float(Evaluator(inst, p).estimate_times()[0])
     assert p.solver.gap == pytest.approx((te - p.solver.bound) / te)
+
+
+def test_the_per_shape_bound_proves_the_tiny_optimum():
+    # issue 29: the bound (valid for every schedule) meets the brute-force optimum here,
+    # so auto's plan is claimed optimal over every plan, not only over T_est
+    inst = tiny()
+    _, best_T, _ = brute_force(inst)
+    p = auto(inst, time_limit=LIMIT, seed=0)
+    assert p.solver.bound == pytest.approx(best_T, rel=1e-9)
+    assert p.solver.status == "optimal" and p.predicted.iteration_time_s <= best_T * (1 + 1e-9)
 
 
 def test_an_engine_that_raises_does_not_break_auto():
