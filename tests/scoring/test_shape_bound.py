@@ -189,6 +189,39 @@ def test_dp_sync_plans_are_above_the_bound(mode):
     assert values and bound <= min(values) * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("bandwidth", [0.2, 5.0])
+def test_random_dp_sync_plans_are_above_the_bound(bandwidth):
+    # random shapes, placements, schedules and sync options on the WAN-bound instance
+    from planner import Plan
+    from planner.problem.dpsync import sync_options
+
+    inst = wan_bound(bandwidth=bandwidth)
+    bound = objective_lower_bound(inst)
+    options = [None, *sync_options(inst)]
+    rng = random.Random(int(bandwidth * 10))
+    names, n, gbs = inst.domain_names, inst.num_units, inst.workload.global_batch_size
+    seen = 0
+    for _ in range(400):
+        t, b = rng.choice([1, 2]), rng.choice([1, 2])
+        R = rng.choice([r for r in (1, 2, 3, 4, 6, 12) if (gbs // b) % r == 0])
+        S = rng.randint(1, 3)
+        if R * S * t > 24:
+            continue
+        cuts = sorted(rng.sample(range(1, n), S - 1))
+        bounds_ = list(zip([0, *cuts], [*cuts, n]))
+        rows = [[rng.choice(names) for _ in range(S)] for _ in range(R)]
+        p = Plan.build(bounds_, rows, tp=t, micro_batch_size=b, instance=inst, schedule=rng.choice(["1f1b", "gpipe"]))
+        if S > 1 and rng.random() < 0.5:
+            ops = [_random_ops(rng, p.num_micro_batches) for _ in range(S)]
+            p = p.model_copy(update={"schedule": ExplicitSchedule(ops=ops)})
+        p = p.model_copy(update={"dp_sync": rng.choice(options)})
+        if check_plan(inst, p):
+            continue
+        seen += 1
+        assert bound <= float(Evaluator(inst, p).scores()[0]) * (1 + 1e-9), p
+    assert seen >= 80
+
+
 def test_tighter_than_the_instance_wide_parts_on_packaged_instances():
     for name in ("gcp-16", "aws-multiregion", "tiny-line", "edwc-full"):
         inst = load_instance(name)
