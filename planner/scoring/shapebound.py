@@ -115,18 +115,24 @@ class Network:
 
 
 def network_figures(instance) -> Network:
-    """:class:`Network` of ``instance`` under SPEC v3 routes (a linked pair uses its
-    link).  Example: two domains on one 8 Gbit/s link, no uplinks: cap = 1e9 B/s."""
+    """:class:`Network` of ``instance``.  ``cap`` does not depend on the routes: a route
+    from a to b leaves a on one of a's links and enters b on one of b's, and uses their
+    uplinks, so its capacity is at most min(the fastest link at a, the fastest at b,
+    uplink(a), uplink(b)); ``cap`` is the largest of these over pairs a != b (the
+    second largest per-domain figure).  So it also holds on a slice of the instance
+    (fewer links, no more bandwidth, other routes; SPEC 10).  Example: two domains on
+    one 8 Gbit/s link, no uplinks: cap = 1e9 B/s."""
     doms = instance.domains
     intra = max(d.intra_bandwidth_gbps for d in doms) * GBPS
     if not instance.links or len(doms) < 2:
         return Network(0.0, 0.0, intra)
-    routes = instance.direct_routes
-    bott = routes.bottleneck_gbps([link.bandwidth_gbps for link in instance.links])
-    np.fill_diagonal(bott, 0.0)
-    up = np.array([np.inf if d.uplink_gbps is None else d.uplink_gbps for d in doms])
-    cap = np.minimum(bott, np.minimum(up[:, None], up[None, :]))
-    cap_max = float(cap.max()) * GBPS
+    fastest = {d.name: 0.0 for d in doms}
+    for link in instance.links:
+        for end in (link.a, link.b):
+            fastest[end] = max(fastest[end], link.bandwidth_gbps)
+    per_domain = sorted((min(fastest[d.name], np.inf if d.uplink_gbps is None else d.uplink_gbps)
+                         for d in doms), reverse=True)
+    cap_max = float(per_domain[1]) * GBPS
     lat = min(link.latency_ms for link in instance.links) * MS
     return Network(cap_max, lat, max(intra, cap_max))
 
