@@ -33,9 +33,9 @@ Then either (a) some stage j has replicas in >= 2 domains, or (b) every stage's
 replicas share one domain D_j and some boundary k has D_k != D_{k+1}.
 
 * (a) The sync of stage j has a cross part over K >= 2 domains: phi(K) G_j /
-  ring_bandwidth + 2 (K - 1) ring_latency >= phi(2) G_j / cap + 2 l_min, where
-  cap is the largest capacity any route can give (its links and the uplinks of
-  its ends: a share never exceeds the capacity), l_min the smallest link
+  ring_bandwidth + 2 (K - 1) ring_latency >= phi(K) G_j / cap + 2 (K - 1) l_min, where
+  cap bounds the capacity of every route (:func:`network_figures`; a share never
+  exceeds the capacity), l_min the smallest link
   latency, G_j the payload (2 P_j at 16 bits; P_j q_min / 8 when an every-step
   sync compressed to q_min bits is accepted); K >= ceil(R / the most slots of one
   domain).  It enters (2) for each crossing stage: at most (the sum over domains
