@@ -231,7 +231,6 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     rate = gpu.flops_per_s
     limit = instance.memory_limit_bytes
     net = network_figures(instance)
-    phi2 = 2.0 if wl.gradient_sync == "reduce_broadcast" else 1.0
     F = np.array([u.fwd_flops_per_token for u in units], float)
     P = np.array([u.params for u in units], float)
     stored = np.array([u.stored_bytes_per_token for u in units], float)
