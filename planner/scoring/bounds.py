@@ -15,6 +15,11 @@ maximum and names the part that binds.  Parts (seconds):
   the WAN and back, at least twice the smallest link latency (the Little's-law term of
   SPEC 7 is >= this round trip divided by the in-flight count, and T >= one
   round trip).
+* ``shapes`` (SPEC v3, instances up to :data:`SHAPE_BOUND_MAX_DOMAINS` domains):
+  the smallest over every shape (tp, micro-batch, replicas, stages) of a bound
+  holding for every plan of the shape -- the pipeline's serial work and fill
+  over the best partition, the WAN its GPUs force, the slower GPU types it must
+  use (:mod:`planner.scoring.shapebound`; per dp_sync class, :func:`sync_classes`).
 * ``wan_volume``: when every plan must cross the WAN, each replica sends
   its micro-batches' activations over at least one link; all replicas
   together send global_batch * seq_len * (cheapest cut's bytes per token)
@@ -54,12 +59,14 @@ Example
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..problem.network import GBPS, MS
 from ..problem.plan import SolverInfo
 from ..problem.specversion import check_spec
 from ..problem.space import LEAN, PlanSpace
+from .shapebound import shape_bound, slow_types
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,13 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         return cache[key]
     if instance.heterogeneous:  # the optimistic one-type instance (module docstring)
         bound = lower_bound(fastest_type_instance(instance), spec=spec)
+        if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
+            # the per-shape part knows which domains have the slower types
+            typed = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+            if math.isfinite(typed) and typed > bound.parts.get("shapes", 0.0):
+                parts = {**bound.parts, "shapes": typed}
+                binding = max(parts, key=parts.get)
+                bound = Bound(parts[binding], binding, parts, bound.wan_forced)
         cache[key] = bound
         return bound
     space = space or PlanSpace(instance)
@@ -136,10 +150,71 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
                 total_bw = min(total_bw, sum(d.uplink_gbps for d in instance.domains) * GBPS)
         parts["wan_volume"] = gbs * s * cut / total_bw
     parts["round_trip"] = fill
+    if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
+        shapes = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+        if math.isfinite(shapes):
+            parts["shapes"] = shapes
     binding = max(parts, key=parts.get)
     bound = Bound(parts[binding], binding, parts, forced)
     cache[key] = bound
     return bound
+
+
+#: the per-shape part (:mod:`planner.scoring.shapebound`) is skipped above this many
+#: domains (the national-scale instances keep the instance-wide parts: their shape
+#: enumeration does not depend on the domains, but their solvers call the bound on
+#: many aggregated instances and none of them is within reach of it anyway)
+SHAPE_BOUND_MAX_DOMAINS = 40
+
+
+def _shape_value(instance, ring_bits, objective: str) -> float:
+    """:func:`planner.scoring.shapebound.shape_bound`'s value for ``instance``: on its
+    optimistic one-type copy, told which domains have the slower types (SPEC v3 (g));
+    cached per (ring_bits, objective)."""
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    key = ("shape_bound", ring_bits, objective)
+    if key not in cache:
+        cache[key] = shape_bound(fastest_type_instance(instance), ring_bits, objective,
+                                 slow_types(instance)).value
+    return cache[key]
+
+
+def sync_classes(instance) -> list[tuple[int | None, float]]:
+    """The plans the tool accepts, in two classes by what their per-step sync must send
+    (SPEC 11): ``(ring_bits, e_max)`` with ``ring_bits`` the fewest bits per parameter
+    an every-step sync may use (16, or less when a quality row covers a compressed
+    one: default row 1 covers 4 bits on every instance, since a plan file may carry
+    it), or None for DiLoCo and streaming (their per-step sync may stay inside one
+    domain); ``e_max`` the largest quality factor any plan of the class can have
+    (first matching row, over every H, bits and number of groups a plan may carry,
+    not only the ``[options]`` candidates).
+
+    >>> sync_classes(load_instance("gcp-16"))               # doctest: +SKIP
+    [(4, 1.0)]
+    """
+    from ..problem.dpsync import FULL_BITS, MAX_H, DpSync, quality_row, quality_rows
+
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    if "sync_classes" in cache:
+        return cache["sync_classes"]
+    modes = instance.options.sync_modes
+    rows = quality_rows(instance)
+    out: list[tuple[int | None, float]] = []
+    if "every_step" in modes:
+        covered = [(q, quality_row(rows, DpSync(mode="every_step", bits=q), 1)) for q in range(1, 33)
+                   if q != FULL_BITS]
+        covered = [(q, row.e) for q, row in covered if row is not None]
+        out.append((min([FULL_BITS] + [q for q, _ in covered]), max([1.0] + [e for _, e in covered])))
+    outer = [mode for mode in ("diloco", "streaming") if mode in modes]
+    if outer:
+        D = max(len(instance.domains), 1)
+        Hs = {1, MAX_H} | {h for r in rows if r.max_H for h in (r.max_H, min(r.max_H + 1, MAX_H))}
+        Ms = {1, D} | {k for r in rows if r.max_groups for k in (r.max_groups, r.max_groups + 1) if k <= D}
+        es = [row.e for mode in outer for H in Hs for q in range(1, 33) for M in Ms
+              if (row := quality_row(rows, DpSync(mode=mode, H=H, bits=q), M)) is not None]
+        out.append((None, max(es) if es else 1.0))
+    cache["sync_classes"] = out
+    return out
 
 
 def fastest_type_instance(instance):
@@ -197,13 +272,35 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     the evaluator of version ``spec``.  Both bound T_in and its cost, and T_eff >=
     T_in for every ``dp_sync``; the objective divides by the plan's quality factor e,
     so the bound divides by the largest e the instance allows (SPEC 11 "Solvers";
-    1 without ``[options] dp_sync``)."""
+    1 without ``[options] dp_sync``).  Under SPEC v3 the per-shape part
+    (:mod:`planner.scoring.shapebound`) is taken per class of :func:`sync_classes`:
+    every-step plans pay the crossing stage's sync at the fewest bits a row covers
+    and divide by their class's largest e, DiLoCo and streaming plans pay no sync
+    and divide by theirs; the bound is the smaller of the two."""
     from ..problem.dpsync import best_quality
 
-    e = best_quality(instance)
-    if instance.options.objective == "time":
-        return lower_bound(instance, spec=spec).value / e
-    return cost_lower_bound(instance, spec) / e
+    spec = check_spec(spec)
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    key = ("objective_lower_bound", spec)
+    if key in cache:
+        return cache[key]
+    time = instance.options.objective == "time"
+    if spec < 3:
+        value = (lower_bound(instance, spec=spec).value if time else cost_lower_bound(instance, spec)) \
+            / best_quality(instance)
+    else:
+        if time:  # the instance-wide parts hold for every class
+            base = max(v for k, v in lower_bound(instance, spec=spec).parts.items() if k != "shapes")
+        else:
+            base = cost_lower_bound(instance, spec)
+        per_class = []
+        for bits, e_max in sync_classes(instance):
+            shapes = (_shape_value(instance, bits, "time" if time else "cost")
+                      if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
+            per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
+        value = min(per_class)
+    cache[key] = value
+    return value
 
 
 #: a relative gap at most this is called ``optimal`` (the solvers' default tolerance)

@@ -62,6 +62,15 @@ def test_auto_no_slower_than_greedy_bound_valid_status_honest(make):
     assert info.incumbent and set(info.engines) >= {"greedy", "milp", "cpsat"}
 
 
+def instance_wide_bound(monkeypatch):
+    """The instance's bound without its per-shape part (issue 29): on ``tiny()`` that part
+    equals the optimum, so auto would stop at once with greedy's plan proven optimal and
+    the engines and the annealing these tests watch would not run."""
+    import planner.scoring.bounds as bounds
+
+    monkeypatch.setattr(bounds, "SHAPE_BOUND_MAX_DOMAINS", 0)
+
+
 def test_never_optimal_when_the_returned_plan_is_not_the_proven_optimum(monkeypatch):
     # an "annealing" that claims a faster simulation for a plan whose T_est is above
     # the optimum the engines prove: auto takes it, and must not call it optimal
@@ -80,6 +89,7 @@ def test_never_optimal_when_the_returned_plan_is_not_the_proven_optimum(monkeypa
 
     monkeypatch.setattr(pf, "anneal", fake_anneal)
     # deterministic: the annealing runs whatever the machine's load (by the clock it may find no time left)
+    instance_wide_bound(monkeypatch)
     p = auto(inst, time_limit=LIMIT, seed=0, refine_schedule=False, deterministic=True)
     assert p.placement == worse.placement and p.solver.incumbent.endswith("+anneal")
     assert p.solver.status != "optimal"
@@ -88,7 +98,19 @@ def test_never_optimal_when_the_returned_plan_is_not_the_proven_optimum(monkeypa
     assert p.solver.gap == pytest.approx((te - p.solver.bound) / te)
 
 
-def test_an_engine_that_raises_does_not_break_auto():
+def test_the_per_shape_bound_proves_the_tiny_optimum():
+    # issue 29: the bound (valid for every schedule) meets the brute-force optimum here,
+    # so auto's plan is claimed optimal over every plan, not only over T_est
+    inst = tiny()
+    _, best_T, _ = brute_force(inst)
+    p = auto(inst, time_limit=LIMIT, seed=0)
+    assert p.solver.bound == pytest.approx(best_T, rel=1e-9)
+    assert p.solver.status == "optimal"
+    assert float(Evaluator(inst, p).iteration_times()[0]) <= best_T * (1 + 1e-9)
+
+
+def test_an_engine_that_raises_does_not_break_auto(monkeypatch):
+    instance_wide_bound(monkeypatch)
     inst = tiny()
     t = time.perf_counter()
     p = auto(inst, time_limit=LIMIT, seed=0, engines={"milp": boom, "cpsat": cpsat}, refine_schedule=False)
@@ -98,7 +120,8 @@ def test_an_engine_that_raises_does_not_break_auto():
     assert p.solver.status != "optimal" or "optimal" in p.solver.engines["cpsat"]
 
 
-def test_every_engine_failing_still_gives_greedy_and_the_annealing():
+def test_every_engine_failing_still_gives_greedy_and_the_annealing(monkeypatch):
+    instance_wide_bound(monkeypatch)
     inst = tiny()
     p = auto(inst, time_limit=4.0, seed=0, engines={"x": boom}, refine_schedule=False)
     assert check_plan(inst, p) == [] and p.solver.status == "time_limit"

@@ -1,0 +1,237 @@
+"""Issue 29: the per-shape bound (planner/scoring/shapebound.py) never exceeds the
+evaluator's objective of any plan the tool accepts -- every placement, partition and
+replica count of tiny instances, 1f1b, gpipe, every in-flight limit and random
+explicit op lists, the per-step sync at 16 and 4 bits (default row 1 covers 4 bits on
+any instance), DiLoCo and streaming where allowed -- and is tighter than the
+instance-wide parts on packaged instances."""
+
+import random
+
+import numpy as np
+import pytest
+
+from helpers import all_plans, inflight_variants, make_instance
+from planner import load_instance
+from planner.problem.dpsync import DpSync
+from planner.problem.model import ModelSpec
+from planner.problem.plan import ExplicitSchedule
+from planner.scoring import bounds
+from planner.scoring.bounds import lower_bound, objective_lower_bound, sync_classes
+from planner.scoring.evaluator import Evaluator, check_plan
+from planner.scoring.shapebound import _pipeline_dp, shape_bound
+from tests.dpsync_instances import local, wan_bound
+
+
+def _tiny(seed: int):
+    """Two domains of 2 GPUs (tp 1 or 2) or three of 2, 1 and 1 GPUs (tp 1), three units; slow or fast links, sometimes
+    uplinks, a unit overhead, reduce-broadcast, memory that forbids some stages."""
+    rng = random.Random(seed)
+    out = rng.uniform(1e3, 1e5)
+    units = []
+    for i in range(3):
+        params = rng.uniform(2e7, 5e8)
+        units.append({"name": f"u{i}", "params": params, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
+                      "out_bytes_per_token": out * rng.uniform(0.5, 1.5),
+                      "stored_bytes_per_token": 16 * params * rng.uniform(0.1, 1) / 256})
+    model = ModelSpec(name="rand", units=units)
+    need = max(16 * u["params"] + 256 * u["stored_bytes_per_token"] for u in units)
+    gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": need * rng.uniform(1.0, 4.0) / 0.9e9, "mfu": 0.5,
+           "unit_overhead_ms": rng.choice([0.0, 0.0, 1.0])}
+    n_dom = 2 if seed % 4 else 3
+    doms = []
+    for k in range(n_dom):
+        d = {"name": f"d{k}", "gpus": 2 if n_dom == 2 or k == 0 else 1, "gpus_per_node": 2, "intra_bandwidth_gbps": rng.uniform(5, 200),
+             "price_per_gpu_hour": rng.uniform(0.5, 3)}
+        if rng.random() < 0.4:
+            d["uplink_gbps"] = rng.uniform(0.05, 5.0)
+        doms.append(d)
+    links = [(f"d{a}", f"d{b}", rng.choice([0.05, 0.5, 5.0]), rng.uniform(0, 30))
+             for a in range(n_dom) for b in range(a + 1, n_dom) if n_dom == 2 or rng.random() < 0.8 or b == a + 1]
+    objective = "cost" if seed % 5 == 4 else "time"
+    inst = make_instance(doms, links, model=model, gpu=gpu, global_batch_size=4, seq_len=256,
+                         micro_batch_sizes=[1, 2], tensor_parallel=[1, 2] if n_dom == 2 else [1],
+                         gradient_sync=rng.choice(["ring", "ring", "reduce_broadcast"]),
+                         options={"objective": objective, "wan_price_per_gb": 0.01})
+    if seed % 3 == 1:  # SPEC v3 (g): domain d1 has a slower type, with its own memory and NVLink
+        data = inst.to_dict()
+        data["workload"]["model"] = inst.workload.model
+        data["gpus"] = [{"name": "S", "peak_tflops": 100.0 * rng.uniform(0.2, 0.8), "mfu": 0.5,
+                         "memory_gb": gpu["memory_gb"] * rng.uniform(0.6, 1.2),
+                         "nvlink_bandwidth_gbps": rng.choice([50.0, 500.0]),
+                         "unit_overhead_ms": rng.choice([0.0, 2.0])}]
+        data["domains"][1]["gpu"] = "S"
+        inst = type(inst).from_dict(data)
+    return inst
+
+
+def _random_ops(rng, m: int) -> list[str]:
+    """A random op list holding F(i) and B(i) once each, F(i) first."""
+    todo, done, ops = list(range(m)), [], []
+    while todo or done:
+        if todo and (not done or rng.random() < 0.5):
+            i = todo.pop(rng.randrange(len(todo)))
+            ops.append(f"F{i}")
+            done.append(i)
+        else:
+            ops.append(f"B{done.pop(rng.randrange(len(done)))}")
+    return ops
+
+
+def _variants(inst, p, rng):
+    """``p`` with its in-flight variants, a few random explicit schedules, and a 4-bit sync."""
+    out = [p]
+    if p.num_stages > 1 and p.schedule == "1f1b":
+        out += list(inflight_variants(inst, p))
+        for _ in range(2):
+            ops = [_random_ops(rng, p.num_micro_batches) for _ in range(p.num_stages)]
+            out.append(p.model_copy(update={"schedule": ExplicitSchedule(ops=ops)}))
+    if p.replicas > 1:
+        out += [q.model_copy(update={"dp_sync": DpSync(mode="every_step", bits=4)}) for q in list(out)]
+    return out
+
+
+def _best(inst, seed):
+    rng = random.Random(seed)
+    best = None
+    for p in all_plans(inst):
+        for q in _variants(inst, p, rng):
+            if check_plan(inst, q):
+                continue
+            value = float(Evaluator(inst, q).scores()[0])
+            best = value if best is None else min(best, value)
+    return best
+
+
+@pytest.mark.parametrize("seed", [*range(12), 13, 19, 31, 37])  # 13 .. 37: the slower type binds
+def test_the_bound_is_below_every_plan_of_tiny_instances(seed):
+    inst = _tiny(seed)
+    best = _best(inst, seed)
+    if best is None:
+        return
+    assert objective_lower_bound(inst) <= best * (1 + 1e-9), (objective_lower_bound(inst), best)
+    if inst.options.objective == "time":
+        assert lower_bound(inst).value <= best * (1 + 1e-9)
+        from planner.scoring.bounds import fastest_type_instance
+        from planner.scoring.shapebound import slow_types
+
+        for bits, _ in sync_classes(inst):
+            value = shape_bound(fastest_type_instance(inst), bits, slow=slow_types(inst)).value
+            assert value <= best * (1 + 1e-9)
+
+
+def test_the_slower_type_counts():
+    # mixed draws: the per-shape part with the slower types beats the type-blind one somewhere
+    from planner.scoring.bounds import fastest_type_instance
+    from planner.scoring.shapebound import slow_types
+
+    gains = 0
+    for seed in range(1, 40, 3):
+        inst = _tiny(seed)
+        assert inst.heterogeneous and slow_types(inst) is not None
+        one = fastest_type_instance(inst)
+        blind, typed = shape_bound(one, 16).value, shape_bound(one, 16, slow=slow_types(inst)).value
+        assert typed >= blind
+        gains += typed > blind * 1.01
+    assert gains >= 4
+
+
+def test_the_tiny_instances_exercise_the_new_part():
+    # non-vacuous: on some draws the shape part is the binding one, with the WAN forced
+    binding = [lower_bound(_tiny(seed)).binding for seed in range(10) if _tiny(seed).options.objective == "time"]
+    assert binding.count("shapes") >= 3, binding
+
+
+def test_a_crossing_stage_pays_its_sync():
+    # two 2-GPU domains, R = 4 replicas of 1 stage cannot share a domain: every plan pays a
+    # cross-domain sync of the whole model; the bound counts it (at the fewest bits accepted)
+    inst = make_instance([("a", 2), ("b", 2)], [("a", "b", 0.01, 5.0)], global_batch_size=4,
+                         micro_batch_sizes=[1], tensor_parallel=[1])
+    one_stage = shape_bound(inst, 16)
+    assert one_stage.value < np.inf
+    P = sum(u.params for u in inst.units)
+    # every shape with R > 2 or S > 1 crosses; the bound is at least the compute of a
+    # 2-GPU plan or a sync of the smallest stage over the link
+    assert shape_bound(inst, 16).value > shape_bound(inst, None).value
+    assert shape_bound(inst, 4).value <= shape_bound(inst, 16).value
+    best = _best(inst, 0)
+    assert shape_bound(inst, 4).value <= best * (1 + 1e-9)
+    assert P > 0
+
+
+def test_the_dp_closed_form():
+    # two equal units of c = 1 s, m = 3, no communication: one stage gives 3 * 2 = 6,
+    # two stages max(3, 1 + 3) = 4 (the (m + S - 1) c of a balanced pipeline)
+    inf = np.inf
+    base = np.array([[inf, 3.0, 6.0], [inf, inf, 1.0 + 3.0], [inf, inf, inf]])
+    v = _pipeline_dp(base, None, 2, 0.0, 1)
+    assert v.shape == (1, 2) and v[0].tolist() == [6.0, 4.0]
+    ring = base + 10.0  # a crossing stage adds 10 s
+    v = _pipeline_dp(base, ring, 2, 0.0, 2)
+    # S = 1: 16; S = 2: the first stage crosses, max(13, 4); both: max(13, 14)
+    assert v[1].tolist() == [16.0, 13.0] and v[2].tolist() == [inf, 14.0]
+
+
+@pytest.mark.parametrize("mode", ["every_step", "diloco", "streaming"])
+def test_dp_sync_plans_are_above_the_bound(mode):
+    inst = wan_bound()
+    bound = objective_lower_bound(inst)
+    values = []
+    for per_domain, stages in (((1, 1, 1), 1), ((2, 2, 2), 1), ((1, 1, 1), 2), ((4, 4, 0), 2), ((8, 8, 8), 1)):
+        p = local(inst, per_domain, stages=stages)
+        for sync in [None, DpSync(mode="every_step", bits=4), DpSync(mode="diloco", H=20, bits=4),
+                     DpSync(mode="streaming", H=20, bits=4, fragments=2)]:
+            if sync is not None and sync.mode != mode:
+                continue
+            q = p.model_copy(update={"dp_sync": sync})
+            if check_plan(inst, q):
+                continue
+            values.append(float(Evaluator(inst, q).scores()[0]))
+    assert values and bound <= min(values) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("bandwidth", [0.2, 5.0])
+def test_random_dp_sync_plans_are_above_the_bound(bandwidth):
+    # random shapes, placements, schedules and sync options on the WAN-bound instance
+    from planner import Plan
+    from planner.problem.dpsync import sync_options
+
+    inst = wan_bound(bandwidth=bandwidth)
+    bound = objective_lower_bound(inst)
+    options = [None, *sync_options(inst)]
+    rng = random.Random(int(bandwidth * 10))
+    names, n, gbs = inst.domain_names, inst.num_units, inst.workload.global_batch_size
+    seen = 0
+    for _ in range(400):
+        t, b = rng.choice([1, 2]), rng.choice([1, 2])
+        R = rng.choice([r for r in (1, 2, 3, 4, 6, 12) if (gbs // b) % r == 0])
+        S = rng.randint(1, 3)
+        if R * S * t > 24:
+            continue
+        cuts = sorted(rng.sample(range(1, n), S - 1))
+        bounds_ = list(zip([0, *cuts], [*cuts, n]))
+        rows = [[rng.choice(names) for _ in range(S)] for _ in range(R)]
+        p = Plan.build(bounds_, rows, tp=t, micro_batch_size=b, instance=inst, schedule=rng.choice(["1f1b", "gpipe"]))
+        if S > 1 and rng.random() < 0.5:
+            ops = [_random_ops(rng, p.num_micro_batches) for _ in range(S)]
+            p = p.model_copy(update={"schedule": ExplicitSchedule(ops=ops)})
+        p = p.model_copy(update={"dp_sync": rng.choice(options)})
+        if check_plan(inst, p):
+            continue
+        seen += 1
+        assert bound <= float(Evaluator(inst, p).scores()[0]) * (1 + 1e-9), p
+    assert seen >= 80
+
+
+def test_tighter_than_the_instance_wide_parts_on_packaged_instances():
+    for name in ("gcp-16", "aws-multiregion", "tiny-line", "edwc-full"):
+        inst = load_instance(name)
+        lb = lower_bound(inst)
+        old = max(v for k, v in lb.parts.items() if k != "shapes")
+        assert lb.binding == "shapes" and lb.value > old * 1.05, (name, lb)
+        assert objective_lower_bound(inst) > old * 1.05
+
+
+def test_national_scale_instances_keep_the_instance_wide_parts():
+    inst = load_instance("edwc-300dc")
+    assert len(inst.domains) > bounds.SHAPE_BOUND_MAX_DOMAINS
+    assert "shapes" not in lower_bound(inst).parts
