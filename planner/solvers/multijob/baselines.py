@@ -146,7 +146,9 @@ def _blind_plan(pool, j, gpus):
     if key not in pool.cache:
         full = {k: 1.0 for k in link_keys(minst)}
         inst = wan_free(minst.slice_instance(j, gpus, full, {d.name: 1.0 for d in minst.domains}))
-        p = pool.plan_on(j, inst)
+        p = pool.plan_on(j, inst, fast=pool.fast)
+        if p is not None and pool.fast:
+            pool._fast_plans.add(id(p))
         tput = None
         if p is not None:
             pr = p.predicted

@@ -56,6 +56,7 @@ MIN_COLUMN_S = 1.0
 FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation (and _Budget.extra)
 REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
 FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
+QUICK_BASELINES = ("one_datacenter", "static_split")  # by the pricing planner before anything else
 EXACT_PER_ROUND = 3  # chosen columns of the pricing planner re-planned exactly per round
 SHARINGS = ("reserved", "shared")
 
@@ -194,7 +195,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             state["best"] = res
         return res
 
-    def make(j, g, links, ups=None, source="", fast=True):
+    def make(j, g, links, ups=None, source="", fast=None):
         if budget.out(pool):
             return None
         return pool.make(j, g, links, ups, source=source, fast=fast)
@@ -210,6 +211,20 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     # datacenters, the equal share), the master after each until one choice is feasible; a
     # deterministic budget counts the plans made after the baselines
     pool.stop_check = None if deterministic else (lambda: budget.out(pool))
+    if solver == "greedy" and not deterministic:
+        # 0. an incumbent within seconds: the cheapest baselines by the pricing planner (a few
+        # domains per job, no re-ranking); then every baseline exactly, as it runs alone
+        pool.fast = True
+        for name in QUICK_BASELINES:
+            if budget.out(pool):
+                break
+            run_baseline(name)
+            if pool.columns:
+                master()
+            log.info("multiplan: quick %s: %d columns from %d plans (%.1f s)%s", name, len(pool.columns),
+                     pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
+                     f", incumbent {state['best'].value:.6g}")
+        pool.fast = False
     for name in FIRST_BASELINES:
         if not deterministic and budget.out(pool):
             break
@@ -235,8 +250,9 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             if set(used) <= set(minst.allowed(j)) and (quota is None or sum(used.values()) <= quota):
                 pool.add(pool.score(j, used, {k: 1.0 for k in cap.links}, {d: 1.0 for d in used},
                                     pool.as_job(p, j), "reference"))
+    pool.fast = solver == "greedy"  # the pricing planner from here on; chosen columns re-planned exactly
     W = sum(weights)
-    for j in range(J):  # by the pricing planner from here on
+    for j in range(J):
         f = weights[j] / W
         make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
              {k: f for k in cap.links}, None, source="weight_share")

@@ -86,9 +86,16 @@ class Column:
 
 
 def _round(shares: dict | None, keep_zero: bool = False) -> dict:
-    """Shares rounded to :data:`SHARE_DIGITS` decimals; zeros dropped (a link not listed
-    has share 0) unless ``keep_zero`` (an uplink not listed has its default share)."""
-    out = {k: round(float(v), SHARE_DIGITS) for k, v in (shares or {}).items()}
+    """Shares rounded DOWN to :data:`SHARE_DIGITS` decimals (so that shares summing to 1,
+    six times 1/6, still do: rounded to the nearest they would sum to 1.000002); zeros
+    dropped (a link not listed has share 0) unless ``keep_zero`` (an uplink not listed
+    has its default share).
+
+    >>> sum(_round({str(i): 1 / 6 for i in range(6)}).values()) <= 1
+    True
+    """
+    scale = 10 ** SHARE_DIGITS
+    out = {k: min(1.0, math.floor(float(v) * scale + 1e-6) / scale) for k, v in (shares or {}).items()}
     return out if keep_zero else {k: v for k, v in out.items() if v > 0}
 
 
@@ -187,6 +194,7 @@ class ColumnPool:
         self.plan_seconds = 0.0
         self.stop_check = None  # a callable: True when no more plans may be made
         self.limit_fn = None  # a callable giving the seconds one plan may take now (else column_time_limit)
+        self.fast = False  # make()'s default planner: the pricing one (greedy without re-ranking) when True
 
     # -- keys ---------------------------------------------------------------
     def _workload_key(self, j: int) -> str:
@@ -312,10 +320,11 @@ class ColumnPool:
         return memo[(id(p), name)][1]
 
     def make(self, j: int, gpus: dict, link_share: dict, uplink_share: dict | None = None, source: str = "",
-             trim_it: bool = False, time_limit: float | None = None, fast: bool = False) -> Column | None:
+             trim_it: bool = False, time_limit: float | None = None, fast: bool | None = None) -> Column | None:
         """Job j's column on this slice (cached): planned (``fast``: by the pricing
-        planner), scored on the allocation given and also kept with the GPUs its plan
+        planner; None: the pool's ``fast``), scored on the allocation given and also kept with the GPUs its plan
         uses; ``trim_it``: the column trimmed (:meth:`trimmed`) is returned instead."""
+        fast = self.fast if fast is None else fast
         gpus = clip(self.minst, j, gpus)
         if not gpus:
             return None
