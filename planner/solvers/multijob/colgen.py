@@ -2,12 +2,18 @@
 
 1. **References** (:func:`references`): tput*_j, the throughput of one fixed
    method, the plan of ``solver`` on ``minst.job_instance(j)``, computed once per
-   mix (cached on the instance) unless given.
-2. **First columns**: every baseline's allocation first (:mod:`.baselines`; so
-   the result is never worse than a baseline when they finish within the budget),
-   the same trimmed, each job's reference plan on the GPUs it uses, each job on a
-   share of every domain in proportion to its weight and alone in each of its two
-   largest domains.  Each planned slice gives its column untrimmed and trimmed.
+   mix (cached on the instance) unless given (``references=``; the CLI's
+   ``--references FILE``); computed here they count in the time limit (at most
+   :data:`REF_SHARE` of it) and their time is logged.
+2. **A feasible multi-plan first**: with greedy columns on a clock budget, the
+   cheapest baselines (:data:`QUICK_BASELINES`) by the pricing planner (greedy
+   without its exact re-ranking), the master after each: an incumbent within
+   seconds.  Then every baseline exactly (:mod:`.baselines`, cheapest first; so
+   the result is never worse than a baseline when they finish within the
+   budget), each job's reference plan on the GPUs it uses, each job on a share
+   of every domain in proportion to its weight and alone in each of its two
+   largest domains (the pricing planner from here on).  Plans are shared by the
+   jobs of one workload; trimming is lazy (the incumbent's columns, each round).
 3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
    per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
    the prices of GPUs (per domain), links and uplinks.  New columns: every job on
@@ -16,7 +22,8 @@
    weighted, cost: every job; deadline: the jobs missing their deadline): the
    job's allocation grown by what the incumbent leaves free, the job on the
    domains whose GPUs are cheapest by the duals (per achieved FLOP/s), and the
-   other jobs shrunk where the binding job's prices are high.  Rounds stop when a
+   other jobs shrunk where the binding job's prices are high; the incumbent's
+   binding columns of the pricing planner re-planned exactly.  Rounds stop when a
    round adds no column, or at the time limit (status ``time_limit``, the best
    multi-plan so far).
 4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
