@@ -41,7 +41,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from ...problem.errors import InfeasibleError, InputError
+from ...problem.errors import InfeasibleError, InputError, TimeLimitError
 from ...problem.jobs import WORKLOAD_KEYS, link_key
 from ...problem.plan import Plan
 from ...scoring.multievaluate import job_time
@@ -280,7 +280,7 @@ class ColumnPool:
         try:
             self.plans_made += 1
             return run_plan(instance, solver=self.solver, time_limit=limit, seed=self.seed, **options)
-        except InfeasibleError:
+        except (InfeasibleError, TimeLimitError):  # TimeLimitError: no plan within its limit
             return None
         except KeyError as err:  # a planner meeting two GPU domains without a route (a bug there)
             log.warning("column of %s not planned: %s has no route", self.minst.jobs[j].name, err)
@@ -492,7 +492,8 @@ def plan_throughput(p) -> float:
 def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
                     deterministic: bool = False) -> dict:
     """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
-    per solver, seed, time limit)."""
+    per solver, seed, time limit); a job whose planner finds no plan within ``time_limit``
+    gets one more try with four times as much."""
     from ..registry import plan as run_plan
 
     cache = minst.__dict__.setdefault("_multijob_references", {})
@@ -501,8 +502,16 @@ def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: fl
         out = {}
         for j, spec in enumerate(minst.jobs):
             options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
-            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
-                                      **options)
+            try:
+                out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
+                                          **options)
+            except TimeLimitError:  # no plan within the limit (a large cluster): once more with 4x the time
+                if time_limit is None:
+                    raise
+                log.warning("reference of %s: no plan within %.3g s; once more with %.3g s", spec.name,
+                            time_limit, 4 * time_limit)
+                out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=4 * time_limit,
+                                          seed=seed, **options)
         cache[key] = out
     return cache[key]
 
