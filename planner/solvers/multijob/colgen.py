@@ -251,7 +251,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             run_baseline(name)
     budget.plans += pool.plans_made
     for j, p in enumerate(_reference_plans_known(minst, solver)):  # each job's reference plan: no new plan
-        if p is not None:
+        if p is not None and (deterministic or not budget.out(pool)):  # (one evaluation each)
             used = {d: n for d, n in p.gpus_per_domain().items() if n}
             quota = minst.jobs[j].max_gpus
             if set(used) <= set(minst.allowed(j)) and (quota is None or sum(used.values()) <= quota):
