@@ -363,6 +363,10 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
 @click.option("--solver", default="greedy", show_default=True,
               help=f"the single-job planner of the columns and references: {', '.join(sorted(SOLVERS))}")
 @click.option("--deterministic", is_flag=True, help="budget by plans made, not the clock: the same result at any load")
+@click.option("--references", "refs_path", type=click.Path(dir_okay=False),
+              help="JSON of each job's reference throughput tput* (tokens/s): {job: tput}, or a benchmark's "
+                   "sidecar keyed by mix name; computed once per mix, outside the time limit (without it they "
+                   "are computed inside it)")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
               help="write the multi-plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print the multi-plan's evaluation and solver as one JSON document")
@@ -370,16 +374,18 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
               help="draw the cluster coloured by job: GPUs per domain, link shares")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, out_path, as_json, map_path,
-                  quiet):
+def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, refs_path, out_path,
+                  as_json, map_path, quiet):
     """Allocate INSTANCE's datacenters among its [[jobs]] and plan each job (SPEC 10): column
     generation over single-job plans on slices; exit 3 when no allocation is feasible."""
     from .scoring.multievaluate import multievaluate
     from .solvers.multijob import multiplan
 
     minst = pio.load_multi_instance(instance)
+    refs = None if refs_path is None else pio.load_references(refs_path, minst)
     if out_path:
-        pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
+        pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)]
+                         + ([refs_path] if refs_path else []))
     _outputs([pio.resolve_instance_path(instance)], map=map_path)
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
@@ -390,7 +396,7 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     left = time_limit if deterministic else _time_left(time_limit)  # deterministic: a count of plans
     with stop.Watch():
         mp = multiplan(minst, objective=objective, time_limit=left, seed=seed, sharing=sharing, solver=solver,
-                       deterministic=deterministic)
+                       deterministic=deterministic, references=refs)
     if out_path:
         pio.write_atomic(out_path, mp.to_json() + "\n")
     ev = multievaluate(minst, mp, sharing=sharing)

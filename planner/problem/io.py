@@ -134,6 +134,28 @@ def load_multiplan(path: str | Path, minst=None):
     return mp if minst is None else mp.bind(minst)
 
 
+def load_references(path: str | Path, minst) -> dict[str, float]:
+    """Reference throughputs tput*_j (tokens/s) of ``minst``'s jobs from a JSON file
+    (:func:`planner.problem.multiplan.references_from_dict`: ``{job: tput}``, or a
+    benchmark's sidecar keyed by mix name).  ``InputError`` names the file and field.
+
+    >>> load_references("refs.json", minst)            # doctest: +SKIP
+    {'a': 200000.0, 'b': 4100000.0}
+    """
+    import json
+
+    from .multiplan import references_from_dict
+
+    def parse(text):
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise InputError(f"not JSON: {err}") from None
+        return references_from_dict(data, minst)
+
+    return _load_checked(path, parse, None)
+
+
 def load_rank_map(path: str | Path, instance: Instance | None = None) -> Plan:
     """The plan a launched job runs, from the ``rank_map.csv`` that ``planner export`` wrote
     (:mod:`planner.problem.rankmap`); an ``explicit`` schedule's op lists come from

@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Annotated, Literal
 
@@ -232,3 +233,39 @@ def _named(err: InputError, data: dict) -> InputError:
         if isinstance(job, dict) and isinstance(job.get("name"), str):
             err.message = f"job {job['name']!r}: {err.message}"
     return err
+
+
+def references_from_dict(data, minst: MultiInstance, name: str | None = None) -> dict[str, float]:
+    """The reference throughputs tput*_j (effective tokens/s, SPEC 10) of ``minst``'s jobs
+    from a references file's contents: ``{job: tput}``, ``{"references": {job: tput}}``
+    or a benchmark's sidecar keyed by mix name (``{mix: {"references": {...}}}``, the
+    entry of ``name``, default the instance's).  Every job needs a finite number > 0;
+    an unknown job is refused.  ``InputError`` names the field.
+
+    >>> references_from_dict({"a": 2.0e5, "b": 4.1e6}, minst)          # doctest: +SKIP
+    {'a': 200000.0, 'b': 4100000.0}
+    """
+    if not isinstance(data, dict):
+        raise InputError("a references file holds one JSON object: {job name: tokens/s}")
+    prefix = "references"
+    key = name or minst.name
+    if isinstance(data.get(key), dict) and isinstance(data[key].get("references"), dict):
+        data, prefix = data[key]["references"], f"{key}.references"
+    elif isinstance(data.get("references"), dict):
+        data = data["references"]
+    elif data and all(isinstance(v, dict) for v in data.values()):  # a sidecar without this mix
+        raise InputError(f"no entry for instance {key!r} (entries: {', '.join(sorted(data)) or 'none'})", key)
+    names = [j.name for j in minst.jobs]
+    for k in data:
+        if k not in names:
+            raise InputError(f"unknown job {k!r}; the instance's jobs: {', '.join(names)}", f"{prefix}.{k}")
+    out = {}
+    for n in names:
+        v = data.get(n)
+        if v is None:
+            raise InputError(f"no reference throughput for job {n!r}", f"{prefix}.{n}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"a reference throughput is a finite number of tokens/s > 0, not {v!r}",
+                             f"{prefix}.{n}")
+        out[n] = float(v)
+    return out

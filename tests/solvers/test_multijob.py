@@ -167,9 +167,10 @@ def test_time_limit_honoured(two_jobs):
 def test_trimmed_columns_within_one_percent(two_jobs):
     refs = references(two_jobs)
     pool = ColumnPool(two_jobs, refs)
-    col = pool.make(0, {"alpha": 8, "beta": 4, "gamma": 6}, {"alpha|beta": 0.5, "beta|gamma": 0.5})
-    untrimmed = pool.make(0, {"alpha": 8, "beta": 4, "gamma": 6}, {"alpha|beta": 0.5, "beta|gamma": 0.5},
-                          trim_it=False)
+    untrimmed = pool.make(0, {"alpha": 8, "beta": 4, "gamma": 6}, {"alpha|beta": 0.5, "beta|gamma": 0.5})
+    col = pool.make(0, {"alpha": 8, "beta": 4, "gamma": 6}, {"alpha|beta": 0.5, "beta|gamma": 0.5},
+                    trim_it=True)
+    assert pool.trimmed(untrimmed) is col  # trimmed once, lazily
     assert col is not None and untrimmed is not None
     assert col.throughput >= untrimmed.throughput / (1 + TRIM_TOLERANCE) - 1e-9
     assert all(col.link_share.get(k, 0) <= v + 1e-12 for k, v in untrimmed.link_share.items())

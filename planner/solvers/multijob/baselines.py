@@ -142,17 +142,20 @@ def _blind_plan(pool, j, gpus):
     if not gpus:
         return None
     minst = pool.minst
-    key = ("blind", j, tuple(sorted(gpus.items())))
+    key = ("blind", pool._workload_key(j), tuple(sorted(gpus.items())))  # shared by jobs of one workload
     if key not in pool.cache:
         full = {k: 1.0 for k in link_keys(minst)}
         inst = wan_free(minst.slice_instance(j, gpus, full, {d.name: 1.0 for d in minst.domains}))
-        p = pool.plan_on(j, inst)
+        p = pool.plan_on(j, inst, fast=pool.fast)
+        if p is not None and pool.fast:
+            pool._fast_plans.add(id(p))
         tput = None
         if p is not None:
             pr = p.predicted
             tput = (pr.model_extra or {}).get("effective_tokens_per_s") or pr.throughput_tokens_per_s
         pool.cache[key] = None if p is None else (p, tput)
-    return pool.cache[key]
+    got = pool.cache[key]
+    return None if got is None else (pool.as_job(got[0], j), got[1])
 
 
 def wan_blind_maxmin(minst, references, pool=None, objective=None, steps: int | None = None):
@@ -250,7 +253,7 @@ def greedy_by_weight(minst, references, pool=None, objective=None):
     for j in _by_weight(minst):
         g = {d: n for d, n in free_g.items() if n > 0}
         col = pool.make(j, g, {k: v for k, v in free_l.items() if v > 1e-9},
-                        {d: max(0.0, free_u[d]) for d in g}, source="baseline:greedy_by_weight")
+                        {d: max(0.0, free_u[d]) for d in g}, source="baseline:greedy_by_weight", trim_it=True)
         if col is None:
             continue
         cols[j] = col

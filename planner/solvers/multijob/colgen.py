@@ -2,12 +2,18 @@
 
 1. **References** (:func:`references`): tput*_j, the throughput of one fixed
    method, the plan of ``solver`` on ``minst.job_instance(j)``, computed once per
-   mix (cached on the instance) unless given.
-2. **First columns**: every baseline's allocation first (:mod:`.baselines`; so
-   the result is never worse than a baseline when they finish within the budget),
-   the same trimmed, each job's reference plan on the GPUs it uses, each job on a
-   share of every domain in proportion to its weight and alone in each of its two
-   largest domains.  Each planned slice gives its column untrimmed and trimmed.
+   mix (cached on the instance) unless given (``references=``; the CLI's
+   ``--references FILE``); computed here they count in the time limit (at most
+   :data:`REF_SHARE` of it) and their time is logged.
+2. **A feasible multi-plan first**: with greedy columns on a clock budget, the
+   cheapest baselines (:data:`QUICK_BASELINES`) by the pricing planner (greedy
+   without its exact re-ranking), the master after each: an incumbent within
+   seconds.  Then every baseline exactly (:mod:`.baselines`, cheapest first; so
+   the result is never worse than a baseline when they finish within the
+   budget), each job's reference plan on the GPUs it uses, each job on a share
+   of every domain in proportion to its weight and alone in each of its two
+   largest domains (the pricing planner from here on).  Plans are shared by the
+   jobs of one workload; trimming is lazy (the incumbent's columns, each round).
 3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
    per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
    the prices of GPUs (per domain), links and uplinks.  New columns: every job on
@@ -16,7 +22,8 @@
    weighted, cost: every job; deadline: the jobs missing their deadline): the
    job's allocation grown by what the incumbent leaves free, the job on the
    domains whose GPUs are cheapest by the duals (per achieved FLOP/s), and the
-   other jobs shrunk where the binding job's prices are high.  Rounds stop when a
+   other jobs shrunk where the binding job's prices are high; the incumbent's
+   binding columns of the pricing planner re-planned exactly.  Rounds stop when a
    round adds no column, or at the time limit (status ``time_limit``, the best
    multi-plan so far).
 4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
@@ -45,7 +52,7 @@ from ...problem.plan import SolverInfo
 from ...scoring.multievaluate import gap_of, multi_bound, multievaluate
 from .. import stop
 from .baselines import BASELINES
-from .columns import ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
+from .columns import TRIM_EVALUATIONS, ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
 from .master import Capacity, solve_lp, solve_master
 
 log = logging.getLogger("planner")
@@ -53,7 +60,11 @@ log = logging.getLogger("planner")
 PLANS_PER_SECOND = 1.0  # deterministic budget: plans per second of the time limit
 COLUMN_SHARE = 0.25  # at most this share of the time limit for one plan (and at least MIN_COLUMN_S)
 MIN_COLUMN_S = 1.0
-FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation
+FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation (and _Budget.extra)
+REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
+FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
+QUICK_BASELINES = ("one_datacenter", "static_split")  # by the pricing planner before anything else
+EXACT_PER_ROUND = 3  # chosen columns of the pricing planner re-planned exactly per round
 SHARINGS = ("reserved", "shared")
 
 
@@ -70,6 +81,7 @@ class _Budget:
         self.t0, self.limit, self.det = time.perf_counter(), float(time_limit), deterministic
         self.plans = max(1, int(PLANS_PER_SECOND * time_limit))
         self.reason = None
+        self.extra = lambda: 0.0  # seconds kept besides FINISH_S (the incumbent's final evaluation)
 
     def left(self) -> float:
         return self.limit - (time.perf_counter() - self.t0)
@@ -79,14 +91,15 @@ class _Budget:
             self.reason = "interrupted"
         elif self.det and pool.plans_made >= self.plans:
             self.reason = "time_limit"
-        elif not self.det and self.left() <= FINISH_S * self.limit:
+        elif not self.det and self.left() <= FINISH_S * self.limit + self.extra():
             self.reason = "time_limit"
         return self.reason is not None
 
     def column_limit(self) -> float | None:
         if self.det:  # the planner's own default: a plan cut short by the clock would not repeat
             return None
-        return max(0.1, min(max(MIN_COLUMN_S, COLUMN_SHARE * self.limit), self.left() - FINISH_S * self.limit))
+        return max(0.1, min(max(MIN_COLUMN_S, COLUMN_SHARE * self.limit),
+                             self.left() - FINISH_S * self.limit - self.extra()))
 
 
 def _check(minst, objective, sharing, time_limit, seed):
@@ -146,50 +159,105 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         mp, extra = _single(minst, objective, time_limit, seed, solver, deterministic, references, t0)
         refs = {j.name: j.reference_throughput_tokens_per_s for j in mp.jobs}
         return _finish(minst, mp, objective, sharing, refs, "heuristic", extra, t0)
-    ref_limit = None if deterministic else max(0.1, COLUMN_SHARE * time_limit)
-    refs = dict(references) if references else reference_throughputs(
-        minst, time_limit=ref_limit, seed=seed, solver=solver, deterministic=deterministic)
-    pool = ColumnPool(minst, refs, solver=solver, seed=seed, column_time_limit=budget.column_limit(),
-                      deterministic=deterministic)
+    t_ref = time.perf_counter()
+    if references:
+        refs = dict(references)
+        missing = [s.name for s in minst.jobs if not refs.get(s.name)]
+        if missing:
+            raise InputError(f"no reference throughput (tokens/s > 0) for job {missing[0]!r}"
+                             + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
+                             f"references.{missing[0]}")
+    else:
+        # one fixed method (solver alone on the whole cluster), its time inside the limit here: at
+        # most REF_SHARE of it in all, so that the columns keep the rest
+        ref_limit = None if deterministic else max(0.1, min(COLUMN_SHARE * time_limit, REF_SHARE * time_limit / J))
+        refs = reference_throughputs(minst, time_limit=ref_limit, seed=seed, solver=solver,
+                                     deterministic=deterministic)
+        log.info("multiplan: references tput* of %d jobs (%s alone on the whole cluster, %s s each) took %.1f s "
+                 "of the time limit; pass references (planner multiplan --references FILE) to compute them once "
+                 "per mix", J, solver, "default" if ref_limit is None else f"{ref_limit:.3g}",
+                 time.perf_counter() - t_ref)
+    ref_s = time.perf_counter() - t_ref
+    pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic)
+    pool.limit_fn = budget.column_limit
     weights = [s.weight for s in minst.jobs]
     cap = capacity(minst)
     equal_tput: dict[str, float] = {}
+    state = {"best": None, "master_s": 0.0}
 
-    def make(j, g, links, ups=None, source="", trim_it=True):
+    def reserve() -> float:
+        """Seconds kept for the last master and the final evaluation of the incumbent."""
+        best = state["best"]
+        ev = 0.0 if best is None else sum(pool.columns[k].eval_s for k in best.choice if k is not None)
+        return 1.5 * ev + state["master_s"]
+
+    budget.extra = reserve
+
+    def master():
+        t = time.perf_counter()
+        limit = None if deterministic else max(0.2, budget.left() - FINISH_S * budget.limit)
+        res = solve_master(pool.columns, weights, cap, objective, time_limit=limit, seed=seed)
+        state["master_s"] = time.perf_counter() - t
+        if res.value is not None and (state["best"] is None or _better(objective, res, state["best"])):
+            state["best"] = res
+        return res
+
+    def make(j, g, links, ups=None, source="", fast=None):
         if budget.out(pool):
             return None
-        pool.column_time_limit = budget.column_limit()
-        return pool.make(j, g, links, ups, source=source, trim_it=trim_it)
+        return pool.make(j, g, links, ups, source=source, fast=fast)
 
-    # -- first columns: the baselines' (so never worse than one), trimmed copies, then more --
-    pool.stop_check = None if deterministic else (lambda: budget.out(pool))  # a deterministic budget
-    for j in range(J):  # counts the plans made after the baselines'
-        g, links, ups = equal_slice(minst, j)
-        col = pool.make(j, {d: n for d, n in g.items() if n}, links, ups, source="baseline:equal_share",
-                        trim_it=False)
-        if col is not None:
-            equal_tput[minst.jobs[j].name] = col.slice_throughput
-    if baselines:
-        for name in ("static_split", "one_datacenter", "greedy_by_weight", "edf", "wan_blind_maxmin"):
-            if not deterministic and budget.out(pool):
+    def run_baseline(name):
+        try:
+            return BASELINES[name](minst, refs, pool=pool, objective=objective)
+        except (InfeasibleError, InputError) as err:
+            log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
+            return None
+
+    # -- 1. a feasible multi-plan first: the cheapest baselines (one datacenter per job, whole
+    # datacenters, the equal share), the master after each until one choice is feasible; a
+    # deterministic budget counts the plans made after the baselines
+    pool.stop_check = None if deterministic else (lambda: budget.out(pool))
+    if solver == "greedy" and not deterministic:
+        # 0. an incumbent within seconds: the cheapest baselines by the pricing planner (a few
+        # domains per job, no re-ranking); then every baseline exactly, as it runs alone
+        pool.fast = True
+        for name in QUICK_BASELINES:
+            if budget.out(pool):
                 break
-            try:
-                BASELINES[name](minst, refs, pool=pool, objective=objective)
-            except (InfeasibleError, InputError) as err:
-                log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
+            run_baseline(name)
+            if pool.columns:
+                master()
+            log.info("multiplan: quick %s: %d columns from %d plans (%.1f s)%s", name, len(pool.columns),
+                     pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
+                     f", incumbent {state['best'].value:.6g}")
+        pool.fast = False
+    for name in FIRST_BASELINES:
+        if not deterministic and budget.out(pool):
+            break
+        mp0 = run_baseline(name)
+        if name == "equal_share" and mp0 is not None:
+            equal_tput = {a.name: a.equal_share_throughput_tokens_per_s for a in mp0.jobs
+                          if a.equal_share_throughput_tokens_per_s}
+        if state["best"] is None and pool.columns:
+            master()
+        log.info("multiplan: baseline %s: %d columns from %d plans (%.1f s)%s", name, len(pool.columns),
+                 pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
+                 f", incumbent {state['best'].value:.6g}")
+    if baselines:
+        for name in BASELINES:
+            if name in FIRST_BASELINES or (not deterministic and budget.out(pool)):
+                continue
+            run_baseline(name)
     budget.plans += pool.plans_made
     for j, p in enumerate(_reference_plans_known(minst, solver)):  # each job's reference plan: no new plan
-        if p is not None:
+        if p is not None and (deterministic or not budget.out(pool)):  # (one evaluation each)
             used = {d: n for d, n in p.gpus_per_domain().items() if n}
             quota = minst.jobs[j].max_gpus
             if set(used) <= set(minst.allowed(j)) and (quota is None or sum(used.values()) <= quota):
-                col = pool.add(pool.score(j, used, {k: 1.0 for k in cap.links}, {d: 1.0 for d in used}, p,
-                                          "reference"))
-                if col is not None:
-                    pool.add(trim(pool, col))
-    for col in list(pool.columns):  # the baselines' columns trimmed: the same plans, fewer shares
-        if not col.trimmed and not budget.out(pool):
-            pool.add(trim(pool, col))
+                pool.add(pool.score(j, used, {k: 1.0 for k in cap.links}, {d: 1.0 for d in used},
+                                    pool.as_job(p, j), "reference"))
+    pool.fast = solver == "greedy"  # the pricing planner from here on; chosen columns re-planned exactly
     W = sum(weights)
     for j in range(J):
         f = weights[j] / W
@@ -203,31 +271,35 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     log.info("multiplan: %d first columns from %d plans (%.1f s)", len(pool.columns), pool.plans_made,
              time.perf_counter() - t0)
 
-    # -- rounds ----------------------------------------------------------------
+    # -- 2. rounds ---------------------------------------------------------------
     bound = multi_bound(minst, objective, refs)
-    best = None
     master_lp = None
     rounds = 0
     status = "heuristic"
     while True:
-        limit = None if deterministic else max(0.5, budget.left())
-        res = solve_master(pool.columns, weights, cap, objective, time_limit=limit, seed=seed)
-        if res.value is not None and (best is None or _better(objective, res, best)):
-            best = res
+        if rounds and budget.out(pool):
+            status = budget.reason
+            break
+        res = master()
+        best = state["best"]
         lp = solve_lp(pool.columns, weights, cap, objective)
         master_lp = lp.value
         rounds += 1
-        log.info("multiplan round %d: %d columns, master %s, LP %s", rounds, len(pool.columns),
-                 None if res.value is None else f"{res.value:.6g}", None if lp.value is None else f"{lp.value:.6g}")
+        log.info("multiplan round %d: %d columns, master %s, LP %s (%.1f s)", rounds, len(pool.columns),
+                 None if res.value is None else f"{res.value:.6g}", None if lp.value is None else f"{lp.value:.6g}",
+                 time.perf_counter() - t0)
         if best is not None and gap_of(best.value, bound) is not None and gap_of(best.value, bound) <= 1e-9:
             break  # the bound is reached: no column can do better
         if budget.out(pool):
             status = budget.reason
             break
         before = len(pool.columns)
+        if best is not None:
+            _polish(minst, pool, best, objective, weights, budget, deterministic)
         _price(minst, pool, best, lp, objective, weights, cap, make)
         if len(pool.columns) == before:
             break
+    best = state["best"]
     if best is None:
         raise InfeasibleError(f"no choice of one column per job is feasible under {objective} "
                               f"({len(pool.columns)} columns from {pool.plans_made} plans)")
@@ -236,8 +308,41 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     cols = [None if k is None else pool.columns[k] for k in best.choice]
     mp = assemble(minst, objective, cols, refs, equal_tput)
     extra = {"master_lp": master_lp, "master_value": best.value, "columns": len(pool.columns), "rounds": rounds,
-             "plans_made": pool.plans_made, "column_solver": solver}
+             "plans_made": pool.plans_made, "column_solver": solver, "references_given": bool(references)}
+    if not deterministic:  # a time: not in a deterministic run's document
+        extra["references_s"] = round(ref_s, 3)
     return _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound)
+
+
+def _polish(minst, pool, best, objective, weights, budget, deterministic) -> None:
+    """The incumbent's columns made better where it matters, lazily: each chosen column
+    trimmed (its link and uplink shares lowered, :func:`trim`; on a clock budget at most
+    what a tenth of the time left allows), and the binding jobs' chosen columns planned by
+    the pricing planner re-planned exactly (at most :data:`EXACT_PER_ROUND` a round)."""
+    chosen = [(j, pool.columns[k]) for j, k in enumerate(best.choice) if k is not None]
+    for j, col in chosen:
+        if budget.out(pool):
+            return
+        if col.trimmed or id(col) in pool._trimmed:
+            continue
+        n = TRIM_EVALUATIONS
+        if not deterministic and col.eval_s > 0:
+            n = min(n, int(0.1 * max(0.0, budget.left()) / col.eval_s))
+        if n >= 4:
+            pool._trimmed[id(col)] = (col, pool.add(trim(pool, col, n)))
+    if objective == "maxmin":
+        order = sorted(chosen, key=lambda jc: jc[1].rho / weights[jc[0]])
+    elif objective == "makespan":
+        order = sorted(chosen, key=lambda jc: -jc[1].completion_s)
+    else:
+        order = sorted(chosen, key=lambda jc: jc[1].rho)
+    done = 0
+    for j, col in order:
+        if done >= EXACT_PER_ROUND or budget.out(pool):
+            return
+        if col.fast:
+            done += 1
+            pool.make(j, col.gpus, col.link_share, col.uplink_share, source="exact", fast=False)
 
 
 def _reference_plans_known(minst, solver: str) -> list:

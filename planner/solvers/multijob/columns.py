@@ -12,9 +12,18 @@ multi-plan made of columns scores, job by job, what the column said.
 
 :class:`ColumnPool` makes columns and caches them by what decides their time:
 the job's workload keys, the GPUs per domain and the link and uplink shares.
-A made column keeps the GPUs its plan uses (the minimum SPEC 10 allows) and
-link shares trimmed to the least that keeps its time within
-:data:`TRIM_TOLERANCE` of the untrimmed slice's (:func:`trim`).
+A made column keeps the allocation it was made for and, beside it, the GPUs its
+plan uses (the minimum SPEC 10 allows).  Trimming (link shares lowered to the
+least that keeps its time within :data:`TRIM_TOLERANCE` of the untrimmed
+slice's, :func:`trim`, up to :data:`TRIM_EVALUATIONS` evaluations) is lazy: the
+caller trims the columns the master picks (:meth:`ColumnPool.trimmed`).
+
+What repeats is cached: a plan depends on the job's workload keys and the slice
+only, so jobs with the same workload share their plans (``_plans``), and a
+plan's score on an allocation is computed once per workload (``_times``).
+``fast=True`` plans by greedy without its exact re-ranking (``rerank=False``:
+tens of times faster for a 70B model; the column's figures are still the core's
+exact ones): the pricing columns; the chosen ones are re-planned exactly.
 
 Example
 -------
@@ -29,9 +38,10 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 
-from ...problem.errors import InfeasibleError, InputError
+from ...problem.errors import InfeasibleError, InputError, TimeLimitError
 from ...problem.jobs import WORKLOAD_KEYS, link_key
 from ...problem.plan import Plan
 from ...scoring.multievaluate import job_time
@@ -67,6 +77,8 @@ class Column:
     slice_throughput: float = 0.0
     source: str = ""
     trimmed: bool = False
+    fast: bool = False  # planned by the cheaper pricing planner (greedy without re-ranking)
+    eval_s: float = 0.0  # seconds its evaluation took (the final multievaluate's share)
 
     @property
     def total_gpus(self) -> int:
@@ -74,9 +86,16 @@ class Column:
 
 
 def _round(shares: dict | None, keep_zero: bool = False) -> dict:
-    """Shares rounded to :data:`SHARE_DIGITS` decimals; zeros dropped (a link not listed
-    has share 0) unless ``keep_zero`` (an uplink not listed has its default share)."""
-    out = {k: round(float(v), SHARE_DIGITS) for k, v in (shares or {}).items()}
+    """Shares rounded DOWN to :data:`SHARE_DIGITS` decimals (so that shares summing to 1,
+    six times 1/6, still do: rounded to the nearest they would sum to 1.000002); zeros
+    dropped (a link not listed has share 0) unless ``keep_zero`` (an uplink not listed
+    has its default share).
+
+    >>> sum(_round({str(i): 1 / 6 for i in range(6)}).values()) <= 1
+    True
+    """
+    scale = 10 ** SHARE_DIGITS
+    out = {k: min(1.0, math.floor(float(v) * scale + 1e-6) / scale) for k, v in (shares or {}).items()}
     return out if keep_zero else {k: v for k, v in out.items() if v > 0}
 
 
@@ -166,15 +185,25 @@ class ColumnPool:
         self.column_time_limit, self.deterministic = column_time_limit, deterministic
         self.columns: list[Column] = []
         self.cache: dict = {}
-        self._keys: set = set()
-        self._plans: dict = {}
+        self._keys: dict = {}  # (job, allocation key) -> the column kept
+        self._plans: dict = {}  # (workload and slice key, fast) -> Plan | None: shared by jobs
+        self._times: dict = {}  # (workload key, id(plan), allocation key) -> (plan, T, Evaluation, s) | None
+        self._trimmed: dict = {}  # id(column) -> its trimmed column
+        self._fast_plans: set = set()  # ids of the plans made by the pricing planner (kept in _plans)
         self.plans_made = 0
+        self.plan_seconds = 0.0
         self.stop_check = None  # a callable: True when no more plans may be made
+        self.limit_fn = None  # a callable giving the seconds one plan may take now (else column_time_limit)
+        self.fast = False  # make()'s default planner: the pricing one (greedy without re-ranking) when True
 
     # -- keys ---------------------------------------------------------------
     def _workload_key(self, j: int) -> str:
-        spec = self.minst.jobs[j]
-        return json.dumps(spec.model_dump(include=set(WORKLOAD_KEYS), mode="json"), sort_keys=True, default=str)
+        memo = self.__dict__.setdefault("_wkeys", {})
+        if j not in memo:
+            spec = self.minst.jobs[j]
+            memo[j] = json.dumps(spec.model_dump(include=set(WORKLOAD_KEYS), mode="json"), sort_keys=True,
+                                 default=str)
+        return memo[j]
 
     def key(self, j: int, gpus: dict, link_share: dict, uplink_share: dict | None):
         """What decides a column's plan and time: the job's workload keys, the GPUs per
@@ -189,10 +218,15 @@ class ColumnPool:
         """The column of ``plan`` on this allocation, with the core's figures
         (:func:`job_time`); None when the plan is infeasible there."""
         spec = self.minst.jobs[j]
-        try:
-            t, ev = job_time(self.minst, j, gpus, link_share, uplink_share, plan)
-        except (InfeasibleError, InputError, KeyError):  # KeyError: a pair of the plan has no route left
-            return None
+        tkey = (self._workload_key(j), id(plan), self.key(j, gpus, link_share, uplink_share)[1:])
+        if tkey not in self._times:
+            t0 = time.perf_counter()
+            try:
+                t, ev = job_time(self.minst, j, gpus, link_share, uplink_share, plan)
+            except (InfeasibleError, InputError, KeyError):  # KeyError: a pair of the plan has no route left
+                t, ev = None, None
+            self._times[tkey] = (plan, t, ev, time.perf_counter() - t0)  # the plan kept: its id stays unique
+        _, t, ev, took = self._times[tkey]
         if ev is None or not ev.feasible or not (t and math.isfinite(t)):
             return None
         tput = ev.effective_tokens_per_s
@@ -208,49 +242,95 @@ class ColumnPool:
                       uplink_share=dict(uplink_share), plan=plan, time_s=t, throughput=tput,
                       rho=tput / max(ref, tput), completion_s=completion, cost=cost, deadline_met=met,
                       slice_throughput=tput if slice_throughput is None else slice_throughput, source=source,
-                      trimmed=trimmed)
+                      trimmed=trimmed, fast=id(plan) in self._fast_plans, eval_s=took)
 
     def add(self, col: Column | None) -> Column | None:
-        """Keep ``col`` unless an equal allocation of the same job is kept already."""
+        """Keep ``col`` unless an equal allocation of the same job is kept already; the
+        column kept."""
         if col is None:
             return None
         k = (col.job, self.key(col.job, col.gpus, col.link_share, col.uplink_share))
         if k in self._keys:
-            return col
-        self._keys.add(k)
+            return self._keys[k]
+        self._keys[k] = col
         self.columns.append(col)
         return col
 
     # -- making --------------------------------------------------------------
-    def plan_on(self, j: int, instance, time_limit: float | None = None) -> Plan | None:
-        """The single-job planner's plan on ``instance`` (None: no plan fits)."""
+    def plan_on(self, j: int, instance, time_limit: float | None = None, fast: bool = False) -> Plan | None:
+        """The single-job planner's plan on ``instance`` (None: no plan fits, or the
+        budget is out).  ``fast``: greedy without its exact re-ranking (other solvers:
+        as they are)."""
         from ..registry import plan as run_plan
 
         if self.stop_check is not None and self.stop_check():
             return None
-        limit = self.column_time_limit if time_limit is None else time_limit
+        if time_limit is not None:
+            limit = time_limit
+        elif self.limit_fn is not None:
+            limit = self.limit_fn()
+        else:
+            limit = self.column_time_limit
         options = {}
         if self.deterministic and self.solver in ("cpsat", "auto", "hier"):
             options["deterministic"] = True
+        if fast and self.solver == "greedy":
+            options["rerank"] = False
+        t0 = time.perf_counter()
         try:
             self.plans_made += 1
             return run_plan(instance, solver=self.solver, time_limit=limit, seed=self.seed, **options)
-        except InfeasibleError:
+        except (InfeasibleError, TimeLimitError):  # TimeLimitError: no plan within its limit
             return None
         except KeyError as err:  # a planner meeting two GPU domains without a route (a bug there)
             log.warning("column of %s not planned: %s has no route", self.minst.jobs[j].name, err)
             return None
+        finally:
+            self.plan_seconds += time.perf_counter() - t0
+
+    def plan_for(self, j: int, gpus: dict, link_share: dict, uplink_share: dict, instance,
+                 time_limit: float | None = None, fast: bool = False) -> Plan | None:
+        """Job j's plan on its slice ``instance`` (the allocation given with it), shared
+        by every job of the same workload (the plan's ``instance`` renamed to the job)."""
+        fast = fast and self.solver == "greedy"
+        pkey = (self.key(j, gpus, link_share, uplink_share), fast)
+        exact = (pkey[0], False)
+        if fast and self._plans.get(exact) is not None:  # the exact plan is known: no cheaper one
+            pkey = exact
+        if pkey not in self._plans:
+            p = self.plan_on(j, instance, time_limit, fast)
+            if p is None and self.stop_check is not None and self.stop_check():
+                return None  # stopped, not infeasible: not remembered
+            self._plans[pkey] = p
+            if p is not None and fast:
+                self._fast_plans.add(id(p))
+        return self.as_job(self._plans[pkey], j)
+
+    def as_job(self, p: Plan | None, j: int) -> Plan | None:
+        """``p`` (made for a job of the same workload) named after job j: one copy per
+        plan and job (the score cache keys on the plan's identity)."""
+        name = self.minst.jobs[j].name
+        if p is None or p.instance == name:
+            return p
+        memo = self.__dict__.setdefault("_renamed", {})
+        if (id(p), name) not in memo:
+            memo[(id(p), name)] = (p, p.model_copy(update={"instance": name}))
+            if id(p) in self._fast_plans:
+                self._fast_plans.add(id(memo[(id(p), name)][1]))
+        return memo[(id(p), name)][1]
 
     def make(self, j: int, gpus: dict, link_share: dict, uplink_share: dict | None = None, source: str = "",
-             trim_it: bool = True, time_limit: float | None = None) -> Column | None:
-        """Job j's column on this slice (cached): planned, then cut to the GPUs the
-        plan uses and (``trim_it``) its link and uplink shares trimmed."""
+             trim_it: bool = False, time_limit: float | None = None, fast: bool | None = None) -> Column | None:
+        """Job j's column on this slice (cached): planned (``fast``: by the pricing
+        planner; None: the pool's ``fast``), scored on the allocation given and also kept with the GPUs its plan
+        uses; ``trim_it``: the column trimmed (:meth:`trimmed`) is returned instead."""
+        fast = self.fast if fast is None else fast
         gpus = clip(self.minst, j, gpus)
         if not gpus:
             return None
         link_share = _round(link_share)
         uplink_share = default_uplinks(self.minst, gpus) if uplink_share is None else _round(uplink_share, True)
-        key = (j, self.key(j, gpus, link_share, uplink_share), trim_it)
+        key = (j, self.key(j, gpus, link_share, uplink_share), trim_it, fast)
         if key in self.cache:
             return self.cache[key]
         col = None
@@ -262,39 +342,48 @@ class ColumnPool:
             part = connected_gpus(inst, gpus)
             if part != gpus:  # the slice's WAN is cut in two: the part with the most GPUs
                 uplink_share = {d: u for d, u in uplink_share.items() if d in part}
-                col = self.make(j, part, link_share, uplink_share, source, trim_it, time_limit)
+                col = self.make(j, part, link_share, uplink_share, source, trim_it, time_limit, fast)
                 self.cache[key] = col
                 return col
-        pkey = key[:2]  # the plan does not depend on trimming
-        if pkey not in self._plans:
-            self._plans[pkey] = None if inst is None else self.plan_on(j, inst, time_limit)
-        p = self._plans[pkey]
+        p = None if inst is None else self.plan_for(j, gpus, link_share, uplink_share, inst, time_limit, fast)
+        if p is None and self.stop_check is not None and self.stop_check():
+            return None  # the budget stopped the plan: nothing remembered
         if p is not None:
             col = self.score(j, gpus, link_share, uplink_share, p, source)
-            if col is not None and trim_it:
-                # kept untrimmed too (with the GPUs the plan uses: the same time), so the master
-                # may give a job its full shares where nobody else needs them
+            if col is not None:
+                # kept with the GPUs the plan uses too (the same time, fewer GPUs): the master may
+                # leave the rest to others; trimming waits until the master picks it
                 used = {d: n for d, n in p.gpus_per_domain().items() if n}
-                self.add(self.score(j, used, link_share, {d: u for d, u in uplink_share.items()
-                                                           if d in used or u > 0}, p, source))
-                col = trim(self, col)
+                if used != col.gpus:
+                    self.add(self.score(j, used, link_share, {d: u for d, u in uplink_share.items()
+                                                               if d in used or u > 0}, p, source))
+                if trim_it:
+                    col = self.trimmed(col)
         self.cache[key] = col
         if col is not None:
             log.info("column %d (%s, %s): %d GPUs, %d links, rho %.4f", len(self.columns), col.name, source,
                      col.total_gpus, len(col.link_share), col.rho)
         return self.add(col)
 
+    def trimmed(self, col: Column) -> Column:
+        """``col`` trimmed (:func:`trim`), once per column, and kept."""
+        if col.trimmed:
+            return col
+        if id(col) not in self._trimmed:
+            self._trimmed[id(col)] = (col, self.add(trim(self, col)))
+        return self._trimmed[id(col)][1]
 
-def trim(pool: ColumnPool, col: Column) -> Column:
+
+def trim(pool: ColumnPool, col: Column, evaluations: int = TRIM_EVALUATIONS) -> Column:
     """``col`` with the GPUs its plan uses, then link and uplink shares lowered
     while its time stays within :data:`TRIM_TOLERANCE` of ``col``'s: links the
     plan's transfers cannot use dropped, then one factor for the rest
     (bisection), then link by link and uplink by uplink (bisection), at most
-    :data:`TRIM_EVALUATIONS` evaluations in all.  Every step is checked with the
+    ``evaluations`` (:data:`TRIM_EVALUATIONS`) evaluations in all.  Every step is checked with the
     core's evaluation, so the result's figures are exact."""
     j, limit = col.job, col.time_s * (1 + TRIM_TOLERANCE)
     used = {d: n for d, n in col.plan.gpus_per_domain().items() if n}
-    budget = [TRIM_EVALUATIONS]
+    budget = [evaluations]
 
     def attempt(links, ups):
         if budget[0] <= 0:
@@ -403,7 +492,8 @@ def plan_throughput(p) -> float:
 def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: float | None = None,
                     deterministic: bool = False) -> dict:
     """Job name -> the plan of ``solver`` on ``minst.job_instance(j)`` (cached on ``minst``
-    per solver, seed, time limit)."""
+    per solver, seed, time limit); a job whose planner finds no plan within ``time_limit``
+    gets one more try with four times as much."""
     from ..registry import plan as run_plan
 
     cache = minst.__dict__.setdefault("_multijob_references", {})
@@ -412,8 +502,16 @@ def reference_plans(minst, solver: str = "greedy", seed: int = 0, time_limit: fl
         out = {}
         for j, spec in enumerate(minst.jobs):
             options = {"deterministic": True} if deterministic and solver in ("cpsat", "auto", "hier") else {}
-            out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
-                                      **options)
+            try:
+                out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=time_limit, seed=seed,
+                                          **options)
+            except TimeLimitError:  # no plan within the limit (a large cluster): once more with 4x the time
+                if time_limit is None:
+                    raise
+                log.warning("reference of %s: no plan within %.3g s; once more with %.3g s", spec.name,
+                            time_limit, 4 * time_limit)
+                out[spec.name] = run_plan(minst.job_instance(j), solver=solver, time_limit=4 * time_limit,
+                                          seed=seed, **options)
         cache[key] = out
     return cache[key]
 
