@@ -712,14 +712,14 @@ def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet)
 
 
 @rl_group.command("train-multijob")
-@click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=100_000, show_default=True,
+@click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=60_000, show_default=True,
               help="environment steps (one step allocates one job)")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="PPO's seed")
 @click.option("--bases", default="aws-multiregion,gcp-16", show_default=True,
               help="comma-separated clusters (one-job instances) the training mixes are drawn on")
-@click.option("--mix-seeds", default="1000,1001,1002", show_default=True,
+@click.option("--mix-seeds", default="1000,1001", show_default=True,
               help="comma-separated seeds of planner generate-mix (keep them apart from the benchmark's 0-99)")
-@click.option("--jobs", "n_jobs", type=click.IntRange(2, limits.MAX_DOMAINS), default=8, show_default=True,
+@click.option("--jobs", "n_jobs", type=click.IntRange(2, limits.MAX_DOMAINS), default=6, show_default=True,
               help="jobs per training mix (episodes draw subsets of 2 or more)")
 @click.option("--ref-limit", type=SECONDS, default=2.0, show_default=True,
               help="seconds of greedy per job for the references tput*")
