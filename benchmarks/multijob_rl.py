@@ -12,7 +12,8 @@ Methods, each scored by ``multievaluate`` (reserved sharing) under the mix's obj
 
 * ``master``: ``planner.multiplan`` (column generation) at ``--limit`` s;
 * ``rl``: ``planner.multiplan(..., allocator="rl")``, the shipped policy, 16 sampled
-  episodes (its time is mostly the menus' single-job plans);
+  episodes, ``--rl-limit`` s (its time is the menus' single-job plans, 1 s each at most,
+  and the episodes; it reports the time it took);
 * ``greedy``: ``greedy_by_weight`` (jobs by weight, each planned on what is left).
 
 Columns: min rho, the maxmin value (min rho / w), weighted rho (sum w rho / sum w), the
@@ -72,7 +73,7 @@ def row(minst, mp, method, seconds):
             "feasible": ev.feasible, "time_s": seconds}
 
 
-def run(minst, limit, ref_limit, samples):
+def run(minst, limit, ref_limit, samples, rl_limit):
     import planner
     from planner.solvers.multijob import references
     from planner.solvers.multijob.baselines import greedy_by_weight
@@ -83,7 +84,8 @@ def run(minst, limit, ref_limit, samples):
     mp = planner.multiplan(minst, references=refs, time_limit=limit, seed=0)
     out.append(row(minst, mp, "master", time.perf_counter() - t))
     t = time.perf_counter()
-    mp = planner.multiplan(minst, references=refs, allocator="rl", samples=samples, seed=0)
+    mp = planner.multiplan(minst, references=refs, allocator="rl", samples=samples, seed=0,
+                          time_limit=rl_limit)
     r = row(minst, mp, "rl", time.perf_counter() - t)
     r["menu_s"] = mp.solver.model_extra.get("rl_menu_s")
     out.append(r)
@@ -125,6 +127,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0", help="comma-separated mix seeds (default 0; training used 1000, 1001)")
     ap.add_argument("--limit", type=float, default=60.0, help="the master's time limit (s)")
     ap.add_argument("--ref-limit", type=float, default=2.0, help="greedy's seconds per job for the references")
+    ap.add_argument("--rl-limit", type=float, default=300.0,
+                    help="the allocator's time limit (s; its menus' plans stop there)")
     ap.add_argument("--samples", type=int, default=16, help="the allocator's sampled episodes")
     ap.add_argument("--quick", action="store_true", help="one 4-job mix on aws-multiregion, 10 s, not written")
     args = ap.parse_args(argv)
@@ -136,7 +140,7 @@ def main(argv=None) -> int:
     bases, sizes, limit = (("aws-multiregion",), (4,), 10.0) if args.quick else (BASES, SIZES, args.limit)
     rows = []
     for minst in mixes(seeds, bases, sizes):
-        got = run(minst, limit, args.ref_limit, args.samples)
+        got = run(minst, limit, args.ref_limit, args.samples, args.rl_limit)
         for r in got:
             print(f"{r['mix']:28s} {r['method']:7s} min rho {r['min_rho']:.4f} weighted {r['weighted_rho']:.4f} "
                   f"met {r['met_weight']:.3f} feasible {r['feasible']} {r['time_s']:.1f} s", flush=True)

@@ -158,12 +158,22 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
 
         pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic,
                           column_time_limit=COLUMN_TIME_LIMIT)
+        cut = []  # the time limit (or a stop) ended the menus: the columns not planned are left out
+
+        def stop_menus() -> bool:
+            if not cut and budget.out(pool):
+                cut.append(True)
+            return bool(cut)
+
+        if not deterministic:
+            pool.stop_check = stop_menus
         mp = allocate(minst, refs, pool=pool, objective=objective, policy=policy,
                       samples=SAMPLES if samples is None else samples, seed=seed)
         extra = {k: v for k, v in (mp.solver.model_extra or {}).items()}
         extra.update({"allocator": "rl", "columns": len(pool.columns), "plans_made": pool.plans_made,
                       "column_solver": solver})
-        return _finish(minst, mp, objective, sharing, refs, "heuristic", extra, t0, allow_infeasible=True)
+        status = budget.reason if cut else "heuristic"
+        return _finish(minst, mp, objective, sharing, refs, status, extra, t0, allow_infeasible=True)
     pool = ColumnPool(minst, refs, solver=solver, seed=seed, column_time_limit=budget.column_limit(),
                       deterministic=deterministic)
     weights = [s.weight for s in minst.jobs]
