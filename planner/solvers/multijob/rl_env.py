@@ -1,12 +1,15 @@
 """The PPO allocator's environment (SPEC 10, issue 27): one job per step, each given one
 slice of a small menu of columns, masked to what still fits.
 
-**Menu.** For every job, :func:`menu_columns` makes :data:`N_MENU` columns with the mix's
+**Menu.** For every job, :func:`menu_columns` makes :data:`N_MENU` (12) columns with the mix's
 :class:`~planner.solvers.multijob.columns.ColumnPool` (the single-job planner's plan on
 the slice, cut to the GPUs it uses and its shares trimmed, so its figures are the core's
 ``job_time``): a fraction f in :data:`FRACTIONS` of every allowed domain's GPUs with share
-f of every link and uplink, the largest allowed domain alone (all or half of it), and the
-two or four largest with half of every link (:data:`SLICES`).  A slice no plan fits is
+f of every link and uplink; every GPU of one of two or one of four disjoint groups of the
+allowed domains (dealt round robin by size, so the groups hold about equal GPUs; half of
+every link); the largest and the second largest allowed domain alone (:data:`SLICES`).
+Disjoint groups let jobs take apart what the cluster holds; trimming leaves what a plan
+does not use to the others.  A slice no plan fits is
 ``None`` (always masked).  The menu does not depend on what earlier jobs took, so it is
 made once per mix and an episode costs no plan.
 
@@ -59,11 +62,12 @@ from ..rl_env import _require, gym
 if gym is not None:
     from gymnasium import spaces
 
-N_MENU = 8  # menu columns per job
+FRACTIONS = (0.125, 0.25, 0.5, 1.0)  # share of every allowed domain (menu slots 0-3)
+SLICES = (tuple(f"all:{f:g}" for f in FRACTIONS) + ("half:0", "half:1") + tuple(f"quarter:{i}" for i in range(4))
+          + ("largest:1", "largest:2"))
+N_MENU = len(SLICES)  # menu columns per job (12)
 SKIP = N_MENU  # the action "not admitted"
 N_ACTIONS = N_MENU + 1
-FRACTIONS = (0.125, 0.25, 0.5, 1.0)  # share of every allowed domain (menu slots 0-3)
-SLICES = tuple(f"all:{f:g}" for f in FRACTIONS) + ("largest:1", "largest:0.5", "two:1", "four:1")
 GLOBAL = 24  # global features
 SLOT = 14  # features per action slot
 OBS_MAX = 10.0
@@ -84,19 +88,22 @@ def slice_of(minst, j: int, kind: str) -> tuple[dict, dict, dict | None]:
 
     >>> slice_of(minst, 0, "all:0.5")                  # doctest: +SKIP
     ({'a': 32, 'b': 32}, {'a|b': 0.5}, None)
+    >>> slice_of(minst, 0, "half:1")                   # doctest: +SKIP
+    ({'b': 64}, {'a|b': 0.5}, None)
     """
     caps = {d.name: d.gpus for d in minst.domains}
     allowed = list(minst.allowed(j))
     big = sorted(allowed, key=lambda d: (-caps[d], allowed.index(d)))
     keys = [f"{l.a}|{l.b}" for l in minst.links]
     what, f = kind.split(":")
-    f = float(f)
     if what == "all":
+        f = float(f)
         return ({d: int(math.floor(f * caps[d] + 1e-9)) for d in allowed}, {k: f for k in keys}, None)
-    if what == "largest":
-        return {big[0]: int(math.floor(f * caps[big[0]] + 1e-9))}, {}, None
-    n = 2 if what == "two" else 4
-    doms = big[:n]
+    i = int(f)
+    if what == "largest":  # the i-th largest allowed domain alone
+        return ({big[i - 1]: caps[big[i - 1]]} if i <= len(big) else {}), {}, None
+    n = 2 if what == "half" else 4
+    doms = big[i::n]  # round robin by size: groups of about equal GPUs, disjoint
     return {d: caps[d] for d in doms}, {k: 0.5 for k in keys}, None
 
 
