@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...problem.errors import TimeLimitError
 from ..rl_env import _require, gym
 
 if gym is not None:
@@ -109,12 +110,16 @@ def slice_of(minst, j: int, kind: str) -> tuple[dict, dict, dict | None]:
 
 def menu_columns(pool, j: int) -> list:
     """Job ``j``'s menu: one column (or None) per entry of :data:`SLICES`, made (and
-    cached) by ``pool``; a duplicate of an earlier entry is None."""
+    cached) by ``pool``; a duplicate of an earlier entry is None, and so is a slice on
+    which the planner found no plan within its time limit."""
     out, seen = [], set()
     for kind in SLICES:
         g, links, ups = slice_of(pool.minst, j, kind)
         g = {d: n for d, n in g.items() if n > 0}
-        col = pool.make(j, g, links, ups, source=f"rl:{kind}", trim_it=True) if g else None
+        try:
+            col = pool.make(j, g, links, ups, source=f"rl:{kind}", trim_it=True) if g else None
+        except TimeLimitError:  # the planner found no plan within the column's time limit: not offered
+            col = None
         if col is not None:
             key = pool.key(j, col.gpus, col.link_share, col.uplink_share)
             if key in seen:
