@@ -161,6 +161,25 @@ def test_no_episode_breaks_a_capacity_quota_or_allowed_domain(mix, seed, subset,
         assert sum(c.gpus.get(d.name, 0) for c in alloc.values() if c is not None) <= d.gpus
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_safe_decoding_admits_every_job_when_the_menus_allow(mix, seed):
+    """By induction: once some action lets the later jobs each take a column in turn
+    (smallest first), the safe mask keeps such an action at every step, so any episode
+    drawn among safe actions admits every job (here the smallest columns fit together)."""
+    _, _, menu = mix
+    env = AllocationEnv([menu])
+    rng = np.random.default_rng(seed)
+    env.reset(seed=0)
+    j0 = env.jobs[0]
+    assert any(env._completes(env.free - menu.use[j0, a]) for a in np.nonzero(env.action_masks()[:N_MENU])[0])
+    while not env.done:
+        safe = env.safe_masks()
+        assert not safe[SKIP] and (safe <= env.action_masks()).all()
+        env.step(int(rng.choice(np.nonzero(safe)[0])))
+    assert all(c is not None for c in env.allocation().values())
+
+
 @pytest.fixture(scope="module")
 def shipped():
     path = shipped_policy()

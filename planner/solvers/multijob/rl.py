@@ -7,7 +7,10 @@ multi-objective reward (weighted rho, the least rho, the weight meeting deadline
 objective=None, ...) -> MultiPlan``, also reached as ``planner.multiplan(minst,
 allocator="rl")`` and ``planner multiplan --allocator rl``: it makes every job's menu
 with the pool (single-job plans on slices: the only real cost), decodes the policy's
-most likely episode and ``samples`` sampled ones (seeded), and keeps the multi-plan best
+most likely episode and ``samples`` sampled ones (seeded; under every objective but
+``deadline``, which alone may leave jobs out, among the actions after which every later
+job can still be given a column, when there are such: :meth:`~.rl_env.AllocationEnv.safe_masks`),
+and keeps the multi-plan best
 by the objective (:func:`~planner.scoring.multievaluate.objective_value`, the core's;
 ties by the reward).  Every column fits what the earlier jobs left (the mask), lies in
 its job's allowed domains and quota (the pool clips), and is scored by the core's
@@ -77,12 +80,15 @@ def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def episode(model, env: AllocationEnv, options: dict | None = None, rng: np.random.Generator | None = None):
-    """One episode: the most likely action at every step, or (``rng``) sampled ones.
-    Returns (reward, {mix job index: Column or None})."""
+def episode(model, env: AllocationEnv, options: dict | None = None, rng: np.random.Generator | None = None,
+            safe: bool = False):
+    """One episode: the most likely action at every step, or (``rng``) sampled ones;
+    ``safe``: among the actions of :meth:`AllocationEnv.safe_masks` (none after which the
+    later jobs cannot all be given a column, while another does not).  Returns (reward,
+    {mix job index: Column or None})."""
     obs, _ = env.reset(seed=0, options=options)
     while True:
-        mask = env.action_masks()
+        mask = env.safe_masks() if safe else env.action_masks()
         if rng is None:
             a, _ = model.predict(obs, deterministic=True, action_masks=mask)
         else:
@@ -138,11 +144,12 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
         menu = MixMenu.build(minst, pool)
     t_menu = time.perf_counter() - t0
     env = AllocationEnv([menu])
+    safe = objective != "deadline"  # every job must be admitted: keep room for the later ones
     best, best_key, found, n = None, None, None, 0
     rng = np.random.default_rng(seed)
     with one_thread():
         for k in range(1 + max(0, int(samples))):
-            r, cols = episode(model, env, None, None if k == 0 else rng)
+            r, cols = episode(model, env, None, None if k == 0 else rng, safe=safe)
             n += 1
             figs = column_figures(minst, cols)
             key = objective_value(objective, figs, minst)

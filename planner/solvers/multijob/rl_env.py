@@ -295,6 +295,49 @@ class AllocationEnv(gym.Env if gym else object):
         """Mix job index -> its column (None: not admitted), for the jobs allocated so far."""
         return {j: (None if a == SKIP else self.mix.columns[j][a]) for j, a in zip(self.jobs, self.choice)}
 
+    def _lookahead(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per action: the share of later jobs with a menu column that fits what the action
+        leaves, and the mean and least over later jobs of their best such column's rho
+        (0 for a job with none); ones when no job comes later."""
+        mix, j, later = self.mix, self.jobs[self.t], self.jobs[self.t + 1:]
+        if not later:
+            one = np.ones(N_ACTIONS)
+            return one, one, one
+        after = np.vstack([self.free[None, :] - mix.use[j], self.free[None, :]])  # left after each action
+        lu = mix.use[later]  # (K, N_MENU, R)
+        ok = self._fits(lu[None, :, :, :], after[:, None, None, :]) & mix.exists[later][None]  # (A, K, N)
+        best = np.where(ok, mix.rho[later][None], -1.0).max(-1)  # (A, K)
+        fit_any = ok.any(-1)
+        return fit_any.mean(-1), np.where(fit_any, best, 0.0).mean(-1), np.where(fit_any, best, 0.0).min(-1)
+
+    def _completes(self, free: np.ndarray) -> bool:
+        """Whether the later jobs, in order, each find a menu column within ``free`` when
+        each takes its fitting column of fewest GPUs (then least shares)."""
+        mix = self.mix
+        for j in self.jobs[self.t + 1:]:
+            ok = mix.exists[j] & self._fits(mix.use[j], free[None, :])
+            if not ok.any():
+                return False
+            D = mix.n_domains
+            cost = mix.use[j, :, :D].sum(-1) * 1e6 + mix.use[j, :, D:].sum(-1)
+            k = int(np.argmin(np.where(ok, cost, np.inf)))
+            free = free - mix.use[j, k]
+        return True
+
+    def safe_masks(self) -> np.ndarray:
+        """:meth:`action_masks` less the columns after which the later jobs cannot all be
+        given a column, each in turn taking its fitting column of fewest GPUs
+        (:meth:`_completes`); the plain mask when that leaves nothing.  The allocator
+        decodes with it when every job must be admitted."""
+        mask = self.action_masks()
+        if self.done or mask[SKIP]:
+            return mask
+        safe = np.zeros_like(mask)
+        j = self.jobs[self.t]
+        for a in np.nonzero(mask[:N_MENU])[0]:
+            safe[a] = self._completes(self.free - self.mix.use[j, a])
+        return safe if safe.any() else mask
+
     # -- observation ----------------------------------------------------------------
     def _terminal_obs(self) -> np.ndarray:
         return np.zeros(self.observation_space.shape, np.float32)
@@ -337,19 +380,8 @@ class AllocationEnv(gym.Env if gym else object):
         # slots
         mask = self.action_masks()
         s = np.zeros((N_ACTIONS, SLOT))
-        later = self.jobs[self.t + 1:]
         use = mix.use[j]  # (N_MENU, R)
-        after = np.vstack([free[None, :] - use, free[None, :]])  # what is left after each action
-        if later:
-            lu = mix.use[later]  # (K, N_MENU, R)
-            ok = self._fits(lu[None, :, :, :], after[:, None, None, :]) & mix.exists[later][None]  # (A, K, N)
-            best = np.where(ok, mix.rho[later][None], -1.0).max(-1)  # (A, K)
-            fit_any = ok.any(-1)
-            look_fit = fit_any.mean(-1)
-            look_mean = np.where(fit_any, best, 0.0).mean(-1)
-            look_min = np.where(fit_any, best, 0.0).min(-1)
-        else:
-            look_fit = look_mean = look_min = np.ones(N_ACTIONS)
+        look_fit, look_mean, look_min = self._lookahead()
         s[:, 0] = mask
         s[:N_MENU, 1] = mix.exists[j]
         s[:N_MENU, 2] = mix.rho[j]
