@@ -363,10 +363,18 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
 @click.option("--solver", default="greedy", show_default=True,
               help=f"the single-job planner of the columns and references: {', '.join(sorted(SOLVERS))}")
 @click.option("--deterministic", is_flag=True, help="budget by plans made, not the clock: the same result at any load")
+<<<<<<< HEAD
 @click.option("--references", "refs_path", type=click.Path(dir_okay=False),
               help="JSON of each job's reference throughput tput* (tokens/s): {job: tput}, or a benchmark's "
                    "sidecar keyed by mix name; computed once per mix, outside the time limit (without it they "
                    "are computed inside it)")
+=======
+@click.option("--allocator", type=click.Choice(["master", "rl"]), default="master", show_default=True,
+              help="master: column generation; rl: the PPO allocator (one menu column per job, "
+                   "models/rl/multijob.zip or --policy)")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
+              help="with --allocator rl: a policy of planner rl train-multijob (default: the shipped one)")
+>>>>>>> i27-rl
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
               help="write the multi-plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print the multi-plan's evaluation and solver as one JSON document")
@@ -374,8 +382,13 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
               help="draw the cluster coloured by job: GPUs per domain, link shares")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
+<<<<<<< HEAD
 def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, refs_path, out_path,
                   as_json, map_path, quiet):
+=======
+def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, allocator, policy_path,
+                  out_path, as_json, quiet):
+>>>>>>> i27-rl
     """Allocate INSTANCE's datacenters among its [[jobs]] and plan each job (SPEC 10): column
     generation over single-job plans on slices; exit 3 when no allocation is feasible."""
     from .scoring.multievaluate import multievaluate
@@ -384,9 +397,15 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     minst = pio.load_multi_instance(instance)
     refs = None if refs_path is None else pio.load_references(refs_path, minst)
     if out_path:
+<<<<<<< HEAD
         pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)]
                          + ([refs_path] if refs_path else []))
     _outputs([pio.resolve_instance_path(instance)], map=map_path)
+=======
+        pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
+    if policy_path and allocator != "rl":
+        raise click.BadParameter("a policy is for --allocator rl", param_hint="--policy")
+>>>>>>> i27-rl
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
@@ -396,7 +415,11 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     left = time_limit if deterministic else _time_left(time_limit)  # deterministic: a count of plans
     with stop.Watch():
         mp = multiplan(minst, objective=objective, time_limit=left, seed=seed, sharing=sharing, solver=solver,
+<<<<<<< HEAD
                        deterministic=deterministic, references=refs)
+=======
+                       deterministic=deterministic, allocator=allocator, policy=policy_path)
+>>>>>>> i27-rl
     if out_path:
         pio.write_atomic(out_path, mp.to_json() + "\n")
     ev = multievaluate(minst, mp, sharing=sharing)
@@ -709,6 +732,74 @@ def rl_train_cmd(instances, steps, seed, out_path, curve_path, init_path, quiet)
               f"last 10% mean return {tail.mean():+.3f} (log of greedy's objective over the plan's)")
     for name, ratio in curve.last_ratios().items():
         out.print(f"  {name}: deterministic plan / greedy's = {ratio:.4f} (exact, base network)")
+    out.print(f"policy written to {out_path}, learning curve to {curve_path} and {curve_csv}")
+
+
+@rl_group.command("train-multijob")
+@click.option("--steps", type=click.IntRange(1, limits.MAX_RL_STEPS), default=60_000, show_default=True,
+              help="environment steps (one step allocates one job)")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="PPO's seed")
+@click.option("--bases", default="aws-multiregion,gcp-16", show_default=True,
+              help="comma-separated clusters (one-job instances) the training mixes are drawn on")
+@click.option("--mix-seeds", default="1000,1001", show_default=True,
+              help="comma-separated seeds of planner generate-mix (keep them apart from the benchmark's 0-99)")
+@click.option("--jobs", "n_jobs", type=click.IntRange(2, limits.MAX_DOMAINS), default=6, show_default=True,
+              help="jobs per training mix (episodes draw subsets of 2 or more)")
+@click.option("--ref-limit", type=SECONDS, default=2.0, show_default=True,
+              help="seconds of greedy per job for the references tput*")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, callback=_writable,
+              help="policy file (zip; its metadata beside it as .zip.json)")
+@click.option("--curve", "curve_path", type=click.Path(dir_okay=False), callback=_picture,
+              help="learning curve PNG (default: OUT with .png; its CSV beside it with .csv)")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+@_guard
+def rl_train_multijob_cmd(steps, seed, bases, mix_seeds, n_jobs, ref_limit, out_path, curve_path, quiet):
+    """Train the PPO allocator for several jobs (SPEC 10): MaskablePPO over generated mixes
+    (planner generate-mix on each of BASES with each of MIX_SEEDS), each job given one
+    column of a menu of slices, for a reward mixing weighted rho, the least rho and the
+    weight meeting deadlines (planner/solvers/multijob/rl_env.py)."""
+    import time
+
+    from .problem.files import read_mapping
+    from .problem.jobs import MultiInstance
+    from .problem.files import find_model, load_model
+    from .problem.mixes import DEFAULT_MODELS, generate_mix
+    from .solvers.multijob import references
+    from .solvers.multijob.rl import train
+
+    base_names = [b.strip() for b in bases.split(",") if b.strip()]
+    try:
+        seeds = [int(x) for x in mix_seeds.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"comma-separated integers, not {mix_seeds!r}", "--mix-seeds") from None
+    if not base_names or not seeds or any(x < 0 for x in seeds):
+        raise InputError("at least one base and one seed >= 0", "--bases" if not base_names else "--mix-seeds")
+    stem = str(out_path).removesuffix(".zip")
+    curve_path = curve_path or stem + ".png"
+    curve_csv = str(curve_path).rsplit(".", 1)[0] + ".csv"
+    for option, path in (("--out", out_path), ("--curve", curve_path), ("--curve", curve_csv)):
+        pio.check_output(path, option)
+    _progress(quiet)
+    cat = mix_catalogue(DEFAULT_MODELS)
+    minsts, refs = [], []
+    for b in base_names:
+        pio.load_instance(b)  # a valid one-job instance: its cluster is the mixes'
+        raw = read_mapping(pio.resolve_instance_path(b))
+        for sd in seeds:
+            data = generate_mix(raw, n_jobs, sd, cat, name=f"{b}-{n_jobs}j-s{sd}")
+            m = MultiInstance.from_dict(data, resolve_model=lambda n: load_model(find_model(n)))
+            minsts.append(m)
+            refs.append(references(m, time_limit=ref_limit, seed=0))
+    command = "planner rl train-multijob " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else \
+        "planner rl train-multijob"
+    t0 = time.perf_counter()
+    _, rows = train(minsts, refs, steps=steps, seed=seed, out=out_path, curve_csv=curve_csv, curve_png=curve_path,
+                    meta={"command": command, "commit": code_version(), "bases": base_names, "mix_seeds": seeds,
+                          "jobs": n_jobs, "ref_limit_s": ref_limit})
+    last = [r for r in rows if r[0] == "eval" and r[1] == max(x[1] for x in rows if x[0] == "eval")]
+    out.print(f"trained {steps} steps on {len(minsts)} mixes in {time.perf_counter() - t0:.1f} s (menus included)")
+    for r in last:
+        out.print(f"  {r[2]}: reward {r[3]:.4f} (best rho first: {r[4]:.4f})")
     out.print(f"policy written to {out_path}, learning curve to {curve_path} and {curve_csv}")
 
 

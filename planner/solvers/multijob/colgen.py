@@ -66,6 +66,7 @@ FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheap
 QUICK_BASELINES = ("one_datacenter", "static_split")  # by the pricing planner before anything else
 EXACT_PER_ROUND = 3  # chosen columns of the pricing planner re-planned exactly per round
 SHARINGS = ("reserved", "shared")
+ALLOCATORS = ("master", "rl")  # multiplan's allocator: the column master, or the PPO allocator (.rl)
 
 
 def capacity(minst) -> Capacity:
@@ -136,7 +137,8 @@ def _single(minst, objective, time_limit, seed, solver, deterministic, refs, t0)
 
 def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, seed: int = 0,
               sharing: str = "reserved", solver: str = "greedy", deterministic: bool = False,
-              references: dict | None = None, baselines: bool = True):
+              references: dict | None = None, baselines: bool = True, allocator: str = "master",
+              policy=None, samples: int | None = None):
     """Allocate the cluster among ``minst``'s jobs and plan each (SPEC 10); see the
     module docstring.  ``objective``: None for the instance's ``multi_objective``;
     ``time_limit`` (s) covers everything (references, columns, masters, the final
@@ -154,6 +156,8 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     objective = objective or minst.options.multi_objective
     _check(minst, objective, sharing, time_limit, seed)
     budget = _Budget(time_limit, deterministic)
+    if allocator not in ALLOCATORS:
+        raise InputError(f"one of {', '.join(ALLOCATORS)}, not {allocator!r}", "allocator")
     J = len(minst.jobs)
     if J == 1:
         mp, extra = _single(minst, objective, time_limit, seed, solver, deterministic, references, t0)
@@ -178,6 +182,27 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                  "per mix", J, solver, "default" if ref_limit is None else f"{ref_limit:.3g}",
                  time.perf_counter() - t_ref)
     ref_s = time.perf_counter() - t_ref
+    if allocator == "rl":
+        from .rl import COLUMN_TIME_LIMIT, SAMPLES, allocate
+
+        pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic,
+                          column_time_limit=COLUMN_TIME_LIMIT)
+        cut = []  # the time limit (or a stop) ended the menus: the columns not planned are left out
+
+        def stop_menus() -> bool:
+            if not cut and budget.out(pool):
+                cut.append(True)
+            return bool(cut)
+
+        if not deterministic:
+            pool.stop_check = stop_menus
+        mp = allocate(minst, refs, pool=pool, objective=objective, policy=policy,
+                      samples=SAMPLES if samples is None else samples, seed=seed)
+        extra = {k: v for k, v in (mp.solver.model_extra or {}).items()}
+        extra.update({"allocator": "rl", "columns": len(pool.columns), "plans_made": pool.plans_made,
+                      "column_solver": solver})
+        status = budget.reason if cut else "heuristic"
+        return _finish(minst, mp, objective, sharing, refs, status, extra, t0, allow_infeasible=True)
     pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic)
     pool.limit_fn = budget.column_limit
     weights = [s.weight for s in minst.jobs]
@@ -361,16 +386,20 @@ def _better(objective, a, b) -> bool:
     return (-a.value, a.tie) > (-b.value, b.tie)
 
 
-def _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound=None):
-    """Score ``mp`` (reserved; and ``sharing``), attach the solver's claims."""
+def _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound=None, allow_infeasible=False):
+    """Score ``mp`` (reserved; and ``sharing``), attach the solver's claims.  ``allow_infeasible``
+    (the rl allocator): a multi-plan leaving a job out under an objective that admits every
+    job is returned as it is, status ``infeasible`` (``multievaluate`` names the job)."""
     ev = multievaluate(minst, mp, sharing="reserved")
-    if not ev.feasible:  # a bug: every column is feasible on its slice and the master respects capacities
+    if not ev.feasible and allow_infeasible:
+        status = "infeasible"
+    elif not ev.feasible:  # a bug: every column is feasible on its slice and the master respects capacities
         raise RuntimeError("multiplan made an infeasible multi-plan: " + "; ".join(ev.violations))
     if bound is None:
         bound = multi_bound(minst, objective, refs)
     value = ev.objective_value
     gap = gap_of(value, bound)
-    if gap is not None and gap <= 1e-9:
+    if gap is not None and gap <= 1e-9 and ev.feasible:
         status = "optimal"
     if sharing == "shared":
         shared = multievaluate(minst, mp, sharing="shared")

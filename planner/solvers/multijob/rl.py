@@ -1,0 +1,343 @@
+"""The PPO allocator for several jobs (SPEC 10, issue 27 item 5): a MaskablePPO policy
+(sb3-contrib, as the single-job RL planner) that gives each job, one at a time, one
+column of a small menu (:mod:`.rl_env`), trained on generated mixes for a
+multi-objective reward (weighted rho, the least rho, the weight meeting deadlines).
+
+:func:`allocate` is a baseline-like method, ``(minst, references, pool=None,
+objective=None, ...) -> MultiPlan``, also reached as ``planner.multiplan(minst,
+allocator="rl")`` and ``planner multiplan --allocator rl``: it makes every job's menu
+with the pool (single-job plans on slices: the only real cost), decodes the policy's
+most likely episode and ``samples`` sampled ones (seeded; under every objective but
+``deadline``, which alone may leave jobs out, among the actions after which every later
+job can still be given a column, when there are such: :meth:`~.rl_env.AllocationEnv.safe_masks`),
+and keeps the multi-plan best
+by the objective (:func:`~planner.scoring.multievaluate.objective_value`, the core's;
+ties by the reward).  Every column fits what the earlier jobs left (the mask), lies in
+its job's allowed domains and quota (the pool clips), and is scored by the core's
+``job_time``: the multi-plan is feasible, unless some job had no column left (then it
+is not admitted, which only the ``deadline`` objective allows).
+
+The shipped policy is ``models/rl/multijob.zip`` with ``multijob.zip.json`` (the
+command, steps, seed, commit, the training mixes and the last evaluation) and its
+learning curve (``multijob.csv``, ``multijob.png``); ``planner rl train-multijob``
+makes one.
+
+Example
+-------
+>>> refs = references(minst)                                        # doctest: +SKIP
+>>> mp = allocate(minst, refs)                                      # the shipped policy
+>>> model, curve = train([minst1, minst2], [refs1, refs2], steps=20_000, out="alloc.zip")
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...problem.errors import InputError
+from ...problem.files import atomic_path, models_dir, read_mapping, write_atomic
+from ...problem.plan import SolverInfo
+from ...scoring.multievaluate import JobFigures, better, objective_value
+from .columns import ColumnPool, assemble
+from .rl_env import GLOBAL, N_ACTIONS, N_MENU, REWARD_WEIGHTS, SKIP, SLOT, AllocationEnv, MixMenu, reward_of
+
+log = logging.getLogger("planner.rl")
+
+KIND = "multijob"  # the policy file's "kind" (the single-job policies have none)
+FORMAT = 1
+SAMPLES = 16
+COLUMN_TIME_LIMIT = 1.0  # s per single-job plan of a menu column (greedy)
+SHIPPED = "multijob.zip"
+
+
+# -- menus ---------------------------------------------------------------------------
+
+def make_menu(minst, references: dict, pool: ColumnPool | None = None, solver: str = "greedy", seed: int = 0,
+              column_time_limit: float | None = COLUMN_TIME_LIMIT) -> MixMenu:
+    """Every job's menu of ``minst`` (:func:`.rl_env.menu_columns`) with ``pool`` (default:
+    a new :class:`ColumnPool` of ``solver`` with ``column_time_limit`` s per plan)."""
+    if pool is None:
+        pool = ColumnPool(minst, references, solver=solver, seed=seed, column_time_limit=column_time_limit)
+    return MixMenu.build(minst, pool)
+
+
+# -- decoding --------------------------------------------------------------------------
+
+def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    import torch as th
+
+    with th.no_grad():
+        t, _ = model.policy.obs_to_tensor(obs)
+        dist = model.policy.get_distribution(t, action_masks=mask[None, :])
+        p = dist.distribution.probs[0].cpu().numpy().astype(float)
+    p = np.where(mask, p, 0.0)
+    return p / p.sum()
+
+
+def episode(model, env: AllocationEnv, options: dict | None = None, rng: np.random.Generator | None = None,
+            safe: bool = False):
+    """One episode: the most likely action at every step, or (``rng``) sampled ones;
+    ``safe``: among the actions of :meth:`AllocationEnv.safe_masks` (none after which the
+    later jobs cannot all be given a column, while another does not).  Returns (reward,
+    {mix job index: Column or None})."""
+    obs, _ = env.reset(seed=0, options=options)
+    while True:
+        mask = env.safe_masks() if safe else env.action_masks()
+        if rng is None:
+            a, _ = model.predict(obs, deterministic=True, action_masks=mask)
+        else:
+            a = rng.choice(N_ACTIONS, p=_probs(model, obs, mask))
+        obs, r, done, _, info = env.step(int(a))
+        if done:
+            return float(r), env.allocation()
+
+
+def column_figures(minst, cols: dict) -> list[JobFigures]:
+    """The SPEC 10 figures each job's column says (None: not admitted), file order, for
+    :func:`objective_value`; they are ``multievaluate``'s (reserved) for the same multi-plan."""
+    out = []
+    for j, spec in enumerate(minst.jobs):
+        c = cols.get(j)
+        if c is None:
+            out.append(JobFigures(spec.name, False, None, None, None, 0.0, None, None, False, None, True))
+        else:
+            out.append(JobFigures(spec.name, True, None, c.completion_s / spec.iterations, c.throughput, c.rho,
+                                  None, c.completion_s, bool(c.deadline_met), c.cost, True))
+    return out
+
+
+def allocate(minst, references: dict, pool: ColumnPool | None = None, objective: str | None = None,
+             policy=None, samples: int = SAMPLES, seed: int = 0, menu: MixMenu | None = None,
+             column_time_limit: float | None = COLUMN_TIME_LIMIT):
+    """The PPO allocator's multi-plan (see the module docstring).  ``policy``: a path, a
+    loaded model or None (the shipped ``models/rl/multijob.zip``); ``samples`` sampled
+    episodes besides the most likely one (a NumPy generator seeded with ``seed``).
+    ``solver`` extras: ``rl_reward`` (of the kept episode), ``rl_found_by``,
+    ``rl_episodes``, ``rl_menu_s`` (s to make the menus), ``rl_policy``.
+
+    >>> mp = allocate(minst, references(minst), samples=8)         # doctest: +SKIP
+    """
+    from ..rl import one_thread
+
+    t0 = time.perf_counter()
+    objective = objective or minst.options.multi_objective
+    path = None
+    if policy is None:
+        policy = shipped_policy()
+        if policy is None:
+            raise InputError("the rl allocator needs a trained policy: none shipped as models/rl/multijob.zip; "
+                             "planner rl train-multijob --out POLICY, then --policy POLICY", "policy")
+    if isinstance(policy, (str, Path)):
+        path = str(policy)
+        model, _ = load_policy(policy)
+    else:
+        model = policy
+    if menu is None:
+        if pool is None:
+            pool = ColumnPool(minst, references, column_time_limit=column_time_limit)
+        menu = MixMenu.build(minst, pool)
+    t_menu = time.perf_counter() - t0
+    env = AllocationEnv([menu])
+    safe = objective != "deadline"  # every job must be admitted: keep room for the later ones
+    best, best_key, found, n = None, None, None, 0
+    rng = np.random.default_rng(seed)
+    with one_thread():
+        for k in range(1 + max(0, int(samples))):
+            r, cols = episode(model, env, None, None if k == 0 else rng, safe=safe)
+            n += 1
+            figs = column_figures(minst, cols)
+            key = objective_value(objective, figs, minst)
+            if best is None or better(objective, key, best_key) or (key == best_key and r > best[0] + 1e-12):
+                best, best_key = (r, cols), key
+                found = "deterministic" if k == 0 else f"sample {k}"
+    r, cols = best
+    mp = assemble(minst, objective, [cols.get(j) for j in range(len(minst.jobs))], references)
+    extra = {"rl_reward": r, "rl_found_by": found, "rl_episodes": n, "rl_menu_s": round(t_menu, 3)}
+    if path:
+        extra["rl_policy"] = path
+    info = SolverInfo(name="rl_allocator", status="heuristic", time_s=time.perf_counter() - t0, **extra)
+    return mp.model_copy(update={"solver": info})
+
+
+# -- training ------------------------------------------------------------------------------
+
+def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int = 0, out=None,
+          menus: list[MixMenu] | None = None, hidden: int = 64, n_steps: int = 512, learning_rate: float = 3e-4,
+          ent_coef: float = 0.01, min_jobs: int = 2, eval_every: int | None = None, meta: dict | None = None,
+          curve_csv=None, curve_png=None, column_time_limit: float | None = COLUMN_TIME_LIMIT):
+    """Train MaskablePPO (an MLP policy, ``hidden`` x 2) on the mixes ``minsts`` (each with
+    its ``references``; ``menus``: made already) with the augmented environment (a subset
+    of each mix's jobs and Gavel's weights drawn per episode).  Reproducible for a seed
+    (one torch thread).  Every ``eval_every`` steps the deterministic policy allocates
+    each whole mix; its reward and greedy_by_weight's order-free yardstick (each job its
+    best menu column that fits, in weight order: :func:`greedy_reward`) go to the curve.
+    With ``out``: the policy and ``out.json`` (:func:`save_policy`).  Returns (model,
+    curve rows: (kind, step, mix, reward, yardstick))."""
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
+
+    torch.set_num_threads(1)
+    t_setup = time.perf_counter()
+    if menus is None:
+        menus = [make_menu(m, r, column_time_limit=column_time_limit) for m, r in zip(minsts, references)]
+    menu_s = time.perf_counter() - t_setup
+    log.info("rl allocator: menus of %d mixes in %.1f s", len(menus), menu_s)
+    env = AllocationEnv(menus, augment=True, min_jobs=min_jobs)
+    env.reset(seed=seed)
+    ev_env = AllocationEnv(menus)
+    names = [m.minst.name for m in menus]
+    rows: list[tuple] = []
+    eval_every = eval_every or max(n_steps, steps // 20)
+    model = MaskablePPO("MlpPolicy", env, policy_kwargs={"net_arch": [hidden, hidden]}, seed=seed,
+                        n_steps=n_steps, batch_size=min(128, n_steps), n_epochs=6, learning_rate=learning_rate,
+                        gamma=1.0, gae_lambda=0.95, ent_coef=ent_coef, verbose=0, device="cpu")
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    yard = [greedy_reward(m) for m in menus]
+
+    def evaluate(step):
+        got = []
+        for i, name in enumerate(names):
+            r, _ = episode(model, ev_env, {"mix": i})
+            rows.append(("eval", step, name, r, yard[i]))
+            got.append(r)
+        log.info("rl allocator: %d of %d steps; deterministic reward %.4f (greedy order %.4f) over %d mixes",
+                 step, steps, float(np.mean(got)), float(np.mean(yard)), len(names))
+
+    class Record(BaseCallback):
+        def _on_step(self) -> bool:
+            for info, done in zip(self.locals["infos"], self.locals["dones"]):
+                if done and "final" in info:
+                    rows.append(("episode", self.num_timesteps, "", info["final"], float("nan")))
+            if self.num_timesteps % eval_every == 0:
+                evaluate(self.num_timesteps)
+            return True
+
+    t0 = time.perf_counter()
+    evaluate(0)
+    model.learn(total_timesteps=steps, callback=Record())
+    if not rows or rows[-1][1] != model.num_timesteps:
+        evaluate(model.num_timesteps)
+    train_s = time.perf_counter() - t0
+    last = {r[2]: round(r[3], 6) for r in rows if r[0] == "eval" and r[1] == model.num_timesteps}
+    if out is not None:
+        save_policy(model, out, {"kind": KIND, "format": FORMAT, "mixes": names, "steps": steps, "seed": seed,
+                                 "hidden": hidden, "n_steps": n_steps, "learning_rate": learning_rate,
+                                 "ent_coef": ent_coef, "min_jobs": min_jobs, "reward_weights": list(REWARD_WEIGHTS),
+                                 "menu_s": round(menu_s, 1), "train_s": round(train_s, 1),
+                                 "last_eval_reward": last,
+                                 "greedy_order_reward": {n: round(y, 6) for n, y in zip(names, yard)},
+                                 **(meta or {})})
+    if curve_csv is not None:
+        with atomic_path(curve_csv) as tmp, open(tmp, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["kind", "step", "mix", "reward", "greedy_order_reward"])
+            for kind, step, name, r, y in rows:
+                w.writerow([kind, step, name, f"{r:.6g}", "" if math.isnan(y) else f"{y:.6g}"])
+    if curve_png is not None:
+        _plot(rows, curve_png, f"MaskablePPO allocator, {steps} steps, seed {seed}, {len(names)} mixes")
+    return model, rows
+
+
+def greedy_reward(menu: MixMenu) -> float:
+    """A yardstick for the curve: jobs in the environment's order, each its fitting menu
+    column of highest rho (ties: fewer GPUs); the reward of that episode."""
+    env = AllocationEnv([menu])
+    env.reset(seed=0)
+    r = 0.0
+    while not env.done:
+        mask = env.action_masks()
+        j = env.jobs[env.t]
+        if mask[SKIP]:
+            a = SKIP
+        else:
+            cand = [k for k in range(N_MENU) if mask[k]]
+            a = max(cand, key=lambda k: (menu.rho[j, k], -menu.use[j, k, :menu.n_domains].sum()))
+        _, r, _, _, _ = env.step(a)
+    return float(r)
+
+
+def _plot(rows, path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    ep = [r for r in rows if r[0] == "episode"]
+    if ep:
+        x = np.array([r[1] for r in ep])
+        y = np.array([r[3] for r in ep])
+        w = max(1, min(200, len(y) // 10))
+        a1.plot(x[w - 1:], np.convolve(y, np.ones(w) / w, mode="valid"), lw=1.2)
+    a1.set_xlabel("environment steps")
+    a1.set_ylabel("episode reward (moving mean)")
+    a1.set_title("training episodes (subsets of the mixes, redrawn weights)", fontsize=9)
+    ev = [r for r in rows if r[0] == "eval"]
+    steps = sorted({r[1] for r in ev})
+    a2.plot(steps, [np.mean([r[3] for r in ev if r[1] == s]) for s in steps], ".-", label="policy (deterministic)")
+    a2.plot(steps, [np.mean([r[4] for r in ev if r[1] == s]) for s in steps], "--", label="best rho first")
+    a2.set_xlabel("environment steps")
+    a2.set_ylabel("mean reward over the training mixes")
+    a2.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+
+
+# -- policy files ----------------------------------------------------------------------------
+
+def save_policy(model, out, meta: dict) -> Path:
+    """``out`` (zip; ``.zip`` added when missing) and ``out.json`` (``meta``)."""
+    out = Path(out)
+    out = out if out.suffix == ".zip" else out.with_name(out.name + ".zip")
+    with atomic_path(out) as tmp:
+        model.save(tmp)
+    write_atomic(str(out) + ".json", json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def shipped_policy() -> Path | None:
+    """``models/rl/multijob.zip`` when it and its ``.json`` are there, else None."""
+    from ..rl import POLICY_DIR
+
+    p = models_dir() / POLICY_DIR / SHIPPED
+    return p if p.is_file() and Path(str(p) + ".json").is_file() else None
+
+
+def load_policy(path):
+    """(model, meta) of an allocator policy file and its ``.json``; ``InputError`` naming the
+    file when either is missing, unreadable or of another kind (a single-job policy)."""
+    from ..rl_env import _require
+
+    _require()
+    from sb3_contrib import MaskablePPO
+
+    path = Path(path)
+    meta = read_mapping(Path(str(path) + ".json"))
+    if not path.is_file():
+        raise InputError("no such file (a policy saved by planner rl train-multijob)", file=str(path))
+    if meta.get("kind") != KIND:
+        raise InputError(f"not an allocator policy (kind {meta.get('kind')!r}, expected {KIND!r}: made by "
+                         "planner rl train-multijob)", "kind", file=str(path) + ".json")
+    if meta.get("format") != FORMAT:
+        raise InputError(f"an allocator policy of format {meta.get('format')!r}; this planner reads {FORMAT}",
+                         "format", file=str(path) + ".json")
+    try:
+        model = MaskablePPO.load(path, device="cpu")
+    except Exception as err:  # a corrupt or foreign zip: the loader's errors vary (zipfile, pickle, torch)
+        raise InputError(f"not a saved policy: {type(err).__name__}: {err}", file=str(path)) from None
+    want = GLOBAL + N_ACTIONS * SLOT
+    if tuple(model.observation_space.shape) != (want,) or model.action_space.n != N_ACTIONS:
+        raise InputError(f"the policy reads {model.observation_space.shape[0]} features and {model.action_space.n} "
+                         f"actions; the allocator's environment has {want} and {N_ACTIONS}", file=str(path))
+    return model, meta
