@@ -363,18 +363,15 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
 @click.option("--solver", default="greedy", show_default=True,
               help=f"the single-job planner of the columns and references: {', '.join(sorted(SOLVERS))}")
 @click.option("--deterministic", is_flag=True, help="budget by plans made, not the clock: the same result at any load")
-<<<<<<< HEAD
 @click.option("--references", "refs_path", type=click.Path(dir_okay=False),
               help="JSON of each job's reference throughput tput* (tokens/s): {job: tput}, or a benchmark's "
                    "sidecar keyed by mix name; computed once per mix, outside the time limit (without it they "
                    "are computed inside it)")
-=======
 @click.option("--allocator", type=click.Choice(["master", "rl"]), default="master", show_default=True,
               help="master: column generation; rl: the PPO allocator (one menu column per job, "
                    "models/rl/multijob.zip or --policy)")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
               help="with --allocator rl: a policy of planner rl train-multijob (default: the shipped one)")
->>>>>>> i27-rl
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), callback=_writable,
               help="write the multi-plan JSON here")
 @click.option("--json", "as_json", is_flag=True, help="print the multi-plan's evaluation and solver as one JSON document")
@@ -382,13 +379,8 @@ def evaluate_cmd(instance, plan_file, as_json, gantt_path, map_path, full):
               help="draw the cluster coloured by job: GPUs per domain, link shares")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @_guard
-<<<<<<< HEAD
-def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, refs_path, out_path,
-                  as_json, map_path, quiet):
-=======
-def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, allocator, policy_path,
-                  out_path, as_json, quiet):
->>>>>>> i27-rl
+def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, deterministic, refs_path, allocator,
+                  policy_path, out_path, as_json, map_path, quiet):
     """Allocate INSTANCE's datacenters among its [[jobs]] and plan each job (SPEC 10): column
     generation over single-job plans on slices; exit 3 when no allocation is feasible."""
     from .scoring.multievaluate import multievaluate
@@ -397,15 +389,11 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     minst = pio.load_multi_instance(instance)
     refs = None if refs_path is None else pio.load_references(refs_path, minst)
     if out_path:
-<<<<<<< HEAD
         pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)]
                          + ([refs_path] if refs_path else []))
     _outputs([pio.resolve_instance_path(instance)], map=map_path)
-=======
-        pio.check_output(out_path, "--out", [pio.resolve_instance_path(instance)])
     if policy_path and allocator != "rl":
         raise click.BadParameter("a policy is for --allocator rl", param_hint="--policy")
->>>>>>> i27-rl
     if solver not in SOLVERS:
         raise click.BadParameter(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}",
                                  param_hint="--solver")
@@ -415,11 +403,7 @@ def multiplan_cmd(instance, objective, sharing, time_limit, seed, solver, determ
     left = time_limit if deterministic else _time_left(time_limit)  # deterministic: a count of plans
     with stop.Watch():
         mp = multiplan(minst, objective=objective, time_limit=left, seed=seed, sharing=sharing, solver=solver,
-<<<<<<< HEAD
-                       deterministic=deterministic, references=refs)
-=======
-                       deterministic=deterministic, allocator=allocator, policy=policy_path)
->>>>>>> i27-rl
+                       deterministic=deterministic, references=refs, allocator=allocator, policy=policy_path)
     if out_path:
         pio.write_atomic(out_path, mp.to_json() + "\n")
     ev = multievaluate(minst, mp, sharing=sharing)
