@@ -55,6 +55,35 @@ class MatrixResult:
             v.set_value(float(round(x)) if v.is_integer() else float(x), skip_validation=True)
 
 
+def standard_form_lp(sf):
+    """A ``highspy.HighsLp`` of Pyomo's standard form ``sf`` (``LinearStandardFormCompiler().write(M,
+    mixed_form=True)``): costs and offset, column bounds, row bounds, the matrix by columns; no
+    integrality (the caller sets it).
+
+    >>> lp = standard_form_lp(LinearStandardFormCompiler().write(M, mixed_form=True))   # doctest: +SKIP
+    """
+    import highspy
+
+    cols, A = sf.columns, sf.A.tocsc()
+    n = len(cols)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, A.shape[0]
+    lp.col_cost_ = np.asarray(sf.c.toarray()).ravel() if n else np.zeros(0)
+    lp.offset_ = float(sf.c_offset[0]) if len(sf.c_offset) else 0.0
+    inf = highspy.kHighsInf
+    lp.col_lower_ = np.array([-inf if v.lb is None else v.lb for v in cols], dtype=float)
+    lp.col_upper_ = np.array([inf if v.ub is None else v.ub for v in cols], dtype=float)
+    kinds = np.array([row.bound_type for row in sf.rows], dtype=int)
+    rhs = np.asarray(sf.rhs, dtype=float)
+    lp.row_lower_ = np.where(kinds == 1, -inf, rhs)
+    lp.row_upper_ = np.where(kinds == -1, inf, rhs)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(float)
+    return lp
+
+
 class MatrixHighs:
     """HiGHS on a Pyomo model's matrix; ``time_limit`` seconds (None: none),
     ``seed``, ``threads``, relative ``gap`` (None: HiGHS's default).  Fixed
@@ -81,23 +110,8 @@ class MatrixHighs:
         except InfeasibleConstraintException:  # a row without free variables is violated
             return MatrixResult("infeasible", None, None)
         cols = sf.columns
-        n, A = len(cols), sf.A.tocsc()
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n, A.shape[0]
-        lp.col_cost_ = np.asarray(sf.c.toarray()).ravel() if n else np.zeros(0)
-        lp.offset_ = float(sf.c_offset[0]) if len(sf.c_offset) else 0.0
-        inf = highspy.kHighsInf
-        lower = np.array([-inf if v.lb is None else v.lb for v in cols], dtype=float)
-        upper = np.array([inf if v.ub is None else v.ub for v in cols], dtype=float)
-        lp.col_lower_, lp.col_upper_ = lower, upper
-        kinds = np.array([row.bound_type for row in sf.rows], dtype=int)
-        rhs = np.asarray(sf.rhs, dtype=float)
-        lp.row_lower_ = np.where(kinds == 1, -inf, rhs)
-        lp.row_upper_ = np.where(kinds == -1, inf, rhs)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = A.indices.astype(np.int32)
-        lp.a_matrix_.value_ = A.data.astype(float)
+        lp = standard_form_lp(sf)
+        lower, upper = np.asarray(lp.col_lower_), np.asarray(lp.col_upper_)
         integer = [v.is_integer() for v in cols]
         lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
         h = highspy.Highs()

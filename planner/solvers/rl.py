@@ -195,7 +195,8 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def masked_probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The policy's action probabilities at ``obs``, zero where ``mask`` is false, renormalised."""
     import torch as th
 
     with th.no_grad():
@@ -225,7 +226,7 @@ def episode(model, env: PlacementEnv, options: dict | None = None, rng: np.rando
         if rng is None:
             a, _ = model.predict(obs, deterministic=True, action_masks=mask)
         else:
-            p = _probs(model, obs, mask)
+            p = masked_probs(model, obs, mask)
             a = rng.choice(len(p), p=p)
         obs, _, done, _, info = env.step(int(a))
         if done:

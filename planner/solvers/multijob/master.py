@@ -37,10 +37,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyomo.environ as pyo
 
-from ..highs import HIGHS_OPTIONS, MatrixHighs
+from ..highs import HIGHS_OPTIONS, MatrixHighs, standard_form_lp
 
 OBJECTIVES = ("maxmin", "weighted", "deadline", "cost", "makespan")
 MAXIMISE = {"maxmin": True, "weighted": True, "deadline": True, "cost": False, "makespan": False}
@@ -197,26 +196,11 @@ def solve_lp(columns, weights, capacity: Capacity, objective: str) -> MasterResu
         sf = LinearStandardFormCompiler().write(M, mixed_form=True)
     except InfeasibleConstraintException:
         return MasterResult([None] * J, None, None, "infeasible")
-    cols, A = sf.columns, sf.A.tocsc()
+    cols = sf.columns
     h = highspy.Highs()
     for k, v in HIGHS_OPTIONS.items():
         h.setOptionValue(k, v)
-    inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = len(cols), A.shape[0]
-    lp.col_cost_ = np.asarray(sf.c.toarray()).ravel()
-    lp.offset_ = float(sf.c_offset[0]) if len(sf.c_offset) else 0.0
-    lp.col_lower_ = np.array([-inf if v.lb is None else v.lb for v in cols], dtype=float)
-    lp.col_upper_ = np.array([inf if v.ub is None else v.ub for v in cols], dtype=float)
-    kinds = np.array([r.bound_type for r in sf.rows], dtype=int)
-    rhs = np.asarray(sf.rhs, dtype=float)
-    lp.row_lower_ = np.where(kinds == 1, -inf, rhs)
-    lp.row_upper_ = np.where(kinds == -1, inf, rhs)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(float)
-    h.passModel(lp)
+    h.passModel(standard_form_lp(sf))
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return MasterResult([None] * J, None, None, "infeasible")

@@ -44,6 +44,7 @@ from ...problem.errors import InputError
 from ...problem.files import atomic_path, models_dir, read_mapping, write_atomic
 from ...problem.plan import SolverInfo
 from ...scoring.multievaluate import JobFigures, better, objective_value
+from ..rl import masked_probs
 from .columns import ColumnPool, assemble
 from .rl_env import GLOBAL, N_ACTIONS, N_MENU, REWARD_WEIGHTS, SKIP, SLOT, AllocationEnv, MixMenu, reward_of
 
@@ -69,17 +70,6 @@ def make_menu(minst, references: dict, pool: ColumnPool | None = None, solver: s
 
 # -- decoding --------------------------------------------------------------------------
 
-def _probs(model, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    import torch as th
-
-    with th.no_grad():
-        t, _ = model.policy.obs_to_tensor(obs)
-        dist = model.policy.get_distribution(t, action_masks=mask[None, :])
-        p = dist.distribution.probs[0].cpu().numpy().astype(float)
-    p = np.where(mask, p, 0.0)
-    return p / p.sum()
-
-
 def episode(model, env: AllocationEnv, options: dict | None = None, rng: np.random.Generator | None = None,
             safe: bool = False):
     """One episode: the most likely action at every step, or (``rng``) sampled ones;
@@ -92,7 +82,7 @@ def episode(model, env: AllocationEnv, options: dict | None = None, rng: np.rand
         if rng is None:
             a, _ = model.predict(obs, deterministic=True, action_masks=mask)
         else:
-            a = rng.choice(N_ACTIONS, p=_probs(model, obs, mask))
+            a = rng.choice(N_ACTIONS, p=masked_probs(model, obs, mask))
         obs, r, done, _, info = env.step(int(a))
         if done:
             return float(r), env.allocation()
