@@ -125,10 +125,7 @@ def outer_state_bytes(instance, plan: Plan) -> float:
     """Bytes per parameter of outer state ``plan`` keeps on the GPU (SPEC 11: phi_o beta_o;
     0 for a per-step sync)."""
     dp = plan.dp_sync
-    if dp is None or not dp.outer:
-        return 0.0
-    share = 1.0 if dp.outer_state == "gpu" else (0.0 if dp.mode == "diloco" else 1.0 / dp.fragments)
-    return share * instance.compression.outer_state_bytes_per_param
+    return 0.0 if dp is None else dp.outer_state_share * instance.compression.outer_state_bytes_per_param
 
 
 def block(plan: Plan) -> int:

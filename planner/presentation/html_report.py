@@ -42,15 +42,18 @@ from .display import status_text
 # the only rule a page needs: nothing from outside, inline styles (matplotlib's SVG uses style attributes)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
-TEMPLATE = """<!DOCTYPE html>
+# the opening of every page (a Jinja template: ``csp``, ``version``), then its <title>, then STYLE
+HEAD = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{{ csp }}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="planner {{ version }}">
-<title>Plan for {{ inst.name }}{% if plan.solver %} ({{ plan.solver.name }}){% endif %}</title>
-<style>
+"""
+
+# the look of every page
+STYLE = """<style>
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
        color: #1d1f23; background: #fafafa; margin: 0; }
 main { max-width: 1100px; margin: 0 auto; padding: 1.5em 2em 3em; background: #fff; }
@@ -75,7 +78,10 @@ details summary { cursor: pointer; color: #1f5fa8; margin: .3em 0; }
 code { font-size: .92em; }
 footer { color: #777; font-size: .85em; margin-top: 3em; }
 </style>
-</head>
+"""
+
+TEMPLATE = HEAD + """<title>Plan for {{ inst.name }}{% if plan.solver %} ({{ plan.solver.name }}){% endif %}</title>
+""" + STYLE + """</head>
 <body>
 <main>
 <header>

@@ -19,27 +19,16 @@ escaped by the template.
 
 from __future__ import annotations
 
-import re
 
 from jinja2 import Environment
 from markupsafe import Markup
 
 from ..problem.errors import InputError
-from .html_report import CSP, TEMPLATE, _svg, _value, plan_parts, version
+from .html_report import CSP, HEAD, STYLE, _svg, _value, plan_parts, version
 from .multiview import draw_jobs, job_colour, summary_html
 
-_STYLE = re.search(r"<style>.*?</style>", TEMPLATE, re.S).group(0)  # the single-job page's look
-
-MULTI_TEMPLATE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{{ csp }}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="planner {{ version }}">
-<title>Multi-plan for {{ minst.name }} ({{ minst.jobs|length }} jobs)</title>
-{{ style }}
-</head>
+MULTI_TEMPLATE = HEAD + """<title>Multi-plan for {{ minst.name }} ({{ minst.jobs|length }} jobs)</title>
+""" + STYLE + """</head>
 <body>
 <main>
 <header>
@@ -162,7 +151,7 @@ def render_multi(minst, mplan, sharing: str = "reserved", instance_file: str = "
     figures = [(k, _value(v)) for k, v in ev.to_dict().items() if k != "jobs"]
     job_figures = [(f.name, [(k, _value(v)) for k, v in f.to_dict().items() if k != "name"]) for f in ev.jobs]
     return _template.render(
-        csp=CSP, version=version(), style=Markup(_STYLE), minst=minst, ev=ev,
+        csp=CSP, version=version(), minst=minst, ev=ev,
         summary=Markup(summary_html(minst, mplan, ev)), network_map=_svg(draw_jobs(minst, mplan, ev)),
         figures=figures, job_keys=keys, job_figures=job_figures, jobs=jobs,
         instance_file=instance_file or minst.name, plan_file=plan_file or "the multi-plan")

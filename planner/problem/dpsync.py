@@ -106,6 +106,17 @@ class DpSync(_Strict):
         return self.H if self.outer else 1
 
     @property
+    def outer_state_share(self) -> float:
+        """phi_o (SPEC 11): the share of the outer state (beta_o bytes per parameter) held on
+        the GPU: 1 with ``outer_state = "gpu"``; on the CPU, 0 under diloco and the fragment in
+        flight, 1 / F, under streaming; 0 for every_step."""
+        if not self.outer:
+            return 0.0
+        if self.outer_state == "gpu":
+            return 1.0
+        return 0.0 if self.mode == "diloco" else 1.0 / self.fragments
+
+    @property
     def compressed(self) -> bool:
         """Whether the synced payload is below 16 bits per parameter."""
         return self.bits < FULL_BITS
@@ -279,19 +290,3 @@ def sync_options(instance, modes=None) -> list[DpSync]:
                     quality_row(rows, s, 1) is not None:
                 out.append(s)
     return out
-
-
-def best_quality(instance) -> float:
-    """The largest e any allowed option can have on ``instance`` (1 for the plain
-    sync when allowed): a bound on the objective divides by it (SPEC 11 "Solvers")."""
-    best = 1.0 if "every_step" in instance.options.sync_modes else 0.0
-    rows = quality_rows(instance)
-    for s in sync_options(instance):
-        if s.plain:
-            best = max(best, 1.0)
-            continue
-        for M in range(1, max(len(instance.domains), 1) + 1):
-            row = quality_row(rows, s, M)
-            if row is not None:
-                best = max(best, row.e)
-    return best if best > 0 else 1.0

@@ -29,7 +29,6 @@ True
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Annotated, Literal
@@ -42,7 +41,7 @@ from .files import strict_json
 from .jobs import MultiInstance, link_key
 from .limits import MAX_TOTAL_GPUS
 from .names import Name
-from .plan import Plan, SolverInfo
+from .plan import Plan, SolverInfo, json_object
 from .views import view
 
 GpuCount = Annotated[int, Field(ge=0, le=MAX_TOTAL_GPUS, strict=True)]
@@ -102,11 +101,7 @@ class MultiPlan(_Strict):
 
     @classmethod
     def from_json(cls, text: str) -> "MultiPlan":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(json_object(text))
 
     def to_dict(self) -> dict:
         """The JSON object (``None`` entries of plans left out, as plan files do)."""

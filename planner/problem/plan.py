@@ -110,6 +110,14 @@ CLAIM_REASONS = {"stale": "the instance changed since the plan was made",
 """Why a plan's solver claims (status, bound, gap) are not shown, by kind (see :func:`claims_check`)."""
 
 
+def json_object(text: str):
+    """``json.loads(text)``; ``InputError`` with the line and column where it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+
+
 def _sha256(data) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -345,10 +353,7 @@ class Plan(_Strict):
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        data = json_object(text)
         if not isinstance(data, dict):
             raise InputError("a plan file holds one JSON object")
         return cls.from_dict(data)

@@ -277,8 +277,6 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     every-step plans pay the crossing stage's sync at the fewest bits a row covers
     and divide by their class's largest e, DiLoCo and streaming plans pay no sync
     and divide by theirs; the bound is the smaller of the two."""
-    from ..problem.dpsync import best_quality
-
     spec = check_spec(spec)
     cache = instance.__dict__.setdefault("_planner_cache", {})
     key = ("objective_lower_bound", spec)
@@ -287,7 +285,7 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     time = instance.options.objective == "time"
     if spec < 3:
         value = (lower_bound(instance, spec=spec).value if time else cost_lower_bound(instance, spec)) \
-            / best_quality(instance)
+            / max(e for _, e in sync_classes(instance))
     else:
         if time:  # the instance-wide parts hold for every class
             base = max(v for k, v in lower_bound(instance, spec=spec).parts.items() if k != "shapes")

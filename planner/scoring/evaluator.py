@@ -178,19 +178,26 @@ class Evaluator:
         """
         return self._simulate(self._comm(self._states(states)))
 
-    def _by_class(self, comm, stage_ends) -> np.ndarray:
-        """``stage_ends(f, g, x, l)`` (K, S) taken per class of replicas with the same GPU
-        types (SPEC v3 (g): (r, j) runs at the speed of its domain's type), the largest
-        over the classes: E_j is a maximum over replicas and each replica's figures are
-        its own.  One call with one class (one type everywhere)."""
+    def _classes(self, comm):
+        """``(f, g, x, l)`` of each class of replicas with the same GPU types (SPEC v3 (g):
+        (r, j) runs at the speed of its domain's type): the class's compute figures and its
+        replicas' (or groups') communication columns.  One class with one type everywhere."""
         fig = self.fig
         if fig.classes == 1:
-            return stage_ends(fig.class_f[0], fig.class_g[0], comm.x, comm.l)
+            yield fig.class_f[0], fig.class_g[0], comm.x, comm.l
+            return
         of = fig.group_class if self.group_replicas else fig.replica_class
-        out = None
         for k in range(fig.classes):
             cols = np.nonzero(of == k)[0]
-            E = stage_ends(fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
+            yield fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols]
+
+    def _by_class(self, comm, stage_ends) -> np.ndarray:
+        """``stage_ends(f, g, x, l)`` (K, S) taken per class (:meth:`_classes`), the largest
+        over the classes: E_j is a maximum over replicas and each replica's figures are its
+        own."""
+        out = None
+        for f, g, x, l in self._classes(comm):
+            E = stage_ends(f, g, x, l)
             out = E if out is None else np.maximum(out, E)
         return out
 
@@ -231,16 +238,10 @@ class Evaluator:
         >>> ev.class_times().argmax(axis=1)     # the binding class  # doctest: +SKIP
         array([1])
         """
-        fig = self.fig
         comm = self._comm(self._states(states))
         prog = program_for(self.plan)
-        of = fig.group_class if self.group_replicas else fig.replica_class
-        out = np.empty((comm.ar.shape[0], fig.classes))
-        for k in range(fig.classes):
-            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
-            E = simulate_times(prog, fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
-            out[:, k] = (E + comm.ar).max(axis=1)
-        return out
+        return np.stack([(simulate_times(prog, f, g, x, l) + comm.ar).max(axis=1)
+                         for f, g, x, l in self._classes(comm)], axis=1)
 
     def estimate_ends(self, states: NetworkStates | None = None) -> np.ndarray:
         """E^est_j (SPEC 7), shape (K, S), seconds."""
@@ -260,32 +261,21 @@ class Evaluator:
     def _ends_starts(self, comm) -> tuple[np.ndarray, np.ndarray]:
         """(E, a), each (K, S): stage ends (latest over replicas) and the start of each
         stage's first op (earliest over replicas), per class of GPU types."""
-        fig = self.fig
         prog = program_for(self.plan, starts=True)
-        of = fig.group_class if self.group_replicas else fig.replica_class
         E = a = None
-        for k in range(fig.classes):
-            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
-            Ek, ak = simulate_ends_and_starts(prog, fig.class_f[k], fig.class_g[k], comm.x[:, cols], comm.l[:, cols])
+        for f, g, x, l in self._classes(comm):
+            Ek, ak = simulate_ends_and_starts(prog, f, g, x, l)
             E = Ek if E is None else np.maximum(E, Ek)
             a = ak if a is None else np.minimum(a, ak)
         return E, a
 
     def _estimate_starts(self, comm) -> np.ndarray:
         """a^est_j (K, S) = min_r sum_{i<j} (f_{i,r} + x_{i,r} + l_{i,r}) (SPEC 11)."""
-        fig = self.fig
-        of = fig.group_class if self.group_replicas else fig.replica_class
         K, S = comm.ar.shape
         a = np.zeros((K, S))
-        if S == 1:
-            return a
-        best = None
-        for k in range(fig.classes):
-            cols = np.nonzero(of == k)[0] if fig.classes > 1 else slice(None)
-            step = fig.class_f[k][:-1] + comm.x[:, cols] + comm.l[:, cols]  # (K, n, S-1)
-            ak = np.cumsum(step, axis=2).min(axis=1)
-            best = ak if best is None else np.minimum(best, ak)
-        a[:, 1:] = best
+        if S > 1:
+            a[:, 1:] = np.min([np.cumsum(f[:-1] + x + l, axis=2).min(axis=1)
+                               for f, g, x, l in self._classes(comm)], axis=0)
         return a
 
     def _effective(self, E, ar, states, starts=None, dp=None) -> tuple[np.ndarray, np.ndarray]:
@@ -348,9 +338,7 @@ class Evaluator:
             except InputError:
                 out.append(None)
                 continue
-            share = (0.0 if not dp.outer else 1.0 if dp.outer_state == "gpu" else
-                     0.0 if dp.mode == "diloco" else 1.0 / dp.fragments)
-            if np.any(base + share * fig.beta_o * fig.P / self.plan.tp > fig.memory_limit * (1 + 1e-12)):
+            if np.any(base + dp.outer_state_share * fig.beta_o * fig.P / self.plan.tp > fig.memory_limit * (1 + 1e-12)):
                 out.append(None)
                 continue
             T = self._effective(E, comm.ar, st, starts, dp=dp)[1]

@@ -201,12 +201,7 @@ class PlanFigures:
         self.M = sync_groups(plan)
         comp = instance.compression
         self.beta_o = comp.outer_state_bytes_per_param
-        if not dp.outer:
-            self.outer_state_share = 0.0
-        elif dp.outer_state == "gpu":
-            self.outer_state_share = 1.0
-        else:  # on the CPU: nothing under diloco, the fragment in flight under streaming
-            self.outer_state_share = 0.0 if dp.mode == "diloco" else 1.0 / dp.fragments
+        self.outer_state_share = dp.outer_state_share
         self.codec_rate = None if comp.codec_gbps is None else comp.codec_gbps * GBPS
 
     def codec_times(self, charged) -> np.ndarray:
@@ -354,7 +349,6 @@ class PlanFigures:
                                background=None if self.background is None else self.background.ring)
         # rings with hops, and their hop indices padded with the sentinel column H
         self.ring_rows, first, width = np.unique(hop_ring, return_index=True, return_counts=True)
-        self.ring_stages = self.r_stage[self.ring_rows]
         wmax = int(width.max(initial=0))
         self.ring_pad = np.where(np.arange(wmax) < width[:, None], first[:, None] + np.arange(wmax),
                                  self.ring.size)

@@ -39,13 +39,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..problem.dpsync import best_quality
 from ..problem.errors import InputError
 from ..problem.jobs import OBJECTIVES, MultiInstance, link_key
 from ..problem.multiplan import MultiPlan
 from ..problem.space import PlanSpace
 from ..problem.specversion import check_spec
-from .bounds import cost_lower_bound, lower_bound
+from .bounds import cost_lower_bound, lower_bound, sync_classes
 from .evaluator import Evaluation, Evaluator, evaluate
 from .figures import Background
 
@@ -193,7 +192,7 @@ def multi_bound(minst: MultiInstance, objective: str, references: dict[str, floa
         ji = minst.job_instance(i)
         space = PlanSpace(ji)
         lb = lower_bound(ji, spec=spec).value
-        e = best_quality(ji)
+        e = max(e for _, e in sync_classes(ji))  # the largest e any plan of the job may carry
         flops = (1 + space.bwd) * space.flops_total  # per token, forward and backward
         parts.append((job, ji, lb, e, flops))
     ref = references or {}

@@ -31,7 +31,7 @@ from ..problem.dpsync import DpSync, covered, sync_groups, sync_options
 from ..problem.errors import InputError
 from ..problem.plan import Plan, SolverInfo, Stage
 from ..problem.space import PlanSpace
-from ..scoring.evaluator import Evaluator, check_plan
+from ..scoring.evaluator import Evaluator, check_plan, simulated_score
 from .shapesearch import plan_matches
 
 log = logging.getLogger(__name__)
@@ -47,15 +47,6 @@ def sync_choices(instance, plan: Plan) -> list[DpSync]:
     is allowed and that a quality row covers with the plan's M groups."""
     M = sync_groups(plan)
     return [s for s in sync_options(instance) if covered(instance, s, M)]
-
-
-def _feasible(instance, plan: Plan, spec):
-    """The plan's Evaluator when it is feasible and its option covered, else None."""
-    try:
-        ev = Evaluator(instance, plan, spec=spec)
-    except InputError:
-        return None
-    return None if check_plan(instance, plan, ev.fig) else ev
 
 
 def with_best_sync(instance, plan: Plan, spec: int | None = None, confirm: int = 3
@@ -100,10 +91,9 @@ def with_best_sync(instance, plan: Plan, spec: int | None = None, confirm: int =
     best = None
     for _, _, s in ranked[:max(1, confirm)]:
         q = plan.model_copy(update={"dp_sync": None if s.plain else s})
-        ev = _feasible(instance, q, spec)
-        if ev is None:
+        val = simulated_score(instance, q, spec=spec)  # None: infeasible, or never ends
+        if val is None:
             continue
-        val = float(ev.scores()[0])
         if best is None or val < best[1] * (1 - 1e-12):
             best = (q, val)
     return best

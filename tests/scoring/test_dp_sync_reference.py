@@ -36,7 +36,7 @@ from planner.problem.model import ModelSpec
 from reference_sim_v3 import (RefDeadlock, RefNoQuality, ref3_comm, ref3_effective,
                               ref3_effective_estimate, ref3_quality, ref3_simulate,
                               ref3_stage_figures, ref3_sync, ref3_violations)
-from test_reference_agreement_v3 import SETTINGS, close, explicit_ops, wan
+from test_reference_agreement_v3 import SETTINGS, close, draw_states, explicit_ops, wan
 
 REL = 1e-9
 GPU = {"name": "G", "peak_tflops": 100.0, "memory_gb": 80.0, "mfu": 0.5}
@@ -427,17 +427,7 @@ def sync_cases(draw, identity=False, modes=("every_step", "diloco", "streaming")
     schedule = draw(explicit_ops(S, m)) if kind == "explicit" else kind
     plan = Plan.build(bounds, placement, tp=tp, micro_batch_size=b, instance=inst, schedule=schedule,
                       dp_sync=DpSync(**sync))
-    K = draw(st.integers(1, 3))
-    L = len(links)
-    bw, lat = np.zeros((K, L)), np.zeros((K, L))
-    for k in range(K):
-        for i, lk in enumerate(links):
-            if k == 0:
-                bw[k, i], lat[k, i] = lk["bandwidth_gbps"], lk["latency_ms"]
-                continue
-            bw[k, i] = 0.0 if draw(st.integers(0, 9)) == 0 else draw(st.floats(0.1, 100.0))
-            lat[k, i] = draw(st.floats(0.0, 60.0))
-    return inst, plan, NetworkStates(bw, lat), f"{mode} {kind}"
+    return inst, plan, draw_states(draw, links, draw(st.integers(1, 3))), f"{mode} {kind}"
 
 
 def _assert_rows(got, want, what, case):

@@ -96,6 +96,21 @@ def rounds_ops(S, rounds, inner):
     return lists
 
 
+def draw_states(draw, links, K: int) -> NetworkStates:
+    """K network states of ``links`` (dicts with bandwidth_gbps, latency_ms) for hypothesis:
+    the first the links' own figures, the others random, one link in ten down."""
+    L = len(links)
+    bw, lat = np.zeros((K, L)), np.zeros((K, L))
+    for k in range(K):
+        for i, lk in enumerate(links):
+            if k == 0:
+                bw[k, i], lat[k, i] = lk["bandwidth_gbps"], lk["latency_ms"]
+                continue
+            bw[k, i] = 0.0 if draw(st.integers(0, 9)) == 0 else draw(st.floats(0.1, 100.0))
+            lat[k, i] = draw(st.floats(0.0, 60.0))
+    return NetworkStates(bw, lat)
+
+
 @st.composite
 def explicit_ops(draw, S, m):
     """Random valid op lists; "free" permutes F and B (deadlocks often)."""
@@ -175,17 +190,7 @@ def v3_cases(draw, schedules=("gpipe", "1f1b", "explicit", "accumulation", "1f1b
     else:
         schedule = kind
     plan = Plan.build(bounds, placement, tp=tp, micro_batch_size=b, instance=inst, schedule=schedule)
-    K = draw(st.integers(2, 3))
-    L = len(links)
-    bw, lat = np.zeros((K, L)), np.zeros((K, L))
-    for k in range(K):
-        for i, lk in enumerate(links):
-            if k == 0:
-                bw[k, i], lat[k, i] = lk["bandwidth_gbps"], lk["latency_ms"]
-                continue
-            bw[k, i] = 0.0 if draw(st.integers(0, 9)) == 0 else draw(st.floats(0.1, 100.0))
-            lat[k, i] = draw(st.floats(0.0, 60.0))
-    return inst, plan, NetworkStates(bw, lat), kind
+    return inst, plan, draw_states(draw, links, draw(st.integers(2, 3))), kind
 
 
 def _state(states, k):
