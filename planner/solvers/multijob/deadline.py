@@ -1,0 +1,188 @@
+"""Columns priced by the deadline: the least slice on which a job just meets it (SPEC 10,
+objectives ``deadline`` and ``cost``).
+
+Under ``deadline`` the master packs as much weight of jobs meeting their deadline as the
+cluster holds, and under ``cost`` it charges every allocated GPU-hour (``price_per_gpu_hour``
+of its domain) and every WAN gigabyte (``wan_price_per_gb``) with every deadline met.  Both
+want, per job, columns that meet the deadline with as little as possible: few GPUs (for
+longer), no WAN where one domain suffices, the cheaper domains.  :func:`price_deadline`
+makes them, each by bisection (:func:`smallest_meeting`) on an integer size k of one family
+of slices, the completion ``iterations * T_eff`` (s) taken as non-increasing in k:
+
+* **one domain**: k GPUs of one domain (no link).  Domains alike for a plan (the same GPU
+  type, intra-domain bandwidth, GPUs per node and price: :func:`domain_classes`) share one
+  bisection, on the largest of them; its deadline-meeting columns are then copied to every
+  other domain of the class with room for them (:func:`copy_to`, the plan's placement
+  renamed and re-scored exactly: one evaluation, no plan);
+* **a share of every domain**: k / :data:`SHARE_STEPS` of every allowed domain's GPUs and of
+  every link (the planner picks the domains it uses): for jobs too large for one domain;
+* **the incumbent shrunk**: k / :data:`SHARE_STEPS` of the GPUs of the job's chosen column in
+  each of its domains, its link shares kept: the same domains, fewer GPUs.
+
+Every bisection starts with the whole family (k = n_max: if that misses the deadline, no
+smaller member is tried), then guesses k from the time scaling as 1 / k, then halves
+``[lo, hi]``; at most :data:`MAX_EVALUATIONS` plans each.  Plans are made by the pool's
+planner (``fast``: greedy without its re-ranking, as the other pricing columns); the figures
+are the core's exact ones, so ``deadline_met`` is what ``multievaluate`` will say.
+
+Example
+-------
+>>> price_deadline(minst, pool, best, "deadline", make)          # doctest: +SKIP
+>>> sorted({c.source for c in pool.columns if c.source.startswith("deadline")})
+['deadline:copy', 'deadline:domain', 'deadline:share', 'deadline:shrink']
+"""
+
+from __future__ import annotations
+
+import math
+
+SHARE_STEPS = 32  # the share families in steps of 1/32 of every domain (or of the incumbent's GPUs)
+MAX_EVALUATIONS = 5  # plans one bisection may make
+GUESS_MARGIN = 1.05  # the first guess asks 5% more than the 1/k scaling says
+
+
+def deadline_s(minst, j: int) -> float | None:
+    """Job j's deadline in seconds (None: it has none)."""
+    h = minst.jobs[j].deadline_hours
+    return None if h is None else 3600.0 * h
+
+
+def smallest_meeting(alloc, n_max: int, limit_s: float, make, max_evaluations: int = MAX_EVALUATIONS):
+    """The column of the least k in 1..``n_max`` whose completion is at most ``limit_s``
+    (seconds), by bisection; ``alloc(k)`` gives ``(gpus, link_share, uplink_share)``,
+    ``make(gpus, links, ups)`` the column (or None: no plan fits).  None when k = n_max
+    misses too.  Each next k is the guess of a time scaling as 1 / k from the last column
+    (:data:`GUESS_MARGIN` above it) when it lies strictly between the least k known to meet
+    (hi) and the greatest known to miss (lo), else the middle; it stops when hi = lo + 1 or
+    after ``max_evaluations`` plans.  Completion is taken as non-increasing in k (a
+    planner's heuristic may break it: the result then meets the deadline but may not be the
+    least).
+
+    >>> class C:
+    ...     def __init__(self, k): self.completion_s, self.k = 100.0 / k, k
+    >>> smallest_meeting(lambda k: (k, {}, {}), 64, 10.0, lambda g, l, u: C(g)).k
+    10
+    >>> smallest_meeting(lambda k: (k, {}, {}), 64, 1.0, lambda g, l, u: C(g)) is None
+    True
+    """
+    if n_max < 1:
+        return None
+    evals = 0
+    c = make(*alloc(n_max))
+    evals += 1
+    if c is None or c.completion_s > limit_s:
+        return None
+    best, lo, hi, last_k, last = c, 0, n_max, n_max, c  # lo misses (0 GPUs: trivially), hi meets
+    while hi - lo > 1 and evals < max_evaluations:
+        k = None
+        if last is not None and last.completion_s > 0:
+            k = math.ceil(last_k * last.completion_s / limit_s * GUESS_MARGIN)
+        if k is None or not lo < k < hi:
+            k = (lo + hi) // 2
+        c = make(*alloc(k))
+        evals += 1
+        if c is not None and c.completion_s <= limit_s:
+            best, hi = c, k
+        else:
+            lo = k
+        last_k, last = k, c
+    return best
+
+
+def domain_classes(minst, j: int) -> list[list[str]]:
+    """Job j's allowed domains grouped by what a plan inside one domain depends on (GPU
+    type, intra-domain bandwidth, GPUs per node, price per GPU-hour), each group largest
+    first (ties: file order), groups in file order of their first domain."""
+    allowed = set(minst.allowed(j))
+    order = {d.name: i for i, d in enumerate(minst.domains)}
+    groups: dict = {}
+    for d in minst.domains:
+        if d.name not in allowed or d.gpus < 1:
+            continue
+        key = (getattr(d, "gpu", None), d.intra_bandwidth_gbps, d.gpus_per_node, d.price_per_gpu_hour)
+        groups.setdefault(key, []).append(d.name)
+    cap = {d.name: d.gpus for d in minst.domains}
+    return [sorted(g, key=lambda d: (-cap[d], order[d])) for g in groups.values()]
+
+
+def copy_to(pool, col, domain: str, source: str = "deadline:copy"):
+    """``col`` (a column inside one domain, no link) moved to ``domain``: its plan's placement
+    renamed, scored exactly on ``domain``'s GPUs (None: it does not fit there)."""
+    minst = pool.minst
+    (src, n), = col.gpus.items()
+    cap = {d.name: d.gpus for d in minst.domains}
+    if cap[domain] < n:
+        return None
+    memo = pool.__dict__.setdefault("_copies", {})
+    key = (id(col.plan), domain)
+    if key not in memo:  # one copy per plan and domain (the score cache keys on the plan's identity)
+        placement = [[domain if d == src else d for d in row] for row in col.plan.placement]
+        memo[key] = (col.plan, col.plan.model_copy(update={"placement": placement}))
+    plan = memo[key][1]
+    if col.fast:
+        pool._fast_plans.add(id(plan))
+    return pool.add(pool.score(col.job, {domain: n}, {}, {domain: n / cap[domain]}, plan, source))
+
+
+def price_deadline(minst, pool, best, objective: str, make) -> None:
+    """New columns meeting each job's deadline with the least (see the module docstring).
+    ``best``: the master's incumbent (its ``choice``) or None; ``make(j, gpus, links, ups,
+    source=...)``: the caller's column maker (its budget checks included).  Three passes over
+    the jobs (by decreasing weight, then earliest deadline): one domain for every job; a share
+    of every domain for the jobs no single domain serves; the incumbent shrunk where it spans
+    several domains.  Jobs without a deadline are left to the other pricing."""
+    cols = pool.columns
+    J = len(minst.jobs)
+    choice = best.choice if best is not None else [None] * J
+    order = [j for j in sorted(range(J), key=lambda j: (-minst.jobs[j].weight, deadline_s(minst, j) or 0.0, j))
+             if deadline_s(minst, j) is not None]
+    cap = {d.name: d.gpus for d in minst.domains}
+    links = _link_keys(minst)
+    one_domain = set()
+    for j in order:  # 1. one domain, one bisection per class of alike domains, copied to the others
+        limit, quota = deadline_s(minst, j), minst.jobs[j].max_gpus
+        for group in domain_classes(minst, j):
+            rep = group[0]
+            n_max = cap[rep] if quota is None else min(cap[rep], quota)
+            got = smallest_meeting(lambda k, rep=rep: ({rep: k}, {}, {rep: k / cap[rep]}), n_max, limit,
+                                   lambda g, lk, u, j=j: make(j, g, lk, u, source="deadline:domain"))
+            if got is None:
+                continue
+            one_domain.add(j)
+            used = {d: n for d, n in got.plan.gpus_per_domain().items() if n}
+            if list(used) != [rep]:
+                continue
+            c = pool.score(j, used, {}, {rep: used[rep] / cap[rep]}, got.plan, "deadline:domain")
+            if c is not None and c.completion_s <= limit:
+                for other in group[1:]:
+                    copy_to(pool, c, other)
+    for j in order:  # 2. a share of every allowed domain and link, for the jobs no one domain serves
+        if j in one_domain:
+            continue
+        allowed = minst.allowed(j)
+
+        def share(k, allowed=allowed):
+            f = k / SHARE_STEPS
+            g = {d: int(math.floor(f * cap[d] + 1e-9)) for d in allowed}
+            return {d: n for d, n in g.items() if n}, {key: f for key in links}, None
+
+        smallest_meeting(share, SHARE_STEPS, deadline_s(minst, j),
+                         lambda g, lk, u, j=j: make(j, g, lk, u, source="deadline:share"))
+    for j in order:  # 3. the incumbent's column shrunk, its domains and link shares kept
+        c0 = cols[choice[j]] if j < len(choice) and choice[j] is not None else None
+        if c0 is None or len(c0.gpus) < 2 or c0.completion_s > deadline_s(minst, j):
+            continue
+
+        def shrink(k, c0=c0):
+            f = k / SHARE_STEPS
+            return ({d: max(1, int(math.floor(f * n + 1e-9))) for d, n in c0.gpus.items()},
+                    dict(c0.link_share), None)
+
+        smallest_meeting(shrink, SHARE_STEPS, deadline_s(minst, j),
+                         lambda g, lk, u, j=j: make(j, g, lk, u, source="deadline:shrink"))
+
+
+def _link_keys(minst) -> list[str]:
+    from .columns import link_keys
+
+    return list(link_keys(minst))
