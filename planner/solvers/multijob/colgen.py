@@ -264,6 +264,8 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         for name in QUICK_BASELINES:
             if budget.out(pool):
                 break
+            if name == "one_datacenter" and objective in ("deadline", "cost"):
+                continue  # the deadline columns hold the least one-domain slices already
             run_baseline(name)
             if pool.columns:
                 master()
@@ -336,7 +338,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         if best is not None:
             _polish(minst, pool, best, objective, weights, budget, deterministic)
         if objective in ("deadline", "cost"):  # the least slices meeting each deadline first
-            price_deadline(minst, pool, best, objective, make)
+            price_deadline(minst, pool, best, objective, make, prices=lp.duals)
         _price(minst, pool, best, lp, objective, weights, cap, make)
         if len(pool.columns) == before:
             break

@@ -15,7 +15,8 @@ of slices, the completion ``iterations * T_eff`` (s) taken as non-increasing in 
   other domain of the class with room for them (:func:`copy_to`, the plan's placement
   renamed and re-scored exactly: one evaluation, no plan);
 * **a share of every domain**: k / :data:`SHARE_STEPS` of every allowed domain's GPUs and of
-  every link (the planner picks the domains it uses): for jobs too large for one domain;
+  every link (the planner picks the domains it uses): for jobs too large for one domain; and,
+  once the master's LP has priced the GPUs, of the domains priced least (``deadline:free``);
 * **the incumbent shrunk**: k / :data:`SHARE_STEPS` of the GPUs of the job's chosen column in
   each of its domains, its link shares kept: the same domains, fewer GPUs.
 
@@ -28,8 +29,8 @@ are the core's exact ones, so ``deadline_met`` is what ``multievaluate`` will sa
 Example
 -------
 >>> price_deadline(minst, pool, best, "deadline", make)          # doctest: +SKIP
->>> sorted({c.source for c in pool.columns if c.source.startswith("deadline")})
-['deadline:copy', 'deadline:domain', 'deadline:share', 'deadline:shrink']
+>>> sorted({c.source for c in pool.columns if c.source.startswith("deadline")})  # doctest: +SKIP
+['deadline:copy', 'deadline:domain', 'deadline:free', 'deadline:share', 'deadline:shrink']
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ def smallest_meeting(alloc, n_max: int, limit_s: float, make, max_evaluations: i
     """The column of the least k in 1..``n_max`` whose completion is at most ``limit_s``
     (seconds), by bisection; ``alloc(k)`` gives ``(gpus, link_share, uplink_share)``,
     ``make(gpus, links, ups)`` the column (or None: no plan fits).  None when k = n_max
-    misses too.  Each next k is the guess of a time scaling as 1 / k from the last column
-    (:data:`GUESS_MARGIN` above it) when it lies strictly between the least k known to meet
-    (hi) and the greatest known to miss (lo), else the middle; it stops when hi = lo + 1 or
-    after ``max_evaluations`` plans.  Completion is taken as non-increasing in k (a
+    misses too.  Each next k is guessed from the last column by a time scaling as 1 / k: after a
+    column meeting the deadline, the k that would just meet it (or one below the least k known
+    to meet, hi); after one missing it, that k with :data:`GUESS_MARGIN` more; the middle of
+    ``(lo, hi)`` when the guess is outside (lo: the greatest k known to miss).  It stops when
+    hi = lo + 1 or after ``max_evaluations`` plans.  With a time exactly W / k it takes three
+    plans.  Completion is taken as non-increasing in k (a
     planner's heuristic may break it: the result then meets the deadline but may not be the
     least).
 
@@ -76,7 +79,10 @@ def smallest_meeting(alloc, n_max: int, limit_s: float, make, max_evaluations: i
     while hi - lo > 1 and evals < max_evaluations:
         k = None
         if last is not None and last.completion_s > 0:
-            k = math.ceil(last_k * last.completion_s / limit_s * GUESS_MARGIN)
+            if last.completion_s <= limit_s:  # met: the 1 / k estimate of the least, else just below
+                k = min(hi - 1, math.ceil(last_k * last.completion_s / limit_s - 1e-9))
+            else:  # missed: the estimate with a margin, to land above the least
+                k = math.ceil(last_k * last.completion_s / limit_s * GUESS_MARGIN)
         if k is None or not lo < k < hi:
             k = (lo + hi) // 2
         c = make(*alloc(k))
@@ -124,13 +130,17 @@ def copy_to(pool, col, domain: str, source: str = "deadline:copy"):
     return pool.add(pool.score(col.job, {domain: n}, {}, {domain: n / cap[domain]}, plan, source))
 
 
-def price_deadline(minst, pool, best, objective: str, make) -> None:
+def price_deadline(minst, pool, best, objective: str, make, prices: dict | None = None) -> None:
     """New columns meeting each job's deadline with the least (see the module docstring).
     ``best``: the master's incumbent (its ``choice``) or None; ``make(j, gpus, links, ups,
-    source=...)``: the caller's column maker (its budget checks included).  Three passes over
-    the jobs (by decreasing weight, then earliest deadline): one domain for every job; a share
-    of every domain for the jobs no single domain serves; the incumbent shrunk where it spans
-    several domains.  Jobs without a deadline are left to the other pricing."""
+    source=...)``: the caller's column maker (its budget checks included); ``prices``: the
+    master LP's duals (``("gpu", d)``: what one more GPU of d is worth), None before the first
+    LP.  Three passes over the jobs (by decreasing weight, then earliest deadline): one domain
+    for every job; a share of every domain for the jobs no single domain serves, and, with
+    ``prices``, for every job a share of the domains whose GPUs the LP prices least (the
+    uncontested ones: a job moved there frees the contested domains for others); the
+    incumbent shrunk where it spans several domains.  Jobs without a deadline are left to
+    the other pricing."""
     cols = pool.columns
     J = len(minst.jobs)
     choice = best.choice if best is not None else [None] * J
@@ -156,18 +166,23 @@ def price_deadline(minst, pool, best, objective: str, make) -> None:
             if c is not None and c.completion_s <= limit:
                 for other in group[1:]:
                     copy_to(pool, c, other)
-    for j in order:  # 2. a share of every allowed domain and link, for the jobs no one domain serves
-        if j in one_domain:
-            continue
-        allowed = minst.allowed(j)
+    gpu_price = {d: (prices or {}).get(("gpu", d), 0.0) for d in cap}
+    for j in order:  # 2. a share of every allowed domain and link (of the least priced ones)
+        allowed = [d for d in minst.allowed(j) if cap[d] > 0]
+        families = [] if j in one_domain else [(allowed, "deadline:share")]
+        if prices and allowed:
+            low = min(gpu_price[d] for d in allowed)
+            free = [d for d in allowed if gpu_price[d] <= low + 1e-9 * max(1.0, abs(low))]
+            if free != allowed:
+                families.append((free, "deadline:free"))
+        for doms, source in families:
+            def share(k, doms=doms):
+                f = k / SHARE_STEPS
+                g = {d: int(math.floor(f * cap[d] + 1e-9)) for d in doms}
+                return {d: n for d, n in g.items() if n}, {key: f for key in links}, None
 
-        def share(k, allowed=allowed):
-            f = k / SHARE_STEPS
-            g = {d: int(math.floor(f * cap[d] + 1e-9)) for d in allowed}
-            return {d: n for d, n in g.items() if n}, {key: f for key in links}, None
-
-        smallest_meeting(share, SHARE_STEPS, deadline_s(minst, j),
-                         lambda g, lk, u, j=j: make(j, g, lk, u, source="deadline:share"))
+            smallest_meeting(share, SHARE_STEPS, deadline_s(minst, j),
+                             lambda g, lk, u, j=j, source=source: make(j, g, lk, u, source=source))
     for j in order:  # 3. the incumbent's column shrunk, its domains and link shares kept
         c0 = cols[choice[j]] if j < len(choice) and choice[j] is not None else None
         if c0 is None or len(c0.gpus) < 2 or c0.completion_s > deadline_s(minst, j):
