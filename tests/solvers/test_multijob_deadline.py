@@ -101,8 +101,8 @@ def _columns(minst):
     refs = references(minst)
     pool = ColumnPool(minst, refs)
 
-    def make(j, g, links, ups=None, source=""):
-        return pool.make(j, g, links, ups, source=source)
+    def make(j, g, links, ups=None, source="", fast=None):
+        return pool.make(j, g, links, ups, source=source, fast=fast)
 
     price_deadline(minst, pool, None, minst.options.multi_objective, make)
     return pool
