@@ -25,7 +25,10 @@
    other jobs shrunk where the binding job's prices are high; the incumbent's
    binding columns of the pricing planner re-planned exactly.  Rounds stop when a
    round adds no column, or at the time limit (status ``time_limit``, the best
-   multi-plan so far).
+   multi-plan so far).  Under ``deadline`` and ``cost`` every round first prices by
+   the deadline (:func:`.deadline.price_deadline`: per job, the least one-domain, near-set
+   and least-priced-domains slices meeting its deadline, by bisection), and so does the
+   start, before the quick baselines, for at most :data:`DEADLINE_EARLY` of the limit.
 4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
    (reserved, and ``sharing`` when it is "shared"); ``bound`` is the core's
    :func:`multi_bound` (valid for every multi-plan), never the master's LP.
