@@ -18,7 +18,9 @@ of slices, the completion ``iterations * T_eff`` (s) taken as non-increasing in 
   a *near set* (:func:`near_sets`: one of the job's largest domains and the 1, 2 or 3 others
   its routes reach best; the smallest set meeting the deadline per root) and of the links on
   the routes among them; failing those, of every allowed domain (the planner picks the
-  domains it uses); and, once the master's LP has priced the GPUs, for every job, of the
+  domains it uses); the root of each near pair whole with k GPUs of its partner
+  (``deadline:top_up``: leaves the partner's other GPUs to a job needing one domain); and,
+  once the master's LP has priced the GPUs, for every job, of the
   domains priced least (``deadline:free``: a job moved there frees the contested ones);
 * **the incumbent shrunk**: k / :data:`SHARE_STEPS` of the GPUs of the job's chosen column in
   each of its domains, its link shares kept: the same domains, fewer GPUs.
@@ -33,7 +35,7 @@ Example
 -------
 >>> price_deadline(minst, pool, best, "deadline", make)          # doctest: +SKIP
 >>> sorted({c.source for c in pool.columns if c.source.startswith("deadline")})  # doctest: +SKIP
-['deadline:copy', 'deadline:domain', 'deadline:free', 'deadline:near', 'deadline:shrink']
+['deadline:copy', 'deadline:domain', 'deadline:free', 'deadline:near', 'deadline:shrink', 'deadline:top_up']
 """
 
 from __future__ import annotations
@@ -210,6 +212,16 @@ def price_deadline(minst, pool, best, objective: str, make, prices: dict | None 
                                                                                    fast=False))
             if got is not None and source == "deadline:near":
                 done_roots.add(doms[0])
+        if j not in one_domain:  # the largest domain whole, topped up with k GPUs of a near one
+            for doms in near_sets(minst, j, sizes=(2,)):
+                root, nb = doms
+                keys = route_links(minst, j, doms)
+
+                def top_up(k, root=root, nb=nb, keys=keys):
+                    return {root: cap[root], nb: k}, {key: 1.0 for key in keys}, None
+
+                smallest_meeting(top_up, cap[nb], limit,
+                                 lambda g, lk, u, j=j: make(j, g, lk, u, source="deadline:top_up"))
     for j in order:  # 3. the incumbent's column shrunk, its domains and link shares kept
         c0 = cols[choice[j]] if j < len(choice) and choice[j] is not None else None
         if c0 is None or len(c0.gpus) < 2 or c0.completion_s > deadline_s(minst, j):
