@@ -44,6 +44,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -332,6 +333,11 @@ def main(argv=None) -> int:
     ap.add_argument("--objectives", default="maxmin,deadline,cost,packaged",
                     help="comma-separated sections to run among maxmin, deadline, cost, packaged (the "
                          "instances/mix-*.toml under their own objective; not with --quick)")
+    ap.add_argument("--baselines", default=None,
+                    help="comma-separated baselines to run beside the planner (default: every one); the goals need "
+                         "wan_blind_maxmin (maxmin), edf (deadline) and static_split (cost)")
+    ap.add_argument("--stem", default=None, help="name of the results files (default multijob; quick "
+                                                  "multijob_quick): STEM.md, STEM_refs.json, STEM_<part>.png")
     ap.add_argument("--base", default=None, help=f"cluster of the mixes (default {BASE}; quick {QUICK_BASE})")
     ap.add_argument("--results-dir", default=str(RESULTS), help="where the .md, .png and refs go")
     args = ap.parse_args(argv)
@@ -344,7 +350,8 @@ def main(argv=None) -> int:
     base = args.base or (QUICK_BASE if q else BASE)
     out_dir = Path(args.results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = "multijob_quick" if q else "multijob"
+    stem = args.stem or ("multijob_quick" if q else "multijob")
+    only = None if args.baselines is None else {b.strip() for b in args.baselines.split(",") if b.strip()}
     refs_path = out_dir / f"{stem}_refs.json"
     store = json.loads(refs_path.read_text()) if refs_path.exists() else {}
 
@@ -354,6 +361,7 @@ def main(argv=None) -> int:
     cat = mix_catalogue(QUICK_MODELS if q else DEFAULT_MODELS)
     raw = base_data(base)
     started = time.perf_counter()
+    load0 = os.getloadavg()
     sections: dict[str, list[Row]] = {"maxmin": [], "deadline": [], "cost": [], "packaged": [], "scale": []}
     skipped_cost = []
     wanted = {o.strip() for o in args.objectives.split(",") if o.strip()}
@@ -363,7 +371,7 @@ def main(argv=None) -> int:
             minst = load_mix(data)
             refs, new = cached_references(minst, data, store, ref_limit)
             refs_path.write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
-            rows = run_methods(minst, refs, data["name"], objective, limit)
+            rows = run_methods(minst, refs, data["name"], objective, limit, only)
             sections[objective] += rows
             print(f"{data['name']} {objective}: " + ", ".join(f"{r.method} {fmt(r.value)}" for r in rows), flush=True)
         # cost: deadlines = the static split's completions
@@ -382,7 +390,7 @@ def main(argv=None) -> int:
             continue
         cdata = with_deadlines(data, st.completions)
         cminst = load_mix(cdata)
-        rows = run_methods(cminst, refs, cdata["name"], "cost", limit)
+        rows = run_methods(cminst, refs, cdata["name"], "cost", limit, only)
         sections["cost"] += rows
         print(f"{cdata['name']} cost: " + ", ".join(f"{r.method} {fmt(r.cost, ',.0f')}" for r in rows), flush=True)
     if not q and "packaged" in wanted:
@@ -395,7 +403,7 @@ def main(argv=None) -> int:
             refs, _ = cached_references(minst, data, store, ref_limit)
             refs_path.write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
             objective = minst.options.multi_objective
-            rows = run_methods(minst, refs, name, objective, limit)
+            rows = run_methods(minst, refs, name, objective, limit, only)
             sections["packaged"] += rows
             print(f"{name} {objective}: " + ", ".join(f"{r.method} {fmt(r.value)}" for r in rows), flush=True)
     if not q and not args.no_scale:
@@ -424,8 +432,11 @@ def main(argv=None) -> int:
     lines = [f"Command: `{command.rstrip()}`", "", f"Commit: {commit()}", "",
              f"Mixes: {n_mix} seeded on {base} ({n_jobs} jobs; cost mixes {n_cost} jobs), "
              f"planner (`planner.multiplan`, greedy columns) at {limit:g} s; references: greedy alone on the "
-             f"whole cluster, {ref_limit:g} s per job, stored in `{refs_path.name}`. Machine: shared, 2 cores. "
-             f"Wall time {time.perf_counter() - started:.0f} s." + (" QUICK smoke run: goals not judged on "
+             f"whole cluster, {ref_limit:g} s per job, stored in `{refs_path.name}`; baselines: "
+             f"{'every one' if only is None else ', '.join(sorted(only))}. Machine: shared, 2 cores. "
+             f"Wall time {time.perf_counter() - started:.0f} s; load average (1, 5, 15 min) "
+             f"{' '.join(f'{x:.2f}' for x in load0)} at the start, "
+             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end." + (" QUICK smoke run: goals not judged on "
                                                                     "the goal's mixes." if q else ""), "",
              "## Goals", ""] + [f"- {'met' if ok else '**missed**'}: {name} -- {figs}" for name, ok, figs in goals]
     for objective in ("maxmin", "deadline", "cost", "packaged", "scale"):

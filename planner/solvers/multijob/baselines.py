@@ -37,7 +37,7 @@ from ...problem.plan import SolverInfo
 from .columns import (ColumnPool, WAN_FREE_GBPS, assemble, clip, default_uplinks, link_keys,
                       reference_plans, split_links, traffic_links, wan_free)
 
-__all__ = ["BASELINES", "edf", "equal_share", "greedy_by_weight", "one_datacenter", "sequential",
+__all__ = ["BASELINES", "edf", "edf_order", "equal_share", "greedy_by_weight", "one_datacenter", "sequential",
            "static_split", "wan_blind_maxmin", "WAN_FREE_GBPS"]
 
 
@@ -266,15 +266,29 @@ def greedy_by_weight(minst, references, pool=None, objective=None):
     return _done(minst, "greedy_by_weight", objective, cols, references, pool)
 
 
+def edf_order(minst) -> list[int]:
+    """Job indices by increasing ``deadline_hours``, jobs without one last, ties in file order.
+
+    >>> edf_order(minst)                                        # doctest: +SKIP
+    [2, 0, 3, 1]
+    """
+    return sorted(range(len(minst.jobs)), key=lambda j: (minst.jobs[j].deadline_hours is None,
+                                                         minst.jobs[j].deadline_hours or 0.0, j))
+
+
 def edf(minst, references, pool=None, objective=None):
-    """Earliest deadline first: jobs by increasing ``deadline_hours`` (none last, ties:
-    file order), each admitted with its WAN-blind plan on the GPUs left (allowed
-    domains, quota; it keeps the GPUs the plan uses) while one fits; then each link
-    split equally among the admitted jobs whose routes use it."""
+    """Earliest deadline first (issue 27: "jobs admitted by increasing deadline with
+    WAN-blind allocations while GPUs remain"): jobs in :func:`edf_order`, each admitted
+    with its WAN-blind plan on the GPUs left (allowed domains, quota; it keeps the GPUs the
+    plan uses) while one fits; then each link split equally among the admitted jobs whose
+    routes use it.  No admission test: a job is admitted whether or not it will meet its
+    deadline, and takes as many GPUs as its plan uses, as ElasticFlow's EDF baseline gives
+    each job in deadline order its most useful GPU count (``max_gpu``) or, when fewer are
+    free, the most that fit (pkusys/ElasticFlow commit 0d29ad9,
+    ``ElasticFlow/scheduler/scheduler.py``, ``edf_sim_allocation``)."""
     pool = _pool(minst, references, pool)
     J = len(minst.jobs)
-    order = sorted(range(J), key=lambda j: (minst.jobs[j].deadline_hours is None,
-                                            minst.jobs[j].deadline_hours or 0.0, j))
+    order = edf_order(minst)
     free_g = {d.name: d.gpus for d in minst.domains}
     allocs, plans = {}, {}
     for j in order:

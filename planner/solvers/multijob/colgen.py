@@ -25,7 +25,10 @@
    other jobs shrunk where the binding job's prices are high; the incumbent's
    binding columns of the pricing planner re-planned exactly.  Rounds stop when a
    round adds no column, or at the time limit (status ``time_limit``, the best
-   multi-plan so far).
+   multi-plan so far).  Under ``deadline`` and ``cost`` every round first prices by
+   the deadline (:func:`.deadline.price_deadline`: per job, the least one-domain, near-set
+   and least-priced-domains slices meeting its deadline, by bisection), and so does the
+   start, before the quick baselines, for at most :data:`DEADLINE_EARLY` of the limit.
 4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
    (reserved, and ``sharing`` when it is "shared"); ``bound`` is the core's
    :func:`multi_bound` (valid for every multi-plan), never the master's LP.
@@ -53,6 +56,7 @@ from ...scoring.multievaluate import gap_of, multi_bound, multievaluate
 from .. import stop
 from .baselines import BASELINES
 from .columns import TRIM_EVALUATIONS, ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
+from .deadline import price_deadline
 from .master import Capacity, solve_lp, solve_master
 
 log = logging.getLogger("planner")
@@ -64,6 +68,7 @@ FINISH_S = 0.05  # share of the time limit kept for the last master and the eval
 REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
 FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
 QUICK_BASELINES = ("one_datacenter", "static_split")  # by the pricing planner before anything else
+DEADLINE_EARLY = 0.4  # deadline and cost: the first deadline columns stop when this share of the limit has passed
 EXACT_PER_ROUND = 3  # chosen columns of the pricing planner re-planned exactly per round
 SHARINGS = ("reserved", "shared")
 ALLOCATORS = ("master", "rl")  # multiplan's allocator: the column master, or the PPO allocator (.rl)
@@ -247,9 +252,23 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         # 0. an incumbent within seconds: the cheapest baselines by the pricing planner (a few
         # domains per job, no re-ranking); then every baseline exactly, as it runs alone
         pool.fast = True
+        if objective in ("deadline", "cost"):
+            # the least slices meeting each deadline (.deadline), by the pricing planner, first,
+            # until DEADLINE_EARLY of the time limit has passed: the columns these objectives pack
+            def early(*args, **kw):
+                return None if budget.left() < (1 - DEADLINE_EARLY) * budget.limit else make(*args, **kw)
+
+            price_deadline(minst, pool, state["best"], objective, early)
+            if pool.columns:
+                master()
+            log.info("multiplan: deadline columns: %d columns from %d plans (%.1f s)%s", len(pool.columns),
+                     pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
+                     f", incumbent {state['best'].value:.6g}")
         for name in QUICK_BASELINES:
             if budget.out(pool):
                 break
+            if name == "one_datacenter" and objective in ("deadline", "cost"):
+                continue  # the deadline columns hold the least one-domain slices already
             run_baseline(name)
             if pool.columns:
                 master()
@@ -321,6 +340,8 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         before = len(pool.columns)
         if best is not None:
             _polish(minst, pool, best, objective, weights, budget, deterministic)
+        if objective in ("deadline", "cost"):  # the least slices meeting each deadline first
+            price_deadline(minst, pool, best, objective, make, prices=lp.duals)
         _price(minst, pool, best, lp, objective, weights, cap, make)
         if len(pool.columns) == before:
             break

@@ -245,11 +245,12 @@ class ColumnPool:
                       trimmed=trimmed, fast=id(plan) in self._fast_plans, eval_s=took)
 
     def add(self, col: Column | None) -> Column | None:
-        """Keep ``col`` unless an equal allocation of the same job is kept already; the
-        column kept."""
+        """Keep ``col`` unless an equal allocation of the same job, planned by the same
+        planner (pricing or exact), is kept already; the column kept.  (An exact re-plan of
+        a pricing column is kept beside it: the master takes the better.)"""
         if col is None:
             return None
-        k = (col.job, self.key(col.job, col.gpus, col.link_share, col.uplink_share))
+        k = (col.job, self.key(col.job, col.gpus, col.link_share, col.uplink_share), col.fast)
         if k in self._keys:
             return self._keys[k]
         self._keys[k] = col
