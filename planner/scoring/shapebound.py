@@ -55,6 +55,30 @@ replicas share one domain D_j and some boundary k has D_k != D_{k+1}.
 
 The shape's bound is (1)'s programme when the shape fits one domain, else (a)'s
 programme when some stage must cross, else the smaller of (a)'s and max((1), (b)).
+K, the fewest domains a stage's R replicas span, is the fewest domains whose slots
+hold R (each domain holds at most its slots of them).
+
+**Little's law on memory (second pass).**  Micro-batch i is in flight on stage j from
+the end of its F(i) there to the end of its B(i) there, at least sum_{k>j} c_k + g_j
+(the forward and backward through the later stages, then its own backward); stage j
+holds at most w_j in flight at any time, w_j = min(m, the most the memory takes:
+(16 P_j + w b s stored_j) / t <= the usable memory; SPEC 5's inflight_j is the largest
+number in flight for every schedule).  These m intervals lie between the end of the
+first F on j (>= sum_{k<=j} f_k) and T - sum_{k<j} g_k, and cover each instant at most
+w_j times, so
+
+    T >= sum_{k<j} c_k + f_j + m (sum_{k>j} c_k + g_j) / w_j.                       (3)
+
+It depends on the stage's units only, so the programme takes max((1), (3)) per stage.
+
+**Joint WAN (second pass).**  When R S exceeds every domain's slots, either every
+replica sits in one domain (:func:`whole_replicas_bound`: all the stages' rings then
+leave each used domain towards the same next domain, so their syncs share one link
+direction and the uplink), or some replica is split: then one channel carries its m
+transfers, T >= sum c + 2 l_min + m A_min / cap, and every used domain sends what its
+partial replicas and stages force (:func:`spread_bound`, :func:`row_term`).  The shape
+takes the larger of its bound above and the smaller of these two (every-step sync
+classes only: with DiLoCo or streaming a stage's per-step sync may stay in a domain).
 
 **GPU types** (SPEC v3 (g)).  With ``slow`` (:func:`slow_types`): when R S exceeds
 the slots of the domains with the fastest type, the R S (replica, stage) pairs
@@ -323,7 +347,7 @@ def whole_replicas_bound(R: int, S: int, slots, caps: DomainCaps, volume, floor:
     last = order[int(np.searchsorted(np.cumsum(rows[order]), R))]
     if not cap1[last] > 0:
         return np.inf
-    return floor + 2 * (D_min - 1) * lat_min + volume(D_min) / cap1[last]
+    return float(floor + 2 * (D_min - 1) * lat_min + volume(D_min) / cap1[last])
 
 
 @dataclass(frozen=True)
