@@ -227,7 +227,7 @@ def row_term(caps: DomainCaps, d: int, R: int, row_bytes: float, fill: float) ->
 
 
 def spread_bound(R: int, S: int, slots, caps: DomainCaps, row_bytes: float, col_bytes, sync_floor: float,
-                 fill: float = 0.0, iterations: int = 60) -> float:
+                 fill: float = 0.0, above: float = 0.0, iterations: int = 40) -> float:
     """A lower bound on T (s) of every plan with R replicas of S stages (R S cells, cell
     (r, j) on a domain holding t GPUs of it) when no domain holds all R S cells (R S >
     every ``slots[d]``, the most cells domain d can hold), from the WAN traffic each used
@@ -260,7 +260,8 @@ def spread_bound(R: int, S: int, slots, caps: DomainCaps, row_bytes: float, col_
     R S - n_d (then ``slots[d]`` is allowed).  N_d(tau) is the largest of these over the
     (p, q) whose terms are <= tau, capped at ``slots[d]``; a plan with T = tau has sum_d
     n_d = R S with n_d <= N_d(T), so T >= inf{tau : sum_d N_d(tau) >= R S}, found by
-    bisection (the lower end returned).  ``inf`` when even sum_d N_d(inf) < R S.
+    bisection (the lower end returned).  ``inf`` when even sum_d N_d(inf) < R S.  With
+    ``above`` > 0 only a bound above it is sought: 0 when sum_d N_d(above) >= R S.
 
     >>> caps = DomainCaps((np.array([0.0, 1e9]), np.array([0.0, 1e9])), np.array([np.inf, np.inf]))
     >>> round(spread_bound(2, 1, [1, 1], caps, 0.0, np.array([0.0, 2e9]), 0.5), 6)  # 2 replicas, a 2 GB sync
@@ -300,7 +301,7 @@ def spread_bound(R: int, S: int, slots, caps: DomainCaps, row_bytes: float, col_
     if cells(np.inf) < need:
         return np.inf
     finite = np.concatenate([lb_row[np.isfinite(lb_row)], lb_col[np.isfinite(lb_col)]])
-    lo, hi = 0.0, float(finite.max()) if finite.size else 0.0
+    lo, hi = above, max(above, float(finite.max()) if finite.size else 0.0)
     if cells(lo) >= need:
         return 0.0
     if cells(hi) < need:  # only with an infinite term (a domain without links) could they fit
@@ -556,23 +557,27 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
 
         fill = float(c.sum()) + 2 * net.lat_min
 
-        def _joint(S, R=R, m=m, p_cap=p_cap, phi_min=phi_min, row_bytes=row_bytes, floor=floor,
+        def _joint(S, current, R=R, m=m, p_cap=p_cap, phi_min=phi_min, row_bytes=row_bytes, floor=floor,
                    slots_all=slots_all, fits=fits, Cint=Cint):
-            """min(no partial row, some partial row): see :func:`whole_replicas_bound`,
-            :func:`spread_bound` and :func:`row_term`."""
-            q = np.arange(S + 1)
-            params = np.maximum(P_small[np.minimum(q, n)], float(Ppre[-1]) - (S - q) * p_cap)
-            cols = phi_min * params * ring_bits / 8.0 if R > 1 else None
-            spread = spread_bound(R, S, slots_all, caps, row_bytes, cols, floor, fill)
-            some = max(spread, fill + row_bytes / net.cap) if S > 1 and net.cap > 0 else np.inf
-            if S > 1 and net.cap <= 0:
-                some = spread
+            """A bound on T of every plan of the shape with S stages, or 0 when it cannot
+            exceed ``current``: the smaller of the whole-replicas case and the
+            split-replica case (:func:`whole_replicas_bound`, :func:`spread_bound`,
+            :func:`row_term`)."""
             heavy = np.where(fits & (Pint * S >= float(Ppre[-1]) * (1 - 1e-12)), Cint, np.inf).min()
             payload = float(Ppre[-1]) * ring_bits / 8.0
             phi = (lambda D: 2.0) if wl.gradient_sync == "reduce_broadcast" else (lambda D: 2.0 * (D - 1) / D)
             whole = (whole_replicas_bound(R, S, slots_all, caps, lambda D: phi(D) * payload, m * float(heavy),
                                           net.lat_min) if R > 1 and np.isfinite(heavy) else np.inf)
-            return min(whole, some)
+            if whole <= current:
+                return 0.0
+            if S == 1:  # every replica is whole
+                return whole
+            one = fill + row_bytes / net.cap if net.cap > 0 else 0.0  # one channel over the WAN
+            q = np.arange(S + 1)
+            params = np.maximum(P_small[np.minimum(q, n)], float(Ppre[-1]) - (S - q) * p_cap)
+            cols = phi_min * params * ring_bits / 8.0 if R > 1 else None
+            spread = spread_bound(R, S, slots_all, caps, row_bytes, cols, floor, fill, above=max(current, one))
+            return min(whole, max(spread, one))
 
         for S in range(1, S_max + 1):
             V0 = float(v[0, S - 1])
@@ -608,9 +613,9 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 # the WAN every used domain must send, its stages' syncs seen together
                 if objective == "cost":
                     value = max(value, spread * t * float(slot_prices[:R * S].sum()) / 3600.0
-                                if (spread := _joint(S)) < np.inf else np.inf)
+                                if (spread := _joint(S, 0.0)) < np.inf else np.inf)
                 else:
-                    value = max(value, _joint(S))
+                    value = max(value, _joint(S, value))
             if v_slow is not None and R * S > fast_slots:
                 k = -(-(R * S - fast_slots) // R)
                 typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())
