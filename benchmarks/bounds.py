@@ -69,7 +69,8 @@ def known_best() -> dict[str, tuple[float, str]]:
         for line in previous.read_text().splitlines():
             m = re.match(r"\| ([\w-]+) \|(?:[^|]*\|){3,4} ([0-9.e+-]+) \(([^)]*)\) \|", line)
             if m and float(m.group(2)) < out.get(m.group(1), (float("inf"),))[0]:
-                source = m.group(3) if m.group(3).endswith(".md") else f"bounds.md: {m.group(3)}"
+                source = m.group(3) if m.group(3).endswith(".md") or m.group(3).startswith("bounds.md") \
+                    else f"bounds.md: {m.group(3)}"
                 out[m.group(1)] = (float(m.group(2)), source)
     text = (RESULTS / "gpu_types_goals.md").read_text()
     for line in text.splitlines():
