@@ -55,6 +55,30 @@ replicas share one domain D_j and some boundary k has D_k != D_{k+1}.
 
 The shape's bound is (1)'s programme when the shape fits one domain, else (a)'s
 programme when some stage must cross, else the smaller of (a)'s and max((1), (b)).
+K, the fewest domains a stage's R replicas span, is the fewest domains whose slots
+hold R (each domain holds at most its slots of them).
+
+**Little's law on memory (second pass).**  Micro-batch i is in flight on stage j from
+the end of its F(i) there to the end of its B(i) there, at least sum_{k>j} c_k + g_j
+(the forward and backward through the later stages, then its own backward); stage j
+holds at most w_j in flight at any time, w_j = min(m, the most the memory takes:
+(16 P_j + w b s stored_j) / t <= the usable memory; SPEC 5's inflight_j is the largest
+number in flight for every schedule).  These m intervals lie between the end of the
+first F on j (>= sum_{k<=j} f_k) and T - sum_{k<j} g_k, and cover each instant at most
+w_j times, so
+
+    T >= sum_{k<j} c_k + f_j + m (sum_{k>j} c_k + g_j) / w_j.                       (3)
+
+It depends on the stage's units only, so the programme takes max((1), (3)) per stage.
+
+**Joint WAN (second pass).**  When R S exceeds every domain's slots, either every
+replica sits in one domain (:func:`whole_replicas_bound`: all the stages' rings then
+leave each used domain towards the same next domain, so their syncs share one link
+direction and the uplink), or some replica is split: then one channel carries its m
+transfers, T >= sum c + 2 l_min + m A_min / cap, and every used domain sends what its
+partial replicas and stages force (:func:`spread_bound`, :func:`row_term`).  The shape
+takes the larger of its bound above and the smaller of these two (every-step sync
+classes only: with DiLoCo or streaming a stage's per-step sync may stay in a domain).
 
 **GPU types** (SPEC v3 (g)).  With ``slow`` (:func:`slow_types`): when R S exceeds
 the slots of the domains with the fastest type, the R S (replica, stage) pairs
@@ -138,6 +162,196 @@ def network_figures(instance) -> Network:
 
 
 @dataclass(frozen=True)
+class DomainCaps:
+    """Per domain (instance order), what leaves it towards the WAN: ``top[d][k]`` the sum
+    of its k fastest links (bytes/s, k = 0 .. its degree), ``uplink[d]`` its uplink
+    (bytes/s, inf without one).  A transfer leaving d uses d's uplink (when it has one)
+    and one outgoing direction of one of d's links (its route's first link), so k
+    transfers leaving d at once use resources of total capacity at most
+    :meth:`cap` (d, k) = min(uplink, the k fastest links)."""
+
+    top: tuple
+    uplink: np.ndarray
+
+    def cap(self, d: int, k: np.ndarray) -> np.ndarray:
+        """Capacity (bytes/s) of the resources ``k`` (an array of counts) transfers leaving
+        domain ``d`` can use: min(uplink, the sum of the min(k, degree) fastest links)."""
+        top = self.top[d]
+        return np.minimum(self.uplink[d], top[np.minimum(k, len(top) - 1)])
+
+
+def domain_caps(instance) -> DomainCaps:
+    """:class:`DomainCaps` of ``instance`` (its links and uplinks; GPU types play no part).
+    Example: two domains on one 8 Gbit/s link, no uplinks: top = ([0, 1e9], [0, 1e9])."""
+    bws = {d.name: [] for d in instance.domains}
+    for link in instance.links:
+        bws[link.a].append(link.bandwidth_gbps * GBPS)
+        bws[link.b].append(link.bandwidth_gbps * GBPS)
+    top = tuple(np.concatenate([[0.0], np.cumsum(sorted(bws[d.name], reverse=True))]) for d in instance.domains)
+    up = np.array([np.inf if d.uplink_gbps is None else d.uplink_gbps * GBPS for d in instance.domains])
+    return DomainCaps(top, up)
+
+
+def row_term(caps: DomainCaps, d: int, R: int, row_bytes: float, fill: float) -> np.ndarray:
+    """``[p]`` for p = 0 .. R: a lower bound on T (s) of every plan in which domain ``d``
+    holds part, not all, of p replicas (0 for p = 0).  Each such replica has a boundary
+    with one side in d, whose forward channel (d upstream) or backward channel (d
+    downstream) leaves d; the p channels are distinct.  A channel sends its m transfers
+    of >= A_min bytes one at a time, each at bandwidth <= cap(q) / n(q) on every resource q
+    it uses, with n(q) >= max(n_F(q), n_B(q)) (SPEC 5, whatever the schedule); its first
+    send waits for a forward through the stages before the boundary and its last
+    transfer's micro-batch still goes forward, back and across after it arrives, so its
+    sends lie in a window of at most T - ``fill`` (``fill`` <= one micro-batch's c over
+    all units + 2 l_min).  Hence (T - fill) cap(q) >= m A_min max(n_F(q), n_B(q)) on every
+    resource q the channels use.  d's uplink (when it has one) carries all p:
+    max(n_F, n_B) >= ceil(p / 2).  They leave on k <= min(p, degree) directions of d's
+    links, of total capacity <= the k fastest, and sum_q max(n_F(q), n_B(q)) >= max(k,
+    p / 2).  So T >= fill + ``row_bytes`` max(ceil(p/2) / uplink, min_k max(k, p/2) /
+    top_k), ``row_bytes`` = m A_min.
+
+    >>> caps = DomainCaps((np.array([0.0, 1e9, 2e9]),), np.array([np.inf]))
+    >>> row_term(caps, 0, 2, 1e9, 0.5).tolist()     # one replica: 1 GB on one 1 GB/s link
+    [0.0, 1.5, 1.5]
+    """
+    top = caps.top[d]
+    deg = len(top) - 1
+    p = np.arange(R + 1)
+    if deg == 0:
+        return np.where(p > 0, np.inf, 0.0)
+    k = np.arange(1, deg + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_link = (np.maximum(k[None, :], p[:, None] / 2.0) / top[None, 1:])
+        per_link = np.where(k[None, :] <= np.maximum(p[:, None], 1), per_link, np.inf).min(axis=1)
+        per_up = np.ceil(p / 2.0) / caps.uplink[d]
+    return np.where(p > 0, fill + row_bytes * np.maximum(per_link, per_up), 0.0)
+
+
+def spread_bound(R: int, S: int, slots, caps: DomainCaps, row_bytes: float, col_bytes, sync_floor: float,
+                 fill: float = 0.0, above: float = 0.0, iterations: int = 40) -> float:
+    """A lower bound on T (s) of every plan with R replicas of S stages (R S cells, cell
+    (r, j) on a domain holding t GPUs of it) when no domain holds all R S cells (R S >
+    every ``slots[d]``, the most cells domain d can hold), from the WAN traffic each used
+    domain must send out of itself -- the syncs of all the stages it holds seen together.
+
+    **Per domain.**  Call row r (a replica) *partial* in d when d holds some but not all of
+    its S cells, column j (a stage) partial when d holds some but not all of its R cells.
+    A used domain d has p partial rows and q partial columns, and p + q >= 1 (a domain
+    with only full rows and full columns holds a full row and a full column, hence every
+    column and every row: all R S cells).
+
+    * p partial rows: T >= :func:`row_term` (p).
+    * Each partial column j has K_j >= 2 domains, so its ring has a hop leaving d carrying
+      V_j = phi(K_j) G^o_j (SPEC 5, 11).  On a resource q, a stage's share is cap(q) V_j /
+      sum_u min(V_u, V_j), so the stage with the largest volume on q has a cross part >=
+      sum_u V_u / cap(q) + 2 (K - 1) l_min; with T >= E_j + AR_j, E_j >= m c_j:
+      T - ``sync_floor`` >= sum_u V_u / cap(q) for every used q (``sync_floor`` <= m c_j +
+      2 (K - 1) l_min for every stage j).  Summed over the <= q link directions and the
+      uplink the hops leaving d use: T >= ``sync_floor`` + ``col_bytes[q]`` / cap_d(q),
+      ``col_bytes[q]`` <= the smallest sum of V_j over q distinct stages (q = 0 .. S;
+      ``col_bytes`` None: a partial column forces nothing, e.g. DiLoCo's inner sync).
+
+    Both are made non-decreasing in p and q by taking suffix minima (smaller, still valid).
+
+    **Cells.**  With p partial rows and q partial columns allowed, d holds at most: p q,
+    p (S - 1) and q (R - 1) cells when it has no full row and no full column (each cell is
+    in a partial row and a partial column, which miss a cell each); (R - 1) S with a full
+    row and no full column (q = S); (S - 1) R with a full column and no full row (p = R);
+    with both, every cell outside d lies in a partial row and a partial column, so p q >=
+    R S - n_d (then ``slots[d]`` is allowed).  N_d(tau) is the largest of these over the
+    (p, q) whose terms are <= tau, capped at ``slots[d]``; a plan with T = tau has sum_d
+    n_d = R S with n_d <= N_d(T), so T >= inf{tau : sum_d N_d(tau) >= R S}, found by
+    bisection (the lower end returned).  ``inf`` when even sum_d N_d(inf) < R S.  With
+    ``above`` > 0 only a bound above it is sought: 0 when sum_d N_d(above) >= R S.
+
+    >>> caps = DomainCaps((np.array([0.0, 1e9]), np.array([0.0, 1e9])), np.array([np.inf, np.inf]))
+    >>> round(spread_bound(2, 1, [1, 1], caps, 0.0, np.array([0.0, 2e9]), 0.5), 6)  # 2 replicas, a 2 GB sync
+    2.5
+    """
+    slots = np.asarray(slots, int)
+    n_dom = len(slots)
+    need = R * S
+    q_all = np.arange(S + 1)
+    lb_row = np.empty((n_dom, R + 1))
+    lb_col = np.empty((n_dom, S + 1))
+    for d in range(n_dom):
+        rows = row_term(caps, d, R, row_bytes, fill)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if col_bytes is None:
+                cols = np.zeros(S + 1)
+            else:
+                cols = np.where(q_all > 0, sync_floor + col_bytes / caps.cap(d, q_all), 0.0)
+        rows = np.where(np.isnan(rows), np.inf, rows)
+        cols = np.where(np.isnan(cols), np.inf, cols)
+        lb_row[d] = np.minimum.accumulate(rows[::-1])[::-1]
+        lb_col[d] = np.minimum.accumulate(cols[::-1])[::-1]
+
+    def cells(tau: float) -> int:
+        P = (lb_row <= tau).sum(axis=1) - 1  # the most partial rows allowed (0 .. R)
+        Q = (lb_col <= tau).sum(axis=1) - 1
+        n = np.where((P >= 1) & (Q >= 1), np.minimum(np.minimum(P * Q, P * (S - 1)), Q * (R - 1)), 0)
+        if R >= 2:
+            n = np.where(Q >= S, np.maximum(n, (R - 1) * S), n)
+        if S >= 2:
+            n = np.where(P >= R, np.maximum(n, (S - 1) * R), n)
+        Pi, Qi = np.minimum(P, R - 1), np.minimum(Q, S - 1)
+        both = (Pi >= 1) & (Qi >= 1) & (Pi * Qi >= need - slots)
+        n = np.where(both, slots, n)
+        return int(np.minimum(n, slots).sum())
+
+    if cells(np.inf) < need:
+        return np.inf
+    finite = np.concatenate([lb_row[np.isfinite(lb_row)], lb_col[np.isfinite(lb_col)]])
+    lo, hi = above, max(above, float(finite.max()) if finite.size else 0.0)
+    if cells(lo) >= need:
+        return 0.0
+    if cells(hi) < need:  # only with an infinite term (a domain without links) could they fit
+        return np.inf
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if cells(mid) >= need:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def whole_replicas_bound(R: int, S: int, slots, caps: DomainCaps, volume, floor: float, lat_min: float,
+                         ring: bool = True) -> float:
+    """A lower bound on T (s) of every plan with R replicas of S stages in which every
+    replica sits in one domain (no partial row), when no domain holds them all; ``inf``
+    when the domains cannot hold R whole replicas.
+
+    Then every stage j has its replicas in the same set U of the used domains (those
+    holding a replica), |U| = D >= 2, so in every ring the hop leaving d goes to the same
+    next domain of U (instance order), along the same route: all the S stages' hops leaving
+    d share that route's first link direction and d's uplink, of capacity at most cap1_d =
+    min(uplink, d's fastest link).  The stage j* with the largest volume there has a cross
+    part >= sum_j V_j / cap1_d + 2 (D - 1) l_min (SPEC 5's shares), V_j = phi(D) G^o_j,
+    sum_j G^o_j = ``volume`` / phi (``volume(D)``: phi(D) times the whole model's payload),
+    and T >= E_j* + AR_j* with E_j* >= ``floor`` (<= m c of any stage holding at least 1/S
+    of the parameters, as j* does).  Every used domain gives such a bound; the domains
+    hold s_d // S replicas each, so U has at least D_min domains (the fewest that hold R)
+    and contains a domain whose cap1 is at most that of the domain completing R when the
+    domains are taken fastest cap1 first.
+
+    >>> caps = DomainCaps((np.array([0.0, 1e9]), np.array([0.0, 1e9])), np.array([np.inf, np.inf]))
+    >>> whole_replicas_bound(2, 2, [2, 2], caps, lambda D: 1e9, 1.0, 0.0)   # 1 GB over 1 GB/s after 1 s
+    2.0
+    """
+    rows = np.asarray(slots, int) // S
+    if rows.sum() < R:
+        return np.inf
+    D_min = max(2, int(np.searchsorted(np.cumsum(np.sort(rows)[::-1]), R) + 1))
+    cap1 = np.array([min(caps.uplink[d], caps.top[d][1] if len(caps.top[d]) > 1 else 0.0)
+                     for d in range(len(rows))])
+    order = np.argsort(-cap1, kind="stable")
+    last = order[int(np.searchsorted(np.cumsum(rows[order]), R))]
+    if not cap1[last] > 0:
+        return np.inf
+    return float(floor + 2 * (D_min - 1) * lat_min + volume(D_min) / cap1[last])
+
+
+@dataclass(frozen=True)
 class SlowTypes:
     """The GPU types of a mixed instance other than the fastest (SPEC v3 (g)), as one
     optimistic type: ``gpu`` with their largest peak * mfu and NVLink bandwidth (none
@@ -204,8 +418,24 @@ def _pipeline_dp(base, ring, stages, step, cap, ring_steps: int = 1):
     return np.array(v).T
 
 
+def _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m):
+    """Term (3) of a stage holding units [a, e) at index 0 (module docstring): Little's law
+    on its in-flight micro-batches, ``inf`` where it does not fit.  ``Cpre``, ``Fpre``:
+    prefix sums of the units' c and f (s); ``Pint``, ``Sint``: parameters and stored bytes
+    per token of [a, e); ``limit``: usable bytes per GPU.  Example: one unit of f = 1,
+    g = 2, m = 4 and room for 2 in flight: 1 + 4 * 2 / 2 = 5 s."""
+    n = len(Cpre) - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.floor((limit * t - STATE_BYTES * Pint) / (tokens * Sint) * (1 + 1e-12))
+    w = np.clip(np.where(Sint > 0, room, m), 1, m)
+    f_int = Fpre[None, :] - Fpre[:, None]
+    g_int = (Cpre[None, :] - Cpre[:, None]) - f_int
+    suffix = (Cpre[n] - Cpre)[None, :]  # c of the units after the stage
+    return np.where(fits, Cpre[:, None] + f_int + m * (suffix + g_int) / w, np.inf)
+
+
 def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
-                slow: SlowTypes | None = None) -> ShapeBound:
+                slow: SlowTypes | None = None, joint: bool = True, little: bool = True) -> ShapeBound:
     """The smallest per-shape bound over every shape of ``instance`` (see module
     docstring): on T (seconds) for ``objective="time"``, on the cost per iteration
     for ``"cost"``.  ``instance`` must be a one-type instance (the optimistic one).
@@ -231,6 +461,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     rate = gpu.flops_per_s
     limit = instance.memory_limit_bytes
     net = network_figures(instance)
+    caps = domain_caps(instance)
     F = np.array([u.fwd_flops_per_token for u in units], float)
     P = np.array([u.params for u in units], float)
     stored = np.array([u.stored_bytes_per_token for u in units], float)
@@ -253,6 +484,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
         slots = [d.gpus // t for d in doms]
         fast_slots = (sum(d.gpus // t for d, quick in zip(instance.domains, slow.fast)
                           if quick and d.gpus_per_node >= t) if slow is not None else None)
+        slots_all = [d.gpus // t if d.gpus_per_node >= t else 0 for d in instance.domains]
         slot_prices = np.sort(np.concatenate([np.full(d.gpus // t, d.price_per_gpu_hour) for d in doms]))
         for b in sorted(set(wl.micro_batch_sizes)):
             if gbs % b:
@@ -276,11 +508,14 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 if S_max < 1:
                     continue
                 cheap = m * c.sum() / S_max
-                todo.append((cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots))
+                todo.append((cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots,
+                             slots_all))
     todo.sort(key=lambda row: row[0])
 
     best_value, best_shape, counted, skipped = np.inf, None, 0, 0
-    for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots in todo:
+    values: dict = {}  # shape -> its bound, for the shapes bounded in full
+    P_small = pre(np.sort(P))  # the sum of the k smallest units' parameters
+    for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots, slots_all in todo:
         slots_one = max(slots)
         if objective == "time" and cheap >= best_value:
             skipped += 1
@@ -291,10 +526,14 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
         if not fits[:, n].any():
             continue
         base = np.where(fits, Cpre[:, None] + m * Cint, np.inf)
+        if little:
+            base = np.maximum(base, _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m))
         x_min = float(out_cut.min()) * tokens / net.bw_any if n > 1 else 0.0
         forced = R * S_max > slots_one  # some S of this (t, b, R) cannot sit in one domain
         unsplit = sum(k // R for k in slots)  # stages whose R replicas can share a domain
-        K = -(-R // slots_one)  # a stage's replicas span at least K domains
+        # a stage's replicas span at least K domains: the fewest whose slots hold R
+        K = (int(np.searchsorted(np.cumsum(sorted(slots, reverse=True)), R) + 1) if joint
+             else -(-R // slots_one))
         ring = None
         if forced and R > 1 and ring_bits is not None and net.cap > 0:
             phi = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (max(K, 2) - 1) / max(K, 2)
@@ -311,6 +550,35 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
             v_slow = _pipeline_dp(base, slow_base, S_max, x_min, max(1, -(-(R * S_max - fast_slots) // R)),
                                   ring_steps=2)
+        p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
+        phi_min = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (max(K, 2) - 1) / max(K, 2)
+        row_bytes = m * float(out_cut.min()) * tokens if n > 1 else 0.0
+        floor = m * float(c.min()) + 2 * (max(K, 2) - 1) * net.lat_min
+
+        fill = float(c.sum()) + 2 * net.lat_min
+
+        def _joint(S, current, R=R, m=m, p_cap=p_cap, phi_min=phi_min, row_bytes=row_bytes, floor=floor,
+                   slots_all=slots_all, fits=fits, Cint=Cint):
+            """A bound on T of every plan of the shape with S stages, or 0 when it cannot
+            exceed ``current``: the smaller of the whole-replicas case and the
+            split-replica case (:func:`whole_replicas_bound`, :func:`spread_bound`,
+            :func:`row_term`)."""
+            heavy = np.where(fits & (Pint * S >= float(Ppre[-1]) * (1 - 1e-12)), Cint, np.inf).min()
+            payload = float(Ppre[-1]) * ring_bits / 8.0
+            phi = (lambda D: 2.0) if wl.gradient_sync == "reduce_broadcast" else (lambda D: 2.0 * (D - 1) / D)
+            whole = (whole_replicas_bound(R, S, slots_all, caps, lambda D: phi(D) * payload, m * float(heavy),
+                                          net.lat_min) if R > 1 and np.isfinite(heavy) else np.inf)
+            if whole <= current:
+                return 0.0
+            if S == 1:  # every replica is whole
+                return whole
+            one = fill + row_bytes / net.cap if net.cap > 0 else 0.0  # one channel over the WAN
+            q = np.arange(S + 1)
+            params = np.maximum(P_small[np.minimum(q, n)], float(Ppre[-1]) - (S - q) * p_cap)
+            cols = phi_min * params * ring_bits / 8.0 if R > 1 else None
+            spread = spread_bound(R, S, slots_all, caps, row_bytes, cols, floor, fill, above=max(current, one))
+            return min(whole, max(spread, one))
+
         for S in range(1, S_max + 1):
             V0 = float(v[0, S - 1])
             if not np.isfinite(V0):
@@ -341,12 +609,20 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                                 + w * instance.options.wan_price_per_gb / 1e9 for a, w in alts)
             if objective == "cost" and R * S <= slots_one:
                 value = value * t * float(slot_prices[:R * S].sum()) / 3600.0
+            if joint and R * S > slots_one and ring_bits is not None and value < best_value:
+                # the WAN every used domain must send, its stages' syncs seen together
+                if objective == "cost":
+                    value = max(value, spread * t * float(slot_prices[:R * S].sum()) / 3600.0
+                                if (spread := _joint(S, 0.0)) < np.inf else np.inf)
+                else:
+                    value = max(value, _joint(S, value))
             if v_slow is not None and R * S > fast_slots:
                 k = -(-(R * S - fast_slots) // R)
                 typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())
                 if objective == "cost":
                     typed *= t * float(slot_prices[:R * S].sum()) / 3600.0
                 value = max(value, typed)
+            values[(t, b, R, S)] = value
             if value < best_value:
                 best_value, best_shape = value, (t, b, R, S)
-    return ShapeBound(best_value, best_shape, counted, skipped)
+    return ShapeBound(best_value, best_shape, counted, skipped, values)
