@@ -223,7 +223,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         """Seconds kept for the last master and the final evaluation of the incumbent."""
         best = state["best"]
         ev = 0.0 if best is None else sum(pool.columns[k].eval_s for k in best.choice if k is not None)
-        return 1.5 * ev + state["master_s"] + state["lp_s"]
+        return 2.0 * ev + 1.5 * (state["master_s"] + state["lp_s"])
 
     budget.extra = reserve
 
@@ -335,6 +335,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     rounds = 0
     status = "heuristic"
     seen = -1  # the columns the last master saw
+    probed = None  # the incumbent's value when the converged rounds last probed above it
     while True:
         if rounds and budget.out(pool) and len(pool.columns) == seen:
             status = budget.reason
@@ -362,6 +363,13 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             if best is not None:
                 _polish(minst, pool, best, objective, weights, budget, deterministic)
             _price(minst, pool, best, lp, objective, weights, cap, make)
+        elif probed != best.value:
+            # converged: one probe above the incumbent (rebalanced towards REBALANCE_STEP more);
+            # the rounds go on if it adds columns, end when the value has not moved since the last probe
+            probed = best.value
+            cols = pool.columns
+            picked = {j: (None if k is None else cols[k]) for j, k in enumerate(best.choice)}
+            _rebalance(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
         while len(pool.columns) == before and late and not budget.out(pool):
             # converged, or no new column: the next baseline (pricing planner), certified when it competes
             name = late.pop(0)
@@ -418,6 +426,8 @@ def _polish(minst, pool, best, objective, weights, budget, deterministic) -> Non
         order = sorted(chosen, key=lambda jc: -jc[1].completion_s)
     else:
         order = sorted(chosen, key=lambda jc: jc[1].rho)
+    if objective == "maxmin" and not deterministic:
+        return  # the baselines are certified (_certify); the rounds' time goes to new allocations
     done = 0
     for j, col in order:
         if done >= EXACT_PER_ROUND or budget.out(pool):
@@ -451,6 +461,24 @@ class _Alloc:
 @dataclass
 class _Allocs:
     jobs: list
+
+
+def _rho_upper(minst, pool, j: int, a) -> float | None:
+    """An upper bound on job j's rho on allocation ``a`` whatever the plan: its tokens per
+    iteration over the slice's lower bound on T_eff / e (SPEC 7's bound, valid for every
+    plan), over the job's reference.  None when the slice cannot be built."""
+    from ...scoring.bounds import lower_bound
+
+    try:
+        inst = minst.slice_instance(j, a.gpus, a.link_share, a.uplink_share)
+        lb = lower_bound(inst).value
+    except (InputError, InfeasibleError, ValueError):
+        return None
+    ref = pool.references.get(minst.jobs[j].name)
+    if not lb or not ref or not math.isfinite(lb):
+        return None
+    wl = inst.workload
+    return wl.global_batch_size * wl.seq_len / lb / ref
 
 
 def _baseline_value(pool, mp, objective: str, weights) -> float | None:
@@ -490,7 +518,14 @@ def _certify(minst, pool, name, mp, objective, weights, state, master, run_basel
                 if col is None and inc is not None and inc.choice[j] is not None:
                     col = pool.columns[inc.choice[j]]  # no pricing column: the incumbent's order
                 items.append(((col.rho if col is not None else 0.0) / weights[j], j, a))
-            for _, j, a in sorted(items, key=lambda t: (t[0], t[1])):
+            items.sort(key=lambda t: (t[0], t[1]))
+            inc = state["best"]
+            for _, j, a in items if inc is not None else ():  # a bound first: no plan at all
+                ub = _rho_upper(minst, pool, j, a)
+                if ub is not None and ub / weights[j] <= inc.value * (1 + 1e-12):
+                    return (f"{minst.jobs[j].name}'s rho/w on its slice is at most {ub / weights[j]:.6g} "
+                            "(the slice's lower bound on T_eff/e) <= the incumbent's")
+            for _, j, a in items:
                 col = pool.make(j, a.gpus, a.link_share, a.uplink_share, source=f"baseline:{name}", fast=False)
                 if col is None and pool.stop_check is not None and pool.stop_check():
                     return "cut by the time limit"
@@ -586,7 +621,7 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
     # 0. the LP's mix rounded (:func:`lp_rounding`): each job whose x is fractional on the
     # LP-weighted average of its columns' allocations; with the others' columns they fit together
     if objective == "maxmin" and best is not None:
-        level = max(best.value * (1 + REBALANCE_STEP), lp.value or 0.0)
+        level = max(best.value * (1 + REBALANCE_STEP), 0.5 * (best.value + (lp.value or 0.0)))
         _rebalance(minst, pool, picked, weights, level, cap, make)
         targets = targets[:EXACT_PER_ROUND]
     if lp.x:
@@ -670,26 +705,28 @@ def lp_rounding(columns, x: dict, J: int) -> dict[int, tuple[dict, dict, dict]]:
 
 
 def _rebalance(minst, pool, picked, weights, level: float, cap: Capacity, make) -> None:
-    """Maxmin: towards every job at ``rho / w >= level``.  The incumbent's jobs well above
-    the level (the most GPUs to give back first, at most :data:`REBALANCE_JOBS`) shrunk: their
-    GPUs and shares scaled by the factor the level needs (throughput taken as proportional to
-    GPUs, with :data:`REBALANCE_STEP` to spare); then each job below the level grown by
-    what is free once the shrunk columns that still reach the level replace theirs (split
-    among the jobs below it).  Every allocation made here fits with the others'."""
+    """Maxmin: towards every job at ``rho / w >= level``, throughput taken as proportional to
+    GPUs (with :data:`REBALANCE_STEP` to spare).  The incumbent's jobs well above the level
+    shrunk (GPUs and link shares scaled by what the level needs; the most GPUs to give back
+    first, at most :data:`REBALANCE_JOBS`); the shrunk columns that still reach the level
+    free their GPUs; the jobs below it scaled up in their own domains while the freed GPUs
+    allow (the furthest below first); what is left goes to the jobs still below, split
+    among them, in every allowed domain (with the links left).  Every allocation made here
+    fits with the others' (all of them a feasible multi-plan when each reaches the level)."""
     J = len(weights)
     now = {j: c for j, c in picked.items() if c is not None}
     if len(now) < J:
         return
     val = {j: c.rho / weights[j] for j, c in now.items()}
-    low = [j for j in range(J) if val[j] < level]
-    if not low:
+    if not any(v < level for v in val.values()):
         return
+    want = level * (1 + REBALANCE_STEP)
     rich = [j for j in range(J) if val[j] > level * (1 + 2 * REBALANCE_STEP)]
     rich.sort(key=lambda j: -(1 - level / val[j]) * now[j].total_gpus)
     use = dict(now)
     for j in rich[:REBALANCE_JOBS]:
         c = now[j]
-        f = min(0.9, max(0.1, level / val[j] * (1 + REBALANCE_STEP)))
+        f = min(0.9, max(0.05, want / val[j]))
         g = {d: int(math.floor(n * f)) for d, n in c.gpus.items()}
         g = {d: n for d, n in g.items() if n > 0}
         if not g or g == c.gpus:
@@ -700,26 +737,37 @@ def _rebalance(minst, pool, picked, weights, level: float, cap: Capacity, make) 
     free_g = dict(cap.gpus)
     free_l = {k: 1.0 for k in cap.links}
     free_u = {d: 1.0 for d in cap.uplinks}
-    for j, c in use.items():
-        if j in low:
+
+    def take(c, sign=-1):
+        for d, n in c.gpus.items():
+            free_g[d] += sign * n
+        for k, v in c.link_share.items():
+            free_l[k] += sign * v
+        for d, u in c.uplink_share.items():
+            free_u[d] += sign * u
+
+    for c in use.values():
+        take(c)
+    low = sorted((j for j in range(J) if use[j].rho / weights[j] < level), key=lambda j: (val[j], j))
+    still = []
+    for j in low:  # scaled up in its own domains while the freed GPUs allow
+        c = use[j]
+        f = want / max(val[j], 1e-12)
+        g = {d: min(n + max(0, free_g[d]), int(math.ceil(n * f))) for d, n in c.gpus.items()}
+        links = {k: min(v + max(0.0, free_l[k]), v * f) for k, v in c.link_share.items()}
+        if g == c.gpus:
+            still.append(j)
             continue
-        for d, n in c.gpus.items():
-            free_g[d] -= n
-        for k, v in c.link_share.items():
-            free_l[k] -= v
-        for d, u in c.uplink_share.items():
-            free_u[d] -= u
-    for j in low:  # the low jobs share what is left: each its own plus 1/len(low) of the rest
-        c = now[j]
-        for d, n in c.gpus.items():
-            free_g[d] -= n
-        for k, v in c.link_share.items():
-            free_l[k] -= v
-        for d, u in c.uplink_share.items():
-            free_u[d] -= u
-    n = len(low)
-    for j in low:
-        c = now[j]
+        col = make(j, g, links, None, source="price:scale_up")
+        if col is not None and col.rho / weights[j] >= level:
+            take(c, +1)
+            take(col)
+            use[j] = col
+        else:
+            still.append(j)
+    n = len(still)
+    for j in still:  # what is left, split among the jobs still below the level
+        c = use[j]
         allowed = set(minst.allowed(j))
         g = {d: c.gpus.get(d, 0) + max(0, free_g.get(d, 0)) // n for d in cap.gpus if d in allowed}
         g = {d: v for d, v in g.items() if v > 0}

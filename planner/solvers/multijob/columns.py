@@ -317,6 +317,12 @@ class ColumnPool:
         k = self.key(j, gpus, link_share, uplink_share)
         if not k[2]:  # no link: the uplinks carry nothing, the plan does not depend on them
             k = k[:3] + (None,)
+        if not k[2] and len(k[1]) == 1:
+            # one domain, no link: the plan of any domain alike (all but its name) moved here
+            (dom, g), = k[1]
+            twin = self._twin(j, (k[0], (("#like", self._domain_sig(dom)), g)), dom, gpus, link_share, uplink_share,
+                              instance, time_limit, fast)
+            return twin
         pkey = (k, fast)
         exact = (pkey[0], False)
         if fast and self._plans.get(exact) is not None:  # the exact plan is known: no cheaper one
@@ -335,6 +341,54 @@ class ColumnPool:
             if p is not None and fast:
                 self._fast_plans.add(id(p))
         return self.as_job(self._plans[pkey], j)
+
+    def _domain_sig(self, dom: str) -> str:
+        """What a plan in domain ``dom`` alone (no link) depends on: the domain's fields but
+        its name, size, place and uplink (and its price unless the planner's objective is
+        cost), as JSON."""
+        memo = self.__dict__.setdefault("_sigs", {})
+        if dom not in memo:
+            d = self.minst.domains[self.minst.domain_names.index(dom)]
+            skip = {"name", "gpus", "region", "lat", "lon", "utc_offset_hours", "uplink_gbps"}
+            if self.minst.job_instance(0).options.objective != "cost":
+                skip.add("price_per_gpu_hour")
+            memo[dom] = json.dumps(d.model_dump(exclude=skip, mode="json"), sort_keys=True, default=str)
+        return memo[dom]
+
+    def _twin(self, j, sig, dom, gpus, link_share, uplink_share, instance, time_limit, fast):
+        """Job j's plan alone in domain ``dom`` (no link): made once per workload, domain
+        kind and size (``sig``), its placement moved to ``dom``."""
+        pkey = (sig, fast)
+        exact = (sig, False)
+        if fast and self._plans.get(exact) is not None:
+            pkey = exact
+        self._fresh = None
+        if pkey not in self._plans:
+            p = self.plan_on(j, instance, time_limit, fast)
+            if p is None and self.stop_check is not None and self.stop_check():
+                return None
+            if p is not None:
+                from ..registry import evaluation_of
+
+                ev = evaluation_of(p)
+                self._fresh = None if ev is None else (p, ev)
+                if fast:
+                    self._fast_plans.add(id(p))
+            self._plans[pkey] = None if p is None else (p, p.placement[0][0])
+        got = self._plans[pkey]
+        if got is None:
+            return None
+        p, home = got
+        if home != dom:
+            memo = self.__dict__.setdefault("_moved", {})
+            if (id(p), dom) not in memo:
+                q = p.model_copy(update={"placement": [[dom if x == home else x for x in row]
+                                                       for row in p.placement]})
+                memo[(id(p), dom)] = (p, q)
+                if id(p) in self._fast_plans:
+                    self._fast_plans.add(id(q))
+            p = memo[(id(p), dom)][1]
+        return self.as_job(p, j)
 
     def as_job(self, p: Plan | None, j: int) -> Plan | None:
         """``p`` (made for a job of the same workload) named after job j: one copy per
