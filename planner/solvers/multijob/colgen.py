@@ -369,6 +369,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             probed = best.value
             cols = pool.columns
             picked = {j: (None if k is None else cols[k]) for j, k in enumerate(best.choice)}
+            _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
             _rebalance(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
         while len(pool.columns) == before and late and not budget.out(pool):
             # converged, or no new column: the next baseline (pricing planner), certified when it competes
@@ -622,6 +623,8 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
     # LP-weighted average of its columns' allocations; with the others' columns they fit together
     if objective == "maxmin" and best is not None:
         level = max(best.value * (1 + REBALANCE_STEP), 0.5 * (best.value + (lp.value or 0.0)))
+        if not _pack(minst, pool, picked, weights, level, cap, make):
+            _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
         _rebalance(minst, pool, picked, weights, level, cap, make)
         targets = targets[:EXACT_PER_ROUND]
     if lp.x:
@@ -775,3 +778,63 @@ def _rebalance(minst, pool, picked, weights, level: float, cap: Capacity, make) 
         ups = {d: min(1.0, c.uplink_share.get(d, 0.0) + max(0.0, free_u.get(d, 0.0)) / n) for d in g}
         if g != c.gpus:
             make(j, g, links, ups, source="price:rebalance")
+
+
+def _pack(minst, pool, picked, weights, level: float, cap: Capacity, make) -> bool:
+    """Maxmin: one feasible multi-plan aimed at every ``rho / w >= level``, by packing.  The
+    incumbent's jobs below the level keep the column of theirs reaching it with the fewest
+    GPUs (else their best); every other job goes alone into one allowed domain with the GPUs
+    its single-domain columns say the level needs (throughput taken as proportional to
+    GPUs, with :data:`REBALANCE_STEP` to spare), the largest needs first, each into the
+    domain with the fewest free GPUs that hold it (best fit).  Columns made for the packed
+    jobs; they fit together with the low jobs' by construction.  False when some job
+    found no domain."""
+    J = len(weights)
+    cols = pool.columns
+    now = {j: c for j, c in picked.items() if c is not None}
+    if len(now) < J:
+        return False
+    want = level * (1 + REBALANCE_STEP)
+    mine = {j: [c for c in cols if c.job == j] for j in range(J)}
+    low = [j for j in range(J) if now[j].rho / weights[j] < level]
+    free_g = dict(cap.gpus)
+    free_l = {k: 1.0 for k in cap.links}
+    free_u = {d: 1.0 for d in cap.uplinks}
+    for j in low:
+        ok = [c for c in mine[j] if c.rho / weights[j] >= level]
+        c = min(ok, key=lambda c: (c.total_gpus, -c.rho)) if ok else max(mine[j], key=lambda c: (c.rho, -c.total_gpus))
+        for d, n in c.gpus.items():
+            free_g[d] -= n
+        for k, v in c.link_share.items():
+            free_l[k] -= v
+        for d, u in c.uplink_share.items():
+            free_u[d] -= u
+    if min(free_g.values()) < 0 or min(free_l.values()) < -1e-9 or min(free_u.values()) < -1e-9:
+        return False
+    need = {}
+    for j in range(J):
+        if j in low:
+            continue
+        single = [c for c in mine[j] if len(c.gpus) == 1 and not c.link_share]
+        ok = [c for c in single if c.rho / weights[j] >= want]
+        if ok:
+            need[j] = min(c.total_gpus for c in ok)
+        elif single:
+            c = max(single, key=lambda c: (c.rho / c.total_gpus, c.rho))
+            need[j] = int(math.ceil(c.total_gpus * want / max(c.rho / weights[j], 1e-12)))
+        else:
+            need[j] = int(math.ceil(now[j].total_gpus * want / max(now[j].rho / weights[j], 1e-12)))
+        if minst.jobs[j].max_gpus is not None:
+            need[j] = min(need[j], minst.jobs[j].max_gpus)
+    place = {}
+    for j in sorted(need, key=lambda j: (-need[j], j)):
+        fits = [d for d in minst.allowed(j) if free_g[d] >= need[j] and free_u[d] > 1e-9]
+        if not fits:
+            return False
+        d = min(fits, key=lambda d: (free_g[d], minst.domain_names.index(d)))
+        place[j] = d
+        free_g[d] -= need[j]
+        free_u[d] -= need[j] / cap.gpus[d]
+    for j, d in sorted(place.items(), key=lambda t: -need[t[0]]):
+        make(j, {d: need[j]}, {}, {d: need[j] / cap.gpus[d]}, source="price:pack")
+    return True
