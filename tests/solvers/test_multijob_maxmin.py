@@ -197,3 +197,27 @@ def test_one_domain_plans_shared_by_domains_alike(two_jobs):
     assert {d for row in b.plan.placement for d in row} == {"beta"}
     fresh = ColumnPool(two_jobs, refs).make(0, {"beta": 8}, {})
     assert math.isclose(b.time_s, fresh.time_s, rel_tol=1e-12) and math.isclose(a.time_s, b.time_s, rel_tol=1e-12)
+
+
+def test_rho_upper_bounds_every_column(four, four_refs):
+    """The certificate of the lazy baselines: the slice's lower bound on T_eff/e caps rho
+    (:func:`_rho_upper`) above every column made on that slice, here and with every link
+    and uplink whole (the static split's certificate)."""
+    from planner.solvers.multijob.colgen import _Alloc, _rho_upper
+
+    pool = ColumnPool(four, four_refs)
+    slices = [({"alpha": 8}, {}), ({"alpha": 4, "beta": 4}, {"alpha|beta": 0.5}), ({"beta": 8}, {}),
+              ({"alpha": 16, "beta": 8}, {"alpha|beta": 1.0}), ({"alpha": 2, "gamma": 6}, {"alpha|beta": 0.3,
+                                                                                       "beta|gamma": 0.3})]
+    checked = 0
+    for j in (0, 2):
+        for g, links in slices:
+            c = pool.make(j, g, links)
+            if c is None:
+                continue
+            ub = _rho_upper(four, pool, j, _Alloc(True, c.gpus, c.link_share, c.uplink_share))
+            whole = _rho_upper(four, pool, j, _Alloc(True, c.gpus, {"alpha|beta": 1.0, "beta|gamma": 1.0},
+                                                     {d: 1.0 for d in c.gpus}))
+            assert c.rho <= ub * (1 + 1e-9) and c.rho <= whole * (1 + 1e-9), (g, c.rho, ub, whole)
+            checked += 1
+    assert checked >= 6

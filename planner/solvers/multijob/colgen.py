@@ -290,6 +290,12 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         if (name not in FIRST_BASELINES and not baselines) or (not deterministic and budget.out(pool)) \
                 or name in skip:
             continue
+        if lazy and objective == "maxmin" and name == "static_split" and state["best"] is not None:
+            why = _static_split_bound(minst, pool, weights, state["best"].value)
+            if why:
+                skip.add(name)
+                log.info("multiplan: baseline static_split certified (%s)", why)
+                continue
         quick_baseline(name)
     if lazy:
         order = sorted(runs, key=lambda n: -(_baseline_value(pool, runs[n], objective, weights) or -math.inf))
@@ -462,6 +468,22 @@ class _Alloc:
 @dataclass
 class _Allocs:
     jobs: list
+
+
+def _static_split_bound(minst, pool, weights, value: float) -> str | None:
+    """Why the static split cannot beat ``value`` under maxmin whatever its plans (a job's
+    rho / w on its datacenters with every link and uplink whole, by the slice's lower
+    bound, at most ``value``), else None.  No plan is made."""
+    for j, have in enumerate(static_domains(minst)):
+        g = clip(minst, j, have)
+        if not g:
+            return f"{minst.jobs[j].name} left out whatever the plans"
+        whole = _Alloc(True, g, {k: 1.0 for k in link_keys(minst)}, {d: 1.0 for d in g})
+        ub = _rho_upper(minst, pool, j, whole)
+        if ub is not None and ub / weights[j] <= value * (1 + 1e-12):
+            return (f"{minst.jobs[j].name}'s rho/w on its datacenters is at most {ub / weights[j]:.6g} (the "
+                    "slice's lower bound on T_eff/e, every link whole) <= the incumbent's")
+    return None
 
 
 def _rho_upper(minst, pool, j: int, a) -> float | None:
