@@ -65,6 +65,7 @@ FINISH_S = 0.05  # share of the time limit kept for the last master and the eval
 REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
 FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
 BASELINE_ORDER = FIRST_BASELINES + ("greedy_by_weight", "wan_blind_maxmin", "edf")  # cheapest first
+BOUND_TRIES = 8  # maxmin: jobs whose slice bound is tried when certifying a baseline without plans
 CERTIFY_SHARE = 0.5  # maxmin: a plan-dependent baseline below this share of the incumbent (pricing planner) is
 # not run again by the exact planner
 PLAN_FREE = ("one_datacenter", "equal_share")  # baselines whose allocations do not depend on the plans
@@ -291,11 +292,13 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                 or name in skip:
             continue
         if lazy and objective == "maxmin" and name == "static_split" and state["best"] is not None:
-            why = _static_split_bound(minst, pool, weights, state["best"].value)
+            why = _static_split_bound(minst, pool, weights, state["best"])
+            skip.add(name)
             if why:
-                skip.add(name)
                 log.info("multiplan: baseline static_split certified (%s)", why)
-                continue
+            else:  # its plans span datacenters: after the rounds, with the other plan-dependent ones
+                late.insert(0, name)
+            continue
         quick_baseline(name)
     if lazy:
         order = sorted(runs, key=lambda n: -(_baseline_value(pool, runs[n], objective, weights) or -math.inf))
@@ -470,14 +473,20 @@ class _Allocs:
     jobs: list
 
 
-def _static_split_bound(minst, pool, weights, value: float) -> str | None:
-    """Why the static split cannot beat ``value`` under maxmin whatever its plans (a job's
-    rho / w on its datacenters with every link and uplink whole, by the slice's lower
-    bound, at most ``value``), else None.  No plan is made."""
-    for j, have in enumerate(static_domains(minst)):
-        g = clip(minst, j, have)
+def _static_split_bound(minst, pool, weights, inc) -> str | None:
+    """Why the static split cannot beat the incumbent ``inc`` under maxmin whatever its plans
+    (a job's rho / w on its datacenters with every link and uplink whole, by the slice's
+    lower bound, at most the incumbent's value; the :data:`BOUND_TRIES` jobs the incumbent
+    holds lowest tried), else None.  No plan is made."""
+    value = inc.value
+    have = [clip(minst, j, h) for j, h in enumerate(static_domains(minst))]
+    for j, g in enumerate(have):
         if not g:
             return f"{minst.jobs[j].name} left out whatever the plans"
+    order = sorted(range(len(have)), key=lambda j: (pool.columns[inc.choice[j]].rho / weights[j]
+                                                    if inc.choice[j] is not None else 0.0, j))
+    for j in order[:BOUND_TRIES]:
+        g = have[j]
         whole = _Alloc(True, g, {k: 1.0 for k in link_keys(minst)}, {d: 1.0 for d in g})
         ub = _rho_upper(minst, pool, j, whole)
         if ub is not None and ub / weights[j] <= value * (1 + 1e-12):
@@ -543,7 +552,7 @@ def _certify(minst, pool, name, mp, objective, weights, state, master, run_basel
                 items.append(((col.rho if col is not None else 0.0) / weights[j], j, a))
             items.sort(key=lambda t: (t[0], t[1]))
             inc = state["best"]
-            for _, j, a in items if inc is not None else ():  # a bound first: no plan at all
+            for _, j, a in items[:BOUND_TRIES] if inc is not None else ():  # a bound first: no plan at all
                 ub = _rho_upper(minst, pool, j, a)
                 if ub is not None and ub / weights[j] <= inc.value * (1 + 1e-12):
                     return (f"{minst.jobs[j].name}'s rho/w on its slice is at most {ub / weights[j]:.6g} "
