@@ -61,14 +61,15 @@ log = logging.getLogger("planner")
 PLANS_PER_SECOND = 1.0  # deterministic budget: plans per second of the time limit
 COLUMN_SHARE = 0.25  # at most this share of the time limit for one plan (and at least MIN_COLUMN_S)
 MIN_COLUMN_S = 1.0
-FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation (and _Budget.extra)
+FINISH_S = 0.08  # share of the time limit kept for the last master and the evaluation (and _Budget.extra)
 REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
 FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
 BASELINE_ORDER = FIRST_BASELINES + ("greedy_by_weight", "wan_blind_maxmin", "edf")  # cheapest first
 BOUND_TRIES = 8  # maxmin: jobs whose slice bound is tried when certifying a baseline without plans
 CERTIFY_SHARE = 0.5  # maxmin: a plan-dependent baseline below this share of the incumbent (pricing planner) is
 # not run again by the exact planner
-PLAN_FREE = ("one_datacenter", "equal_share")  # baselines whose allocations do not depend on the plans
+PLAN_FREE = ("one_datacenter", "equal_share")
+QUICK_BASELINES = ("one_datacenter", "static_split")  # other objectives: by the pricing planner first  # baselines whose allocations do not depend on the plans
 REBALANCE_STEP = 0.05  # maxmin: each round aims this much above the incumbent (and at least the LP)
 REBALANCE_JOBS = 20  # maxmin: jobs shrunk per round
 FIRST_LOW = 1.5  # maxmin: first columns (weight share, one domain) for the jobs within this of the incumbent's
@@ -267,7 +268,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                                if a.equal_share_throughput_tokens_per_s})
         if pool.columns and (lazy or state["best"] is None):
             master()
-        log.info("multiplan: %sbaseline %s: %d columns from %d plans (%.1f s)%s", "quick " if lazy else "", name,
+        log.info("multiplan: %sbaseline %s: %d columns from %d plans (%.1f s)%s", "quick " if pool.fast else "", name,
                  len(pool.columns), pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
                  f", incumbent {state['best'].value:.6g}")
 
@@ -287,11 +288,23 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             skip.add("static_split")  # a job left out whatever the plans: value 0, nothing to plan
             log.info("multiplan: baseline static_split certified (a job left out whatever the plans)")
         skip.add("equal_share")  # certified by its exact columns alone, below (no pricing plans)
-    for name in (FIRST_BASELINES if lazy else BASELINE_ORDER):
+    if lazy and objective != "maxmin":
+        # other objectives: one datacenter and the static split by the pricing planner (an
+        # incumbent within seconds), then every baseline exactly, as it runs alone
+        pool.fast = True
+        for name in QUICK_BASELINES:
+            if not budget.out(pool):
+                quick_baseline(name)
+        pool.fast = False
+        for name in BASELINE_ORDER:
+            if (name in FIRST_BASELINES or baselines) and not budget.out(pool):
+                quick_baseline(name)
+        late = []
+    for name in (FIRST_BASELINES if lazy else BASELINE_ORDER) if objective == "maxmin" or not lazy else ():
         if (name not in FIRST_BASELINES and not baselines) or (not deterministic and budget.out(pool)) \
                 or name in skip:
             continue
-        if lazy and objective == "maxmin" and name == "static_split" and state["best"] is not None:
+        if lazy and name == "static_split" and state["best"] is not None:
             why = _static_split_bound(minst, pool, weights, state["best"])
             skip.add(name)
             if why:
@@ -300,16 +313,16 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                 late.insert(0, name)
             continue
         quick_baseline(name)
-    if lazy:
+    if lazy and objective == "maxmin":
         order = sorted(runs, key=lambda n: -(_baseline_value(pool, runs[n], objective, weights) or -math.inf))
-        if objective == "maxmin" and "equal_share" in skip:
+        if "equal_share" in skip:
             order.append("equal_share")
             runs["equal_share"] = _equal_share_allocation(minst)
         for name in order:
             if budget.out(pool):
                 break
             certify(name)
-    else:
+    elif not lazy:
         late = []
     budget.plans += pool.plans_made
     for j, p in enumerate(_reference_plans_known(minst, solver)):  # each job's reference plan: no new plan
