@@ -667,10 +667,12 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
     # LP-weighted average of its columns' allocations; with the others' columns they fit together
     if objective == "maxmin" and best is not None:
         level = max(best.value * (1 + REBALANCE_STEP), 0.5 * (best.value + (lp.value or 0.0)))
-        if not _pack(minst, pool, picked, weights, level, cap, make):
+        if _pack(minst, pool, picked, weights, level, cap, make):
+            targets = []  # a packing at the level: its columns decide; no larger slice needed yet
+        else:
             _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
-        _rebalance(minst, pool, picked, weights, level, cap, make)
-        targets = targets[:EXACT_PER_ROUND]
+            _rebalance(minst, pool, picked, weights, level, cap, make)
+            targets = targets[:EXACT_PER_ROUND]
     if lp.x:
         alloc = lp_rounding(cols, lp.x, J)
         order = sorted(alloc, key=lambda j: -lp.duals.get(("job", j), 0.0))  # the binding rows first
@@ -832,7 +834,8 @@ def _pack(minst, pool, picked, weights, level: float, cap: Capacity, make) -> bo
     GPUs, with :data:`REBALANCE_STEP` to spare), the largest needs first, each into the
     domain with the fewest free GPUs that hold it (best fit).  Columns made for the packed
     jobs; they fit together with the low jobs' by construction.  False when some job
-    found no domain."""
+    found no domain, or when a low job has no column reaching the level (then it needs a
+    larger one)."""
     J = len(weights)
     cols = pool.columns
     now = {j: c for j, c in picked.items() if c is not None}
@@ -844,8 +847,10 @@ def _pack(minst, pool, picked, weights, level: float, cap: Capacity, make) -> bo
     free_g = dict(cap.gpus)
     free_l = {k: 1.0 for k in cap.links}
     free_u = {d: 1.0 for d in cap.uplinks}
+    reached = True
     for j in low:
         ok = [c for c in mine[j] if c.rho / weights[j] >= level]
+        reached = reached and bool(ok)
         c = min(ok, key=lambda c: (c.total_gpus, -c.rho)) if ok else max(mine[j], key=lambda c: (c.rho, -c.total_gpus))
         for d, n in c.gpus.items():
             free_g[d] -= n
@@ -881,4 +886,4 @@ def _pack(minst, pool, picked, weights, level: float, cap: Capacity, make) -> bo
         free_u[d] -= need[j] / cap.gpus[d]
     for j, d in sorted(place.items(), key=lambda t: -need[t[0]]):
         make(j, {d: need[j]}, {}, {d: need[j] / cap.gpus[d]}, source="price:pack")
-    return True
+    return reached
