@@ -65,6 +65,7 @@ FINISH_S = 0.08  # share of the time limit kept for the last master and the eval
 REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
 FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
 BASELINE_ORDER = FIRST_BASELINES + ("greedy_by_weight", "wan_blind_maxmin", "edf")  # cheapest first
+CERTIFY_AT = 0.3  # maxmin: the late certificates are made when this share of the limit is left (or earlier)
 BOUND_TRIES = 8  # maxmin: jobs whose slice bound is tried when certifying a baseline without plans
 CERTIFY_SHARE = 0.5  # maxmin: a plan-dependent baseline below this share of the incumbent (pricing planner) is
 # not run again by the exact planner
@@ -272,12 +273,20 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                  len(pool.columns), pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
                  f", incumbent {state['best'].value:.6g}")
 
-    def certify(name):
+    pending = []  # maxmin: baselines whose certificate takes exact plans, made late (a better
+    # incumbent may certify them by the slice bound alone)
+
+    def certify(name, plans=True):
         fast, pool.fast = pool.fast, False
         try:
-            how = _certify(minst, pool, name, runs[name], objective, weights, state, master, run_baseline)
+            how = _certify(minst, pool, name, runs[name], objective, weights, state, master, run_baseline,
+                           plans=plans)
         finally:
             pool.fast = fast
+        if how is None:
+            pending.append(name)
+            log.info("multiplan: baseline %s: certificate by exact plans left for later", name)
+            return
         log.info("multiplan: baseline %s certified (%s): %d columns from %d plans (%.1f s), incumbent %s",
                  name, how, len(pool.columns), pool.plans_made, time.perf_counter() - t0,
                  None if state["best"] is None else f"{state['best'].value:.6g}")
@@ -321,7 +330,7 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
         for name in order:
             if budget.out(pool):
                 break
-            certify(name)
+            certify(name, plans=name not in PLAN_FREE)
     elif not lazy:
         late = []
     budget.plans += pool.plans_made
@@ -377,6 +386,11 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             break  # the bound is reached: no column can do better
         converged = objective == "maxmin" and best is not None and lp.value is not None \
             and lp.value <= best.value * (1 + LP_TOL)  # no mix of these columns beats one column per job
+        if pending and not budget.out(pool) and (converged or budget.left() <= CERTIFY_AT * budget.limit):
+            names, pending[:] = list(pending), []
+            for name in names:  # the late certificates (bound first, against the incumbent now)
+                certify(name)
+            continue
         if budget.out(pool):
             status = budget.reason
             break
@@ -393,6 +407,10 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             picked = {j: (None if k is None else cols[k]) for j, k in enumerate(best.choice)}
             _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
             _rebalance(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
+        if len(pool.columns) == before and pending and not budget.out(pool):
+            names, pending[:] = list(pending), []
+            for name in names:  # stalled: the late certificates first
+                certify(name)
         while len(pool.columns) == before and late and not budget.out(pool):
             # converged, or no new column: the next baseline (pricing planner), certified when it competes
             name = late.pop(0)
@@ -405,6 +423,8 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                          "incumbent", name, v, CERTIFY_SHARE)
         if len(pool.columns) == before:
             break
+    for name in pending:
+        log.info("multiplan: baseline %s left uncertified: the time limit came first", name)
     best = state["best"]
     if best is None:
         raise InfeasibleError(f"no choice of one column per job is feasible under {objective} "
@@ -541,7 +561,7 @@ def _baseline_value(pool, mp, objective: str, weights) -> float | None:
     return sum(v * w for v, w in zip(vals, weights))
 
 
-def _certify(minst, pool, name, mp, objective, weights, state, master, run_baseline) -> str:
+def _certify(minst, pool, name, mp, objective, weights, state, master, run_baseline, plans: bool = True) -> str | None:
     """Make sure the incumbent is no worse than baseline ``name`` as it runs alone (the exact
     planner), making as few exact plans as that takes; ``mp``: the baseline by the pricing
     planner.  Under maxmin, for a baseline whose allocation does not depend on the plans
@@ -549,7 +569,8 @@ def _certify(minst, pool, name, mp, objective, weights, state, master, run_basel
     columns on the same allocations until one's ``rho / w`` is at most the incumbent's value
     (then the baseline's value is too); a static split leaving a job out scores 0 whatever the
     plans.  Otherwise the baseline runs again by the exact planner (its columns join the
-    pool, the master runs).  Returns how it was certified (for the log)."""
+    pool, the master runs).  Returns how it was certified (for the log); with
+    ``plans=False`` None when that would take a plan (nothing done)."""
     if objective == "maxmin" and mp is not None:
         if name == "static_split" and any(not a.admitted for a in mp.jobs):
             return "a job left out whatever the plans"
@@ -570,6 +591,8 @@ def _certify(minst, pool, name, mp, objective, weights, state, master, run_basel
                 if ub is not None and ub / weights[j] <= inc.value * (1 + 1e-12):
                     return (f"{minst.jobs[j].name}'s rho/w on its slice is at most {ub / weights[j]:.6g} "
                             "(the slice's lower bound on T_eff/e) <= the incumbent's")
+            if not plans:
+                return None
             for _, j, a in items:
                 col = pool.make(j, a.gpus, a.link_share, a.uplink_share, source=f"baseline:{name}", fast=False)
                 if col is None and pool.stop_check is not None and pool.stop_check():
@@ -581,6 +604,8 @@ def _certify(minst, pool, name, mp, objective, weights, state, master, run_basel
                     return f"{col.name}'s exact rho/w {col.rho / weights[j]:.6g} <= the incumbent's"
             master()
             return "every job exact"
+    if not plans:
+        return None
     run_baseline(name)
     master()
     return "run exactly"
