@@ -14,7 +14,7 @@ import pytest
 import planner
 from planner.problem.io import load_multi_instance
 from planner.problem.jobs import MultiInstance
-from planner.scoring.multievaluate import better, multievaluate
+from planner.scoring.multievaluate import multievaluate
 from planner.solvers.multijob import baselines as B
 from planner.solvers.multijob import references
 from planner.solvers.multijob.colgen import _pack, capacity, lp_rounding
@@ -83,8 +83,9 @@ def _fits(minst, allocs) -> list[str]:
 @pytest.mark.parametrize("limit", [1.5, 4.0])
 def test_maxmin_time_limit_honoured(four, four_refs, limit):
     """The clock covers everything (references given): the answer comes within the limit
-    (slack for a loaded machine), feasible, master_lp >= the master's value, and no worse
-    than the baselines the planner certifies (one datacenter, static split, equal share)."""
+    (slack for a loaded machine), feasible, master_lp >= the master's value, and, when the
+    rounds ended before the limit, no worse in value than the baselines the planner
+    certifies (one datacenter, static split, equal share)."""
     t = time.perf_counter()
     mp = planner.multiplan(four, objective="maxmin", time_limit=limit, references=four_refs)
     spent = time.perf_counter() - t
@@ -95,12 +96,12 @@ def test_maxmin_time_limit_honoured(four, four_refs, limit):
     extra = mp.solver.model_extra
     assert extra["master_lp"] >= extra["master_value"] - 1e-9
     assert mp.solver.status in ("time_limit", "heuristic", "optimal")
-    got = (ev.objective_value, ev.tiebreak)
     if mp.solver.status != "time_limit":
+        # the certificates cover the first objective (a tie on it may break otherwise)
         for fn in (B.one_datacenter, B.static_split, B.equal_share):
             base = multievaluate(four, fn(four, four_refs))
             if base.feasible:
-                assert not better("maxmin", (base.objective_value, base.tiebreak), got), fn.__name__
+                assert base.objective_value <= ev.objective_value * (1 + 1e-12), fn.__name__
 
 
 def _fake_columns(minst, rng, per_job=5):

@@ -267,6 +267,18 @@ class ColumnPool:
         self.columns.append(col)
         return col
 
+    def scratch(self) -> "ColumnPool":
+        """A pool sharing this one's plans and scores (and its planner, budget and mode) but
+        not its columns: for multi-plans that are only to be scored, not offered to the master."""
+        other = ColumnPool(self.minst, self.references, solver=self.solver, seed=self.seed,
+                           column_time_limit=self.column_time_limit, deterministic=self.deterministic)
+        for name in ("_plans", "_times", "_base", "_fast_plans", "_eval_s"):
+            setattr(other, name, getattr(self, name))
+        for name in ("_wkeys", "_renamed", "_moved", "_sigs"):
+            other.__dict__[name] = self.__dict__.setdefault(name, {})
+        other.stop_check, other.limit_fn, other.fast = self.stop_check, self.limit_fn, self.fast
+        return other
+
     def find(self, j: int, gpus: dict, link_share: dict, uplink_share: dict, fast: bool | None = None):
         """The kept column of job j on this allocation (as :meth:`add` keys it), the exact
         planner's first (``fast``: only that planner's); None when there is none.  No plan."""
