@@ -5,27 +5,38 @@
    mix (cached on the instance) unless given (``references=``; the CLI's
    ``--references FILE``); computed here they count in the time limit (at most
    :data:`REF_SHARE` of it) and their time is logged.
-2. **A feasible multi-plan first**: with greedy columns on a clock budget, the
-   cheapest baselines (:data:`QUICK_BASELINES`) by the pricing planner (greedy
-   without its exact re-ranking), the master after each: an incumbent within
-   seconds.  Then every baseline exactly (:mod:`.baselines`, cheapest first; so
-   the result is never worse than a baseline when they finish within the
-   budget), each job's reference plan on the GPUs it uses, each job on a share
-   of every domain in proportion to its weight and alone in each of its two
-   largest domains (the pricing planner from here on).  Plans are shared by the
-   jobs of one workload; trimming is lazy (the incumbent's columns, each round).
+2. **A feasible multi-plan first**: with greedy columns on a clock budget, one
+   datacenter per job by the pricing planner (greedy without its exact
+   re-ranking), the master after it: an incumbent within seconds.  Under maxmin
+   every baseline is then *certified* lazily (:func:`_certify`): shown no better
+   than the incumbent as it runs alone, by a job left out whatever the plans, by
+   the slice's lower bound on T_eff/e (:func:`_rho_upper`, no plan), or by the
+   exact columns of its jobs until one is at most the incumbent (those plans
+   wait until the rounds converge, stall or :data:`CERTIFY_AT` of the limit is
+   left); the plan-dependent ones (greedy by weight, WAN-blind max-min, EDF, a
+   static split not certified by bounds) run after the rounds in a scratch pool
+   and again exactly when they compete (:data:`CERTIFY_SHARE`).  Other
+   objectives (or ``deterministic=True``): the baselines exactly, cheapest
+   first.  Then each job's reference plan on the GPUs it uses, each job on a
+   share of every domain in proportion to its weight and alone in each of its
+   two largest domains (maxmin: the jobs the incumbent holds lowest).  Plans are
+   shared by the jobs of one workload (and one-domain plans by domains alike);
+   trimming is lazy.
 3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
    per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
-   the prices of GPUs (per domain), links and uplinks.  New columns: every job on
-   the LP-weighted average of its columns' allocations (they fit together); for the jobs
-   whose row binds (maxmin: the least ``rho / w``; makespan: the latest;
-   weighted, cost: every job; deadline: the jobs missing their deadline): the
-   job's allocation grown by what the incumbent leaves free, the job on the
-   domains whose GPUs are cheapest by the duals (per achieved FLOP/s), and the
-   other jobs shrunk where the binding job's prices are high; the incumbent's
-   binding columns of the pricing planner re-planned exactly.  Rounds stop when a
-   round adds no column, or at the time limit (status ``time_limit``, the best
-   multi-plan so far).
+   the prices of GPUs (per domain), links and uplinks.  Maxmin: a packing at a
+   level between the value and ``master_lp`` (:func:`_pack`), rebalancing
+   (:func:`_rebalance`), the LP rounded for the binding jobs (:func:`lp_rounding`);
+   the rounds stop when ``master_lp <= (1 + LP_TOL) x`` the value and a probe
+   above it found nothing.  Other objectives: every job on the LP-weighted
+   average of its columns' allocations (they fit together); for the jobs whose
+   row binds (makespan: the latest; weighted, cost: every job; deadline: the
+   jobs missing their deadline): the job's allocation grown by what the
+   incumbent leaves free, the job on the domains whose GPUs are cheapest by the
+   duals (per achieved FLOP/s), and the other jobs shrunk where the binding
+   job's prices are high; the incumbent's binding columns of the pricing
+   planner re-planned exactly.  Rounds stop when a round adds no column, or at
+   the time limit (status ``time_limit``, the best multi-plan so far).
 4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
    (reserved, and ``sharing`` when it is "shared"); ``bound`` is the core's
    :func:`multi_bound` (valid for every multi-plan), never the master's LP.
