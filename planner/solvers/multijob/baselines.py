@@ -80,17 +80,8 @@ def static_split(minst, references, pool=None, objective=None):
     (under its ``max_gpus``); a job's links are those among its domains and on
     the routes between them (split equally where jobs meet), its uplinks whole."""
     pool = _pool(minst, references, pool)
-    J, W = len(minst.jobs), sum(s.weight for s in minst.jobs)
-    total = minst.total_gpus
-    have = [dict() for _ in range(J)]
-    for d in sorted(minst.domains, key=lambda d: -d.gpus):
-        cands = [j for j in range(J) if d.name in minst.allowed(j)
-                 and (minst.jobs[j].max_gpus is None or sum(have[j].values()) + d.gpus <= minst.jobs[j].max_gpus
-                      or not have[j])]
-        if not cands:
-            continue
-        j = max(cands, key=lambda j: (minst.jobs[j].weight / W * total - sum(have[j].values()), -j))
-        have[j][d.name] = d.gpus
+    J = len(minst.jobs)
+    have = static_domains(minst)
     plans, allocs = {}, {}
     for j in range(J):
         g = clip(minst, j, have[j])
@@ -116,6 +107,29 @@ def static_split(minst, references, pool=None, objective=None):
         cols[j] = pool.add(pool.score(j, allocs[j], shares[j], {d: 1.0 for d in allocs[j]}, p,
                                       "baseline:static_split"))
     return _done(minst, "static_split", objective, cols, references, pool)
+
+
+def static_domains(minst) -> list[dict]:
+    """The static split's datacenters per job (no plan needed): domains by decreasing
+    GPUs (ties: file order), each to the allowed job furthest below its weight's share
+    of all GPUs (under its ``max_gpus``); job -> {domain: GPUs} (empty: left out, unless
+    ``clip`` keeps part of a domain beyond the quota).
+
+    >>> [sorted(h) for h in static_domains(minst)]                 # doctest: +SKIP
+    [['alpha'], ['beta', 'gamma']]
+    """
+    J, W = len(minst.jobs), sum(s.weight for s in minst.jobs)
+    total = minst.total_gpus
+    have = [dict() for _ in range(J)]
+    for d in sorted(minst.domains, key=lambda d: -d.gpus):
+        cands = [j for j in range(J) if d.name in minst.allowed(j)
+                 and (minst.jobs[j].max_gpus is None or sum(have[j].values()) + d.gpus <= minst.jobs[j].max_gpus
+                      or not have[j])]
+        if not cands:
+            continue
+        j = max(cands, key=lambda j: (minst.jobs[j].weight / W * total - sum(have[j].values()), -j))
+        have[j][d.name] = d.gpus
+    return have
 
 
 def equal_share(minst, references, pool=None, objective=None):

@@ -5,30 +5,43 @@
    mix (cached on the instance) unless given (``references=``; the CLI's
    ``--references FILE``); computed here they count in the time limit (at most
    :data:`REF_SHARE` of it) and their time is logged.
-2. **A feasible multi-plan first**: with greedy columns on a clock budget, the
-   cheapest baselines (:data:`QUICK_BASELINES`) by the pricing planner (greedy
-   without its exact re-ranking), the master after each: an incumbent within
-   seconds.  Then every baseline exactly (:mod:`.baselines`, cheapest first; so
-   the result is never worse than a baseline when they finish within the
-   budget), each job's reference plan on the GPUs it uses, each job on a share
-   of every domain in proportion to its weight and alone in each of its two
-   largest domains (the pricing planner from here on).  Plans are shared by the
-   jobs of one workload; trimming is lazy (the incumbent's columns, each round).
+2. **A feasible multi-plan first**: with greedy columns on a clock budget, one
+   datacenter per job by the pricing planner (greedy without its exact
+   re-ranking), the master after it: an incumbent within seconds.  Under maxmin
+   every baseline is then *certified* lazily (:func:`_certify`): shown no better
+   than the incumbent as it runs alone, by a job left out whatever the plans, by
+   the slice's lower bound on T_eff/e (:func:`_rho_upper`, no plan), or by the
+   exact columns of its jobs until one is at most the incumbent (those plans
+   wait until the rounds converge, stall or :data:`CERTIFY_AT` of the limit is
+   left); the plan-dependent ones (greedy by weight, WAN-blind max-min, EDF, a
+   static split not certified by bounds) run after the rounds in a scratch pool
+   and again exactly when they compete (:data:`CERTIFY_SHARE`).  Other
+   objectives (or ``deterministic=True``): the baselines exactly, cheapest
+   first.  Then each job's reference plan on the GPUs it uses, each job on a
+   share of every domain in proportion to its weight and alone in each of its
+   two largest domains (maxmin: the jobs the incumbent holds lowest).  Plans are
+   shared by the jobs of one workload (and one-domain plans by domains alike);
+   trimming is lazy.
 3. **Rounds**: the master MILP (:func:`.master.solve_master`) picks one column
    per job; its LP relaxation (:func:`.master.solve_lp`) gives ``master_lp`` and
-   the prices of GPUs (per domain), links and uplinks.  New columns: every job on
-   the LP-weighted average of its columns' allocations (they fit together); for the jobs
-   whose row binds (maxmin: the least ``rho / w``; makespan: the latest;
-   weighted, cost: every job; deadline: the jobs missing their deadline): the
-   job's allocation grown by what the incumbent leaves free, the job on the
-   domains whose GPUs are cheapest by the duals (per achieved FLOP/s), and the
-   other jobs shrunk where the binding job's prices are high; the incumbent's
-   binding columns of the pricing planner re-planned exactly.  Rounds stop when a
-   round adds no column, or at the time limit (status ``time_limit``, the best
-   multi-plan so far).  Under ``deadline`` and ``cost`` every round first prices by
-   the deadline (:func:`.deadline.price_deadline`: per job, the least one-domain, near-set
-   and least-priced-domains slices meeting its deadline, by bisection), and so does the
-   start, before the quick baselines, for at most :data:`DEADLINE_EARLY` of the limit.
+   the prices of GPUs (per domain), links and uplinks.  Maxmin: a packing at a
+   level between the value and ``master_lp`` (:func:`_pack`), rebalancing
+   (:func:`_rebalance`), the LP rounded for the binding jobs (:func:`lp_rounding`);
+   the rounds stop when ``master_lp <= (1 + LP_TOL) x`` the value and a probe
+   above it found nothing.  Other objectives: every job on the LP-weighted
+   average of its columns' allocations (they fit together); for the jobs whose
+   row binds (makespan: the latest; weighted, cost: every job; deadline: the
+   jobs missing their deadline): the job's allocation grown by what the
+   incumbent leaves free, the job on the domains whose GPUs are cheapest by the
+   duals (per achieved FLOP/s), and the other jobs shrunk where the binding
+   job's prices are high; the incumbent's binding columns of the pricing
+   planner re-planned exactly.  Rounds stop when a round adds no column, or at
+   the time limit (status ``time_limit``, the best multi-plan so far).  Under
+   ``deadline`` and ``cost`` every round first prices by the deadline
+   (:func:`.deadline.price_deadline`: per job, the least one-domain, near-set
+   and least-priced-domains slices meeting its deadline, by bisection), and so
+   does the start, before the quick baselines, for at most
+   :data:`DEADLINE_EARLY` of the limit.
 4. The result is scored by :func:`planner.scoring.multievaluate.multievaluate`
    (reserved, and ``sharing`` when it is "shared"); ``bound`` is the core's
    :func:`multi_bound` (valid for every multi-plan), never the master's LP.
@@ -48,14 +61,15 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 
 from ...problem.errors import InfeasibleError, InputError
 from ...problem.jobs import OBJECTIVES, equal_slice, full_allocation
 from ...problem.plan import SolverInfo
 from ...scoring.multievaluate import gap_of, multi_bound, multievaluate
 from .. import stop
-from .baselines import BASELINES
-from .columns import TRIM_EVALUATIONS, ColumnPool, assemble, link_keys, plan_throughput, reference_throughputs, trim
+from .baselines import BASELINES, static_domains
+from .columns import SHARE_DIGITS, TRIM_EVALUATIONS, ColumnPool, assemble, clip, link_keys, plan_throughput, reference_throughputs, trim
 from .deadline import price_deadline
 from .master import Capacity, solve_lp, solve_master
 
@@ -64,12 +78,23 @@ log = logging.getLogger("planner")
 PLANS_PER_SECOND = 1.0  # deterministic budget: plans per second of the time limit
 COLUMN_SHARE = 0.25  # at most this share of the time limit for one plan (and at least MIN_COLUMN_S)
 MIN_COLUMN_S = 1.0
-FINISH_S = 0.05  # share of the time limit kept for the last master and the evaluation (and _Budget.extra)
+FINISH_S = 0.08  # share of the time limit kept for the last master and the evaluation (and _Budget.extra)
 REF_SHARE = 0.3  # references computed inside the limit: at most this share of it over all jobs
 FIRST_BASELINES = ("one_datacenter", "static_split", "equal_share")  # the cheapest feasible multi-plans first
-QUICK_BASELINES = ("one_datacenter", "static_split")  # by the pricing planner before anything else
+BASELINE_ORDER = FIRST_BASELINES + ("greedy_by_weight", "wan_blind_maxmin", "edf")  # cheapest first
+CERTIFY_AT = 0.3  # maxmin: the late certificates are made when this share of the limit is left (or earlier)
+BOUND_TRIES = 8  # maxmin: jobs whose slice bound is tried when certifying a baseline without plans
+CERTIFY_SHARE = 0.5  # maxmin: a plan-dependent baseline below this share of the incumbent (pricing planner) is
+# not run again by the exact planner
+PLAN_FREE = ("one_datacenter", "equal_share")  # baselines whose allocations do not depend on the plans
+QUICK_BASELINES = ("one_datacenter", "static_split")  # other objectives: by the pricing planner before anything else
 DEADLINE_EARLY = 0.4  # deadline and cost: the first deadline columns stop when this share of the limit has passed
+REBALANCE_STEP = 0.05  # maxmin: each round aims this much above the incumbent (and at least the LP)
+REBALANCE_JOBS = 20  # maxmin: jobs shrunk per round
+FIRST_LOW = 1.5  # maxmin: first columns (weight share, one domain) for the jobs within this of the incumbent's
+LP_TOL = 0.01  # maxmin: the rounds stop when master_lp <= (1 + LP_TOL) x the master's value
 EXACT_PER_ROUND = 3  # chosen columns of the pricing planner re-planned exactly per round
+TRIM_PER_ROUND = 3  # maxmin: chosen columns trimmed per round (those holding the most link share)
 SHARINGS = ("reserved", "shared")
 ALLOCATORS = ("master", "rl")  # multiplan's allocator: the column master, or the PPO allocator (.rl)
 
@@ -213,13 +238,13 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     weights = [s.weight for s in minst.jobs]
     cap = capacity(minst)
     equal_tput: dict[str, float] = {}
-    state = {"best": None, "master_s": 0.0}
+    state = {"best": None, "master_s": 0.0, "lp_s": 0.0}
 
     def reserve() -> float:
         """Seconds kept for the last master and the final evaluation of the incumbent."""
         best = state["best"]
         ev = 0.0 if best is None else sum(pool.columns[k].eval_s for k in best.choice if k is not None)
-        return 1.5 * ev + state["master_s"]
+        return 2.0 * ev + 1.5 * (state["master_s"] + state["lp_s"])
 
     budget.extra = reserve
 
@@ -244,13 +269,55 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
             return None
 
-    # -- 1. a feasible multi-plan first: the cheapest baselines (one datacenter per job, whole
-    # datacenters, the equal share), the master after each until one choice is feasible; a
-    # deterministic budget counts the plans made after the baselines
+    # -- 1. a feasible multi-plan first: every baseline by the pricing planner (greedy without
+    # its exact re-ranking; plans shared by the jobs of one workload), cheapest first, the master
+    # after each; then each baseline certified by the exact planner, lazily (:func:`_certify`):
+    # the result is never below a baseline that the exact planner would make
     pool.stop_check = None if deterministic else (lambda: budget.out(pool))
-    if solver == "greedy" and not deterministic:
-        # 0. an incumbent within seconds: the cheapest baselines by the pricing planner (a few
-        # domains per job, no re-ranking); then every baseline exactly, as it runs alone
+    lazy = solver == "greedy" and not deterministic
+    pool.fast = lazy
+    runs = {}
+    late = [n for n in BASELINE_ORDER if n not in FIRST_BASELINES and baselines]  # lazy: after the rounds
+
+    def quick_baseline(name):
+        mp0 = run_baseline(name)
+        runs[name] = mp0
+        if name == "equal_share" and mp0 is not None:
+            equal_tput.update({a.name: a.equal_share_throughput_tokens_per_s for a in mp0.jobs
+                               if a.equal_share_throughput_tokens_per_s})
+        if pool.columns and (lazy or state["best"] is None):
+            master()
+        log.info("multiplan: %sbaseline %s: %d columns from %d plans (%.1f s)%s", "quick " if pool.fast else "", name,
+                 len(pool.columns), pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
+                 f", incumbent {state['best'].value:.6g}")
+
+    pending = []  # maxmin: baselines whose certificate takes exact plans, made late (a better
+    # incumbent may certify them by the slice bound alone)
+
+    def certify(name, plans=True):
+        fast, pool.fast = pool.fast, False
+        try:
+            how = _certify(minst, pool, name, runs[name], objective, weights, state, master, run_baseline,
+                           plans=plans)
+        finally:
+            pool.fast = fast
+        if how is None:
+            pending.append(name)
+            log.info("multiplan: baseline %s: certificate by exact plans left for later", name)
+            return
+        log.info("multiplan: baseline %s certified (%s): %d columns from %d plans (%.1f s), incumbent %s",
+                 name, how, len(pool.columns), pool.plans_made, time.perf_counter() - t0,
+                 None if state["best"] is None else f"{state['best'].value:.6g}")
+
+    skip = set()
+    if lazy and objective == "maxmin":
+        if any(not clip(minst, j, h) for j, h in enumerate(static_domains(minst))):
+            skip.add("static_split")  # a job left out whatever the plans: value 0, nothing to plan
+            log.info("multiplan: baseline static_split certified (a job left out whatever the plans)")
+        skip.add("equal_share")  # certified by its exact columns alone, below (no pricing plans)
+    if lazy and objective != "maxmin":
+        # other objectives: one datacenter and the static split by the pricing planner (an
+        # incumbent within seconds), then every baseline exactly, as it runs alone
         pool.fast = True
         if objective in ("deadline", "cost"):
             # the least slices meeting each deadline (.deadline), by the pricing planner, first,
@@ -265,34 +332,39 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                      pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
                      f", incumbent {state['best'].value:.6g}")
         for name in QUICK_BASELINES:
-            if budget.out(pool):
-                break
             if name == "one_datacenter" and objective in ("deadline", "cost"):
                 continue  # the deadline columns hold the least one-domain slices already
-            run_baseline(name)
-            if pool.columns:
-                master()
-            log.info("multiplan: quick %s: %d columns from %d plans (%.1f s)%s", name, len(pool.columns),
-                     pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
-                     f", incumbent {state['best'].value:.6g}")
+            if not budget.out(pool):
+                quick_baseline(name)
         pool.fast = False
-    for name in FIRST_BASELINES:
-        if not deterministic and budget.out(pool):
-            break
-        mp0 = run_baseline(name)
-        if name == "equal_share" and mp0 is not None:
-            equal_tput = {a.name: a.equal_share_throughput_tokens_per_s for a in mp0.jobs
-                          if a.equal_share_throughput_tokens_per_s}
-        if state["best"] is None and pool.columns:
-            master()
-        log.info("multiplan: baseline %s: %d columns from %d plans (%.1f s)%s", name, len(pool.columns),
-                 pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
-                 f", incumbent {state['best'].value:.6g}")
-    if baselines:
-        for name in BASELINES:
-            if name in FIRST_BASELINES or (not deterministic and budget.out(pool)):
-                continue
-            run_baseline(name)
+        for name in BASELINE_ORDER:
+            if (name in FIRST_BASELINES or baselines) and not budget.out(pool):
+                quick_baseline(name)
+        late = []
+    for name in (FIRST_BASELINES if lazy else BASELINE_ORDER) if objective == "maxmin" or not lazy else ():
+        if (name not in FIRST_BASELINES and not baselines) or (not deterministic and budget.out(pool)) \
+                or name in skip:
+            continue
+        if lazy and name == "static_split" and state["best"] is not None:
+            why = _static_split_bound(minst, pool, weights, state["best"])
+            skip.add(name)
+            if why:
+                log.info("multiplan: baseline static_split certified (%s)", why)
+            else:  # its plans span datacenters: after the rounds, with the other plan-dependent ones
+                late.insert(0, name)
+            continue
+        quick_baseline(name)
+    if lazy and objective == "maxmin":
+        order = sorted(runs, key=lambda n: -(_baseline_value(pool, runs[n], objective, weights) or -math.inf))
+        if "equal_share" in skip:
+            order.append("equal_share")
+            runs["equal_share"] = _equal_share_allocation(minst)
+        for name in order:
+            if budget.out(pool):
+                break
+            certify(name, plans=name not in PLAN_FREE)
+    elif not lazy:
+        late = []
     budget.plans += pool.plans_made
     for j, p in enumerate(_reference_plans_known(minst, solver)):  # each job's reference plan: no new plan
         if p is not None and (deterministic or not budget.out(pool)):  # (one evaluation each)
@@ -303,11 +375,16 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                                     pool.as_job(p, j), "reference"))
     pool.fast = solver == "greedy"  # the pricing planner from here on; chosen columns re-planned exactly
     W = sum(weights)
-    for j in range(J):
+    first = range(J)
+    if lazy and objective == "maxmin" and state["best"] is not None:  # the jobs the incumbent holds lowest
+        inc = state["best"]
+        vals = {j: pool.columns[k].rho / weights[j] for j, k in enumerate(inc.choice) if k is not None}
+        first = [j for j in range(J) if vals.get(j, 0.0) <= FIRST_LOW * inc.value]
+    for j in first:
         f = weights[j] / W
         make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
              {k: f for k in cap.links}, None, source="weight_share")
-    for j in range(J):  # alone in each of its two largest domains
+    for j in first:  # alone in each of its two largest domains
         big = sorted(minst.allowed(j), key=lambda d: (-minst.domains[minst.domain_names.index(d)].gpus,
                                                         minst.domain_names.index(d)))[:2]
         for d in big:
@@ -320,13 +397,18 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     master_lp = None
     rounds = 0
     status = "heuristic"
+    seen = -1  # the columns the last master saw
+    probed = None  # the incumbent's value when the converged rounds last probed above it
     while True:
-        if rounds and budget.out(pool):
+        if rounds and budget.out(pool) and len(pool.columns) == seen:
             status = budget.reason
             break
+        seen = len(pool.columns)
         res = master()
         best = state["best"]
+        t_lp = time.perf_counter()
         lp = solve_lp(pool.columns, weights, cap, objective)
+        state["lp_s"] = time.perf_counter() - t_lp
         master_lp = lp.value
         rounds += 1
         log.info("multiplan round %d: %d columns, master %s, LP %s (%.1f s)", rounds, len(pool.columns),
@@ -334,17 +416,61 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
                  time.perf_counter() - t0)
         if best is not None and gap_of(best.value, bound) is not None and gap_of(best.value, bound) <= 1e-9:
             break  # the bound is reached: no column can do better
+        converged = objective == "maxmin" and best is not None and lp.value is not None \
+            and lp.value <= best.value * (1 + LP_TOL)  # no mix of these columns beats one column per job
+        if pending and not budget.out(pool) and (converged or budget.left() <= CERTIFY_AT * budget.limit):
+            names, pending[:] = list(pending), []
+            for name in names:  # the late certificates (bound first, against the incumbent now)
+                certify(name)
+            continue
         if budget.out(pool):
             status = budget.reason
             break
         before = len(pool.columns)
-        if best is not None:
-            _polish(minst, pool, best, objective, weights, budget, deterministic)
-        if objective in ("deadline", "cost"):  # the least slices meeting each deadline first
-            price_deadline(minst, pool, best, objective, make, prices=lp.duals)
-        _price(minst, pool, best, lp, objective, weights, cap, make)
+        if not converged:
+            if best is not None:
+                _polish(minst, pool, best, objective, weights, budget, deterministic)
+            if objective in ("deadline", "cost"):  # the least slices meeting each deadline first
+                price_deadline(minst, pool, best, objective, make, prices=lp.duals)
+            _price(minst, pool, best, lp, objective, weights, cap, make)
+        elif probed != best.value:
+            # converged: one probe above the incumbent (rebalanced towards REBALANCE_STEP more);
+            # the rounds go on if it adds columns, end when the value has not moved since the last probe
+            probed = best.value
+            cols = pool.columns
+            picked = {j: (None if k is None else cols[k]) for j, k in enumerate(best.choice)}
+            _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
+            _rebalance(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
+        if len(pool.columns) == before and pending and not budget.out(pool):
+            names, pending[:] = list(pending), []
+            for name in names:  # stalled: the late certificates first
+                certify(name)
+        while len(pool.columns) == before and late and not budget.out(pool):
+            # converged, or no new column: the next baseline (pricing planner), certified when it competes
+            name = late.pop(0)
+            if objective == "maxmin":  # scored apart: its columns join only when it competes (certify)
+                scratch = pool.scratch()
+                try:
+                    runs[name] = BASELINES[name](minst, refs, pool=scratch, objective=objective)
+                except (InfeasibleError, InputError) as err:
+                    log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
+                    runs[name] = None
+                pool.plans_made += scratch.plans_made
+                v, inc = _baseline_value(scratch, runs[name], objective, weights), state["best"]
+                log.info("multiplan: quick baseline %s (apart): %s (%.1f s)", name,
+                         None if v is None else f"{v:.6g}", time.perf_counter() - t0)
+            else:
+                quick_baseline(name)
+                v, inc = _baseline_value(pool, runs[name], objective, weights), state["best"]
+            if not (objective == "maxmin" and v is not None and inc is not None and v < CERTIFY_SHARE * inc.value):
+                certify(name)
+            else:
+                log.info("multiplan: baseline %s left uncertified: %.6g by the pricing planner, below %g x the "
+                         "incumbent", name, v, CERTIFY_SHARE)
         if len(pool.columns) == before:
             break
+    for name in pending:
+        log.info("multiplan: baseline %s left uncertified: the time limit came first", name)
     best = state["best"]
     if best is None:
         raise InfeasibleError(f"no choice of one column per job is feasible under {objective} "
@@ -366,7 +492,12 @@ def _polish(minst, pool, best, objective, weights, budget, deterministic) -> Non
     what a tenth of the time left allows), and the binding jobs' chosen columns planned by
     the pricing planner re-planned exactly (at most :data:`EXACT_PER_ROUND` a round)."""
     chosen = [(j, pool.columns[k]) for j, k in enumerate(best.choice) if k is not None]
-    for j, col in chosen:
+    todo = chosen
+    if objective == "maxmin" and not deterministic:
+        # only what frees links for others: the columns holding the most link share, a few a round
+        todo = sorted((jc for jc in chosen if jc[1].link_share),
+                      key=lambda jc: (-sum(jc[1].link_share.values()), jc[0]))[:TRIM_PER_ROUND]
+    for j, col in todo:
         if budget.out(pool):
             return
         if col.trimmed or id(col) in pool._trimmed:
@@ -378,10 +509,14 @@ def _polish(minst, pool, best, objective, weights, budget, deterministic) -> Non
             pool._trimmed[id(col)] = (col, pool.add(trim(pool, col, n)))
     if objective == "maxmin":
         order = sorted(chosen, key=lambda jc: jc[1].rho / weights[jc[0]])
+        low = order[0][1].rho / weights[order[0][0]] if order else 0.0
+        order = [jc for jc in order if jc[1].rho / weights[jc[0]] <= low * (1 + 1e-9)]  # the binding jobs
     elif objective == "makespan":
         order = sorted(chosen, key=lambda jc: -jc[1].completion_s)
     else:
         order = sorted(chosen, key=lambda jc: jc[1].rho)
+    if objective == "maxmin" and not deterministic:
+        return  # the baselines are certified (_certify); the rounds' time goes to new allocations
     done = 0
     for j, col in order:
         if done >= EXACT_PER_ROUND or budget.out(pool):
@@ -389,6 +524,137 @@ def _polish(minst, pool, best, objective, weights, budget, deterministic) -> Non
         if col.fast:
             done += 1
             pool.make(j, col.gpus, col.link_share, col.uplink_share, source="exact", fast=False)
+
+
+def _equal_share_allocation(minst):
+    """The equal share's allocations without plans (SPEC 10's equal slices; a job whose
+    slice has no GPU is left out), shaped as a multi-plan's ``jobs`` for :func:`_certify`."""
+    jobs = []
+    for j in range(len(minst.jobs)):
+        g, links, ups = equal_slice(minst, j)
+        g = clip(minst, j, {d: n for d, n in g.items() if n})
+        jobs.append(_Alloc(bool(g), g, links if g else {}, ups if g else {}))
+    return _Allocs(jobs)
+
+
+@dataclass
+class _Alloc:
+    """One job's allocation, as :class:`planner.problem.multiplan.JobAllocation` gives it."""
+
+    admitted: bool
+    gpus: dict
+    link_share: dict
+    uplink_share: dict
+
+
+@dataclass
+class _Allocs:
+    jobs: list
+
+
+def _static_split_bound(minst, pool, weights, inc) -> str | None:
+    """Why the static split cannot beat the incumbent ``inc`` under maxmin whatever its plans
+    (a job's rho / w on its datacenters with every link and uplink whole, by the slice's
+    lower bound, at most the incumbent's value; the :data:`BOUND_TRIES` jobs the incumbent
+    holds lowest tried), else None.  No plan is made."""
+    value = inc.value
+    have = [clip(minst, j, h) for j, h in enumerate(static_domains(minst))]
+    for j, g in enumerate(have):
+        if not g:
+            return f"{minst.jobs[j].name} left out whatever the plans"
+    order = sorted(range(len(have)), key=lambda j: (pool.columns[inc.choice[j]].rho / weights[j]
+                                                    if inc.choice[j] is not None else 0.0, j))
+    for j in order[:BOUND_TRIES]:
+        g = have[j]
+        whole = _Alloc(True, g, {k: 1.0 for k in link_keys(minst)}, {d: 1.0 for d in g})
+        ub = _rho_upper(minst, pool, j, whole)
+        if ub is not None and ub / weights[j] <= value * (1 + 1e-12):
+            return (f"{minst.jobs[j].name}'s rho/w on its datacenters is at most {ub / weights[j]:.6g} (the "
+                    "slice's lower bound on T_eff/e, every link whole) <= the incumbent's")
+    return None
+
+
+def _rho_upper(minst, pool, j: int, a) -> float | None:
+    """An upper bound on job j's rho on allocation ``a`` whatever the plan: its tokens per
+    iteration over the slice's lower bound on T_eff / e (SPEC 7's bound, valid for every
+    plan), over the job's reference.  None when the slice cannot be built."""
+    from ...scoring.bounds import lower_bound
+
+    try:
+        inst = minst.slice_instance(j, a.gpus, a.link_share, a.uplink_share)
+        lb = lower_bound(inst).value
+    except (InputError, InfeasibleError, ValueError):
+        return None
+    ref = pool.references.get(minst.jobs[j].name)
+    if not lb or not ref or not math.isfinite(lb):
+        return None
+    wl = inst.workload
+    return wl.global_batch_size * wl.seq_len / lb / ref
+
+
+def _baseline_value(pool, mp, objective: str, weights) -> float | None:
+    """A baseline multi-plan's first objective as the pool's columns give it (maxmin: the
+    least ``rho / w``, 0 when a job is left out; otherwise ``sum w rho``); None without
+    one.  No plan is made."""
+    if mp is None:
+        return None
+    vals = []
+    for j, a in enumerate(mp.jobs):
+        col = pool.find(j, a.gpus, a.link_share, a.uplink_share) if a.admitted else None
+        vals.append(0.0 if col is None else col.rho)
+    if objective == "maxmin":
+        return min(v / w for v, w in zip(vals, weights))
+    return sum(v * w for v, w in zip(vals, weights))
+
+
+def _certify(minst, pool, name, mp, objective, weights, state, master, run_baseline, plans: bool = True) -> str | None:
+    """Make sure the incumbent is no worse than baseline ``name`` as it runs alone (the exact
+    planner), making as few exact plans as that takes; ``mp``: the baseline by the pricing
+    planner.  Under maxmin, for a baseline whose allocation does not depend on the plans
+    (:data:`PLAN_FREE`), its jobs by increasing ``rho / w`` (pricing planner) get their exact
+    columns on the same allocations until one's ``rho / w`` is at most the incumbent's value
+    (then the baseline's value is too); a static split leaving a job out scores 0 whatever the
+    plans.  Otherwise the baseline runs again by the exact planner (its columns join the
+    pool, the master runs).  Returns how it was certified (for the log); with
+    ``plans=False`` None when that would take a plan (nothing done)."""
+    if objective == "maxmin" and mp is not None:
+        if name == "static_split" and any(not a.admitted for a in mp.jobs):
+            return "a job left out whatever the plans"
+        if name in PLAN_FREE:
+            if any(not a.admitted for a in mp.jobs):
+                return "a job left out whatever the plans"
+            items = []
+            inc = state["best"]
+            for j, a in enumerate(mp.jobs):
+                col = pool.find(j, a.gpus, a.link_share, a.uplink_share)
+                if col is None and inc is not None and inc.choice[j] is not None:
+                    col = pool.columns[inc.choice[j]]  # no pricing column: the incumbent's order
+                items.append(((col.rho if col is not None else 0.0) / weights[j], j, a))
+            items.sort(key=lambda t: (t[0], t[1]))
+            inc = state["best"]
+            for _, j, a in items[:BOUND_TRIES] if inc is not None else ():  # a bound first: no plan at all
+                ub = _rho_upper(minst, pool, j, a)
+                if ub is not None and ub / weights[j] <= inc.value * (1 + 1e-12):
+                    return (f"{minst.jobs[j].name}'s rho/w on its slice is at most {ub / weights[j]:.6g} "
+                            "(the slice's lower bound on T_eff/e) <= the incumbent's")
+            if not plans:
+                return None
+            for _, j, a in items:
+                col = pool.make(j, a.gpus, a.link_share, a.uplink_share, source=f"baseline:{name}", fast=False)
+                if col is None and pool.stop_check is not None and pool.stop_check():
+                    return "cut by the time limit"
+                if col is None:
+                    return f"{minst.jobs[j].name} has no exact plan: left out"
+                best = state["best"]
+                if best is not None and col.rho / weights[j] <= best.value * (1 + 1e-12):
+                    return f"{col.name}'s exact rho/w {col.rho / weights[j]:.6g} <= the incumbent's"
+            master()
+            return "every job exact"
+    if not plans:
+        return None
+    run_baseline(name)
+    master()
+    return "run exactly"
 
 
 def _reference_plans_known(minst, solver: str) -> list:
@@ -468,24 +734,25 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
         speed = {d.name: inst.domain_gpu(d.name).flops_per_s / 1e15 for d in minst.domains}
     except Exception:  # noqa: BLE001 - speed only orders domains
         pass
-    # 0. the LP's mix: each job on the LP-weighted average of its columns' allocations (GPUs
-    # floored); these slices fit together, as the LP's sums do
-    if lp.x and any(0 < v < 1 - 1e-9 for v in lp.x.values()):
-        for j in range(J):
-            ks = [k for k in lp.x if cols[k].job == j]
-            g, links, ups = {}, {}, {}
-            for k in ks:
-                v = lp.x[k]
-                for d, n in cols[k].gpus.items():
-                    g[d] = g.get(d, 0.0) + v * n
-                for key, b in cols[k].link_share.items():
-                    links[key] = links.get(key, 0.0) + v * b
-                for d, u in cols[k].uplink_share.items():
-                    ups[d] = ups.get(d, 0.0) + v * u
-            g = {d: int(math.floor(n + 1e-9)) for d, n in g.items()}
-            g = {d: n for d, n in g.items() if n}
+    # 0. the LP's mix rounded (:func:`lp_rounding`): each job whose x is fractional on the
+    # LP-weighted average of its columns' allocations; with the others' columns they fit together
+    if objective == "maxmin" and best is not None:
+        level = max(best.value * (1 + REBALANCE_STEP), 0.5 * (best.value + (lp.value or 0.0)))
+        if _pack(minst, pool, picked, weights, level, cap, make):
+            targets = []  # a packing at the level: its columns decide; no larger slice needed yet
+        else:
+            _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
+            _rebalance(minst, pool, picked, weights, level, cap, make)
+            targets = targets[:EXACT_PER_ROUND]
+    if lp.x:
+        alloc = lp_rounding(cols, lp.x, J)
+        order = sorted(alloc, key=lambda j: -lp.duals.get(("job", j), 0.0))  # the binding rows first
+        if objective == "maxmin":  # the jobs whose row binds in the LP, a few a round
+            order = [j for j in order if lp.duals.get(("job", j), 0.0) > 1e-9][:EXACT_PER_ROUND]
+        for j in order:
+            g, links, ups = alloc[j]
             if g:
-                make(j, g, links, {d: ups.get(d, 0.0) for d in g}, source="price:lp_mix")
+                make(j, g, links, ups, source="price:lp_mix")
     for j in targets:
         c = picked[j]
         mine_g = dict(c.gpus) if c is not None else {}
@@ -507,6 +774,8 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
             links = {k: max(mine_l.get(k, 0.0) + max(0.0, free_l[k]), 1.0 / J) for k in cap.links
                      if set(k.split("|")) <= set(doms) or n > 1}
             make(j, g, links, None, source=f"price:cheapest{n}")
+        if objective == "maxmin":
+            continue  # the others shrunk by _rebalance
         # 3. the others shrunk where j's prices are high: half their GPUs in the dearest domains
         dear = sorted((d for d in cap.gpus if price[d] > 1e-12), key=lambda d: -price[d] / speed[d])[:4]
         for k, ck in picked.items():
@@ -518,3 +787,174 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
             g = {d: n for d, n in g.items() if n}
             if g and g != ck.gpus:
                 make(k, g, {key: v for key, v in ck.link_share.items()}, None, source="price:shrink")
+
+
+def lp_rounding(columns, x: dict, J: int) -> dict[int, tuple[dict, dict, dict]]:
+    """The master LP's solution ``x`` (column index -> value) rounded into one allocation
+    per job whose x is fractional: the x-weighted average of its columns' GPUs per domain
+    (floored), link and uplink shares (rounded down to :data:`columns.SHARE_DIGITS`
+    decimals); job -> (gpus, link_share, uplink_share).  With the columns of the jobs whose
+    x is integral these allocations fit together (each sum of floors is at most the LP's
+    sum, which is within the capacity) and each job's stays within its allowed domains and
+    quota (an average of columns that do).
+
+    >>> lp_rounding([col_a64, col_a32], {0: 0.5, 1: 0.5}, 1)      # doctest: +SKIP
+    {0: ({'a': 48}, {}, {'a': 0.375})}
+    """
+    frac = {columns[k].job for k, v in x.items() if 1e-9 < v < 1 - 1e-9}
+    out = {}
+    scale = 10 ** SHARE_DIGITS
+    for j in sorted(frac):
+        g, links, ups = {}, {}, {}
+        for k, v in x.items():
+            c = columns[k]
+            if c.job != j:
+                continue
+            for d, n in c.gpus.items():
+                g[d] = g.get(d, 0.0) + v * n
+            for key, b in c.link_share.items():
+                links[key] = links.get(key, 0.0) + v * b
+            for d, u in c.uplink_share.items():
+                ups[d] = ups.get(d, 0.0) + v * u
+        gi = {d: int(math.floor(n + 1e-9)) for d, n in g.items()}
+        gi = {d: n for d, n in gi.items() if n > 0}
+        down = {key: math.floor(v * scale) / scale for key, v in links.items()}
+        out[j] = (gi, {key: v for key, v in down.items() if v > 0},
+                  {d: math.floor(ups.get(d, 0.0) * scale) / scale for d in gi})
+    return out
+
+
+def _rebalance(minst, pool, picked, weights, level: float, cap: Capacity, make) -> None:
+    """Maxmin: towards every job at ``rho / w >= level``, throughput taken as proportional to
+    GPUs (with :data:`REBALANCE_STEP` to spare).  The incumbent's jobs well above the level
+    shrunk (GPUs and link shares scaled by what the level needs; the most GPUs to give back
+    first, at most :data:`REBALANCE_JOBS`); the shrunk columns that still reach the level
+    free their GPUs; the jobs below it scaled up in their own domains while the freed GPUs
+    allow (the furthest below first); what is left goes to the jobs still below, split
+    among them, in every allowed domain (with the links left).  Every allocation made here
+    fits with the others' (all of them a feasible multi-plan when each reaches the level)."""
+    J = len(weights)
+    now = {j: c for j, c in picked.items() if c is not None}
+    if len(now) < J:
+        return
+    val = {j: c.rho / weights[j] for j, c in now.items()}
+    if not any(v < level for v in val.values()):
+        return
+    want = level * (1 + REBALANCE_STEP)
+    rich = [j for j in range(J) if val[j] > level * (1 + 2 * REBALANCE_STEP)]
+    rich.sort(key=lambda j: -(1 - level / val[j]) * now[j].total_gpus)
+    use = dict(now)
+    for j in rich[:REBALANCE_JOBS]:
+        c = now[j]
+        f = min(0.9, max(0.05, want / val[j]))
+        g = {d: int(math.floor(n * f)) for d, n in c.gpus.items()}
+        g = {d: n for d, n in g.items() if n > 0}
+        if not g or g == c.gpus:
+            continue
+        col = make(j, g, {k: v * f for k, v in c.link_share.items()}, None, source="price:shrink")
+        if col is not None and col.rho / weights[j] >= level:
+            use[j] = col
+    free_g = dict(cap.gpus)
+    free_l = {k: 1.0 for k in cap.links}
+    free_u = {d: 1.0 for d in cap.uplinks}
+
+    def take(c, sign=-1):
+        for d, n in c.gpus.items():
+            free_g[d] += sign * n
+        for k, v in c.link_share.items():
+            free_l[k] += sign * v
+        for d, u in c.uplink_share.items():
+            free_u[d] += sign * u
+
+    for c in use.values():
+        take(c)
+    low = sorted((j for j in range(J) if use[j].rho / weights[j] < level), key=lambda j: (val[j], j))
+    still = []
+    for j in low:  # scaled up in its own domains while the freed GPUs allow
+        c = use[j]
+        f = want / max(val[j], 1e-12)
+        g = {d: min(n + max(0, free_g[d]), int(math.ceil(n * f))) for d, n in c.gpus.items()}
+        links = {k: min(v + max(0.0, free_l[k]), v * f) for k, v in c.link_share.items()}
+        if g == c.gpus:
+            still.append(j)
+            continue
+        col = make(j, g, links, None, source="price:scale_up")
+        if col is not None and col.rho / weights[j] >= level:
+            take(c, +1)
+            take(col)
+            use[j] = col
+        else:
+            still.append(j)
+    n = len(still)
+    for j in still:  # what is left, split among the jobs still below the level
+        c = use[j]
+        allowed = set(minst.allowed(j))
+        g = {d: c.gpus.get(d, 0) + max(0, free_g.get(d, 0)) // n for d in cap.gpus if d in allowed}
+        g = {d: v for d, v in g.items() if v > 0}
+        links = {k: c.link_share.get(k, 0.0) + max(0.0, free_l[k]) / n for k in cap.links}
+        ups = {d: min(1.0, c.uplink_share.get(d, 0.0) + max(0.0, free_u.get(d, 0.0)) / n) for d in g}
+        if g != c.gpus:
+            make(j, g, links, ups, source="price:rebalance")
+
+
+def _pack(minst, pool, picked, weights, level: float, cap: Capacity, make) -> bool:
+    """Maxmin: one feasible multi-plan aimed at every ``rho / w >= level``, by packing.  The
+    incumbent's jobs below the level keep the column of theirs reaching it with the fewest
+    GPUs (else their best); every other job goes alone into one allowed domain with the GPUs
+    its single-domain columns say the level needs (throughput taken as proportional to
+    GPUs, with :data:`REBALANCE_STEP` to spare), the largest needs first, each into the
+    domain with the fewest free GPUs that hold it (best fit).  Columns made for the packed
+    jobs; they fit together with the low jobs' by construction.  False when some job
+    found no domain, or when a low job has no column reaching the level (then it needs a
+    larger one)."""
+    J = len(weights)
+    cols = pool.columns
+    now = {j: c for j, c in picked.items() if c is not None}
+    if len(now) < J:
+        return False
+    want = level * (1 + REBALANCE_STEP)
+    mine = {j: [c for c in cols if c.job == j] for j in range(J)}
+    low = [j for j in range(J) if now[j].rho / weights[j] < level]
+    free_g = dict(cap.gpus)
+    free_l = {k: 1.0 for k in cap.links}
+    free_u = {d: 1.0 for d in cap.uplinks}
+    reached = True
+    for j in low:
+        ok = [c for c in mine[j] if c.rho / weights[j] >= level]
+        reached = reached and bool(ok)
+        c = min(ok, key=lambda c: (c.total_gpus, -c.rho)) if ok else max(mine[j], key=lambda c: (c.rho, -c.total_gpus))
+        for d, n in c.gpus.items():
+            free_g[d] -= n
+        for k, v in c.link_share.items():
+            free_l[k] -= v
+        for d, u in c.uplink_share.items():
+            free_u[d] -= u
+    if min(free_g.values()) < 0 or min(free_l.values()) < -1e-9 or min(free_u.values()) < -1e-9:
+        return False
+    need = {}
+    for j in range(J):
+        if j in low:
+            continue
+        single = [c for c in mine[j] if len(c.gpus) == 1 and not c.link_share]
+        ok = [c for c in single if c.rho / weights[j] >= want]
+        if ok:
+            need[j] = min(c.total_gpus for c in ok)
+        elif single:
+            c = max(single, key=lambda c: (c.rho / c.total_gpus, c.rho))
+            need[j] = int(math.ceil(c.total_gpus * want / max(c.rho / weights[j], 1e-12)))
+        else:
+            need[j] = int(math.ceil(now[j].total_gpus * want / max(now[j].rho / weights[j], 1e-12)))
+        if minst.jobs[j].max_gpus is not None:
+            need[j] = min(need[j], minst.jobs[j].max_gpus)
+    place = {}
+    for j in sorted(need, key=lambda j: (-need[j], j)):
+        fits = [d for d in minst.allowed(j) if free_g[d] >= need[j] and free_u[d] > 1e-9]
+        if not fits:
+            return False
+        d = min(fits, key=lambda d: (free_g[d], minst.domain_names.index(d)))
+        place[j] = d
+        free_g[d] -= need[j]
+        free_u[d] -= need[j] / cap.gpus[d]
+    for j, d in sorted(place.items(), key=lambda t: -need[t[0]]):
+        make(j, {d: need[j]}, {}, {d: need[j] / cap.gpus[d]}, source="price:pack")
+    return reached

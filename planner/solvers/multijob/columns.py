@@ -185,10 +185,13 @@ class ColumnPool:
         self.column_time_limit, self.deterministic = column_time_limit, deterministic
         self.columns: list[Column] = []
         self.cache: dict = {}
-        self._keys: dict = {}  # (job, allocation key) -> the column kept
+        self._keys: dict = {}  # (job, allocation key, fast) -> the column kept
         self._plans: dict = {}  # (workload and slice key, fast) -> Plan | None: shared by jobs
         self._times: dict = {}  # (workload key, id(plan), allocation key) -> (plan, T, Evaluation, s) | None
         self._trimmed: dict = {}  # id(column) -> its trimmed column
+        self._base: dict = {}  # id(a plan named after a job) -> the plan as made (scores shared by the jobs)
+        self._eval_s = (0.0, 0)  # seconds of the evaluations made here, and their count
+        self._fresh = None  # (plan, Evaluation on its slice) of the plan plan_for made last, else None
         self._fast_plans: set = set()  # ids of the plans made by the pricing planner (kept in _plans)
         self.plans_made = 0
         self.plan_seconds = 0.0
@@ -218,14 +221,16 @@ class ColumnPool:
         """The column of ``plan`` on this allocation, with the core's figures
         (:func:`job_time`); None when the plan is infeasible there."""
         spec = self.minst.jobs[j]
-        tkey = (self._workload_key(j), id(plan), self.key(j, gpus, link_share, uplink_share)[1:])
+        tkey = self._time_key(j, gpus, link_share, uplink_share, plan)
         if tkey not in self._times:
             t0 = time.perf_counter()
             try:
                 t, ev = job_time(self.minst, j, gpus, link_share, uplink_share, plan)
             except (InfeasibleError, InputError, KeyError):  # KeyError: a pair of the plan has no route left
                 t, ev = None, None
-            self._times[tkey] = (plan, t, ev, time.perf_counter() - t0)  # the plan kept: its id stays unique
+            took = time.perf_counter() - t0
+            self._eval_s = (self._eval_s[0] + took, self._eval_s[1] + 1)
+            self._times[tkey] = (plan, t, ev, took)  # the plan kept: its id stays unique
         _, t, ev, took = self._times[tkey]
         if ev is None or not ev.feasible or not (t and math.isfinite(t)):
             return None
@@ -244,6 +249,12 @@ class ColumnPool:
                       slice_throughput=tput if slice_throughput is None else slice_throughput, source=source,
                       trimmed=trimmed, fast=id(plan) in self._fast_plans, eval_s=took)
 
+    def _time_key(self, j: int, gpus: dict, link_share: dict, uplink_share: dict, plan: Plan) -> tuple:
+        """What decides a plan's figures on an allocation: the workload, the plan as made
+        (before :meth:`as_job` named it after a job) and the allocation."""
+        base = self._base.get(id(plan), plan)
+        return (self._workload_key(j), id(base), self.key(j, gpus, link_share, uplink_share)[1:])
+
     def add(self, col: Column | None) -> Column | None:
         """Keep ``col`` unless an equal allocation of the same job, planned by the same
         planner (pricing or exact), is kept already; the column kept.  (An exact re-plan of
@@ -256,6 +267,28 @@ class ColumnPool:
         self._keys[k] = col
         self.columns.append(col)
         return col
+
+    def scratch(self) -> "ColumnPool":
+        """A pool sharing this one's plans and scores (and its planner, budget and mode) but
+        not its columns: for multi-plans that are only to be scored, not offered to the master."""
+        other = ColumnPool(self.minst, self.references, solver=self.solver, seed=self.seed,
+                           column_time_limit=self.column_time_limit, deterministic=self.deterministic)
+        for name in ("_plans", "_times", "_base", "_fast_plans", "_eval_s"):
+            setattr(other, name, getattr(self, name))
+        for name in ("_wkeys", "_renamed", "_moved", "_sigs"):
+            other.__dict__[name] = self.__dict__.setdefault(name, {})
+        other.stop_check, other.limit_fn, other.fast = self.stop_check, self.limit_fn, self.fast
+        return other
+
+    def find(self, j: int, gpus: dict, link_share: dict, uplink_share: dict, fast: bool | None = None):
+        """The kept column of job j on this allocation (as :meth:`add` keys it), the exact
+        planner's first (``fast``: only that planner's); None when there is none.  No plan."""
+        key = self.key(j, gpus, link_share, uplink_share)
+        for f in ((False, True) if fast is None else (fast,)):
+            col = self._keys.get((j, key, f))
+            if col is not None:
+                return col
+        return None
 
     # -- making --------------------------------------------------------------
     def plan_on(self, j: int, instance, time_limit: float | None = None, fast: bool = False) -> Plan | None:
@@ -294,18 +327,81 @@ class ColumnPool:
         """Job j's plan on its slice ``instance`` (the allocation given with it), shared
         by every job of the same workload (the plan's ``instance`` renamed to the job)."""
         fast = fast and self.solver == "greedy"
-        pkey = (self.key(j, gpus, link_share, uplink_share), fast)
+        k = self.key(j, gpus, link_share, uplink_share)
+        if not k[2]:  # no link: the uplinks carry nothing, the plan does not depend on them
+            k = k[:3] + (None,)
+        if not k[2] and len(k[1]) == 1:
+            # one domain, no link: the plan of any domain alike (all but its name) moved here
+            (dom, g), = k[1]
+            twin = self._twin(j, (k[0], (("#like", self._domain_sig(dom)), g)), dom, gpus, link_share, uplink_share,
+                              instance, time_limit, fast)
+            return twin
+        pkey = (k, fast)
         exact = (pkey[0], False)
         if fast and self._plans.get(exact) is not None:  # the exact plan is known: no cheaper one
             pkey = exact
+        self._fresh = None
         if pkey not in self._plans:
             p = self.plan_on(j, instance, time_limit, fast)
             if p is None and self.stop_check is not None and self.stop_check():
                 return None  # stopped, not infeasible: not remembered
             self._plans[pkey] = p
+            if p is not None:
+                from ..registry import evaluation_of
+
+                ev = evaluation_of(p)  # the planner's own evaluation on this slice: the column's figures
+                self._fresh = None if ev is None else (p, ev)
             if p is not None and fast:
                 self._fast_plans.add(id(p))
         return self.as_job(self._plans[pkey], j)
+
+    def _domain_sig(self, dom: str) -> str:
+        """What a plan in domain ``dom`` alone (no link) depends on: the domain's fields but
+        its name, size, place and uplink (and its price unless the planner's objective is
+        cost), as JSON."""
+        memo = self.__dict__.setdefault("_sigs", {})
+        if dom not in memo:
+            d = self.minst.domains[self.minst.domain_names.index(dom)]
+            skip = {"name", "gpus", "region", "lat", "lon", "utc_offset_hours", "uplink_gbps"}
+            if self.minst.job_instance(0).options.objective != "cost":
+                skip.add("price_per_gpu_hour")
+            memo[dom] = json.dumps(d.model_dump(exclude=skip, mode="json"), sort_keys=True, default=str)
+        return memo[dom]
+
+    def _twin(self, j, sig, dom, gpus, link_share, uplink_share, instance, time_limit, fast):
+        """Job j's plan alone in domain ``dom`` (no link): made once per workload, domain
+        kind and size (``sig``), its placement moved to ``dom``."""
+        pkey = (sig, fast)
+        exact = (sig, False)
+        if fast and self._plans.get(exact) is not None:
+            pkey = exact
+        self._fresh = None
+        if pkey not in self._plans:
+            p = self.plan_on(j, instance, time_limit, fast)
+            if p is None and self.stop_check is not None and self.stop_check():
+                return None
+            if p is not None:
+                from ..registry import evaluation_of
+
+                ev = evaluation_of(p)
+                self._fresh = None if ev is None else (p, ev)
+                if fast:
+                    self._fast_plans.add(id(p))
+            self._plans[pkey] = None if p is None else (p, p.placement[0][0])
+        got = self._plans[pkey]
+        if got is None:
+            return None
+        p, home = got
+        if home != dom:
+            memo = self.__dict__.setdefault("_moved", {})
+            if (id(p), dom) not in memo:
+                q = p.model_copy(update={"placement": [[dom if x == home else x for x in row]
+                                                       for row in p.placement]})
+                memo[(id(p), dom)] = (p, q)
+                if id(p) in self._fast_plans:
+                    self._fast_plans.add(id(q))
+            p = memo[(id(p), dom)][1]
+        return self.as_job(p, j)
 
     def as_job(self, p: Plan | None, j: int) -> Plan | None:
         """``p`` (made for a job of the same workload) named after job j: one copy per
@@ -316,6 +412,7 @@ class ColumnPool:
         memo = self.__dict__.setdefault("_renamed", {})
         if (id(p), name) not in memo:
             memo[(id(p), name)] = (p, p.model_copy(update={"instance": name}))
+            self._base[id(memo[(id(p), name)][1])] = p
             if id(p) in self._fast_plans:
                 self._fast_plans.add(id(memo[(id(p), name)][1]))
         return memo[(id(p), name)][1]
@@ -350,6 +447,12 @@ class ColumnPool:
         if p is None and self.stop_check is not None and self.stop_check():
             return None  # the budget stopped the plan: nothing remembered
         if p is not None:
+            fresh = self._fresh
+            tkey = self._time_key(j, gpus, link_share, uplink_share, p)
+            if fresh is not None and self._base.get(id(p), p) is fresh[0] and tkey not in self._times:
+                # the planner evaluated its plan on this very slice (registry.finish): job_time's figures
+                took = self._eval_s[0] / self._eval_s[1] if self._eval_s[1] else 0.2  # for the time reserve
+                self._times[tkey] = (fresh[0], fresh[1].objective_s, fresh[1], took)
             col = self.score(j, gpus, link_share, uplink_share, p, source)
             if col is not None:
                 # kept with the GPUs the plan uses too (the same time, fewer GPUs): the master may
