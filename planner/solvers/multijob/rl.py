@@ -51,8 +51,9 @@ from .rl_env import GLOBAL, N_ACTIONS, N_MENU, REWARD_WEIGHTS, SKIP, SLOT, Alloc
 log = logging.getLogger("planner.rl")
 
 KIND = "multijob"  # the policy file's "kind" (the single-job policies have none)
-FORMAT = 1
+FORMAT = 2  # 2: dynamic menus with fallbacks (rl_env); 1 was the static menus
 SAMPLES = 16
+WARM_EPISODES = 2  # live episodes of random valid actions per training mix before training (its library)
 COLUMN_TIME_LIMIT = 1.0  # s per single-job plan of a menu column (greedy)
 SHIPPED = "multijob.zip"
 
@@ -60,12 +61,13 @@ SHIPPED = "multijob.zip"
 # -- menus ---------------------------------------------------------------------------
 
 def make_menu(minst, references: dict, pool: ColumnPool | None = None, solver: str = "greedy", seed: int = 0,
-              column_time_limit: float | None = COLUMN_TIME_LIMIT) -> MixMenu:
-    """Every job's menu of ``minst`` (:func:`.rl_env.menu_columns`) with ``pool`` (default:
-    a new :class:`ColumnPool` of ``solver`` with ``column_time_limit`` s per plan)."""
+              column_time_limit: float | None = COLUMN_TIME_LIMIT, fast: bool = True) -> MixMenu:
+    """``minst`` ready for episodes (:class:`.rl_env.MixMenu`) with ``pool`` (default: a new
+    :class:`ColumnPool` of ``solver`` with ``column_time_limit`` s per plan); menu slices
+    are planned as episodes reach them (``fast``: the pool's fast greedy), each once."""
     if pool is None:
         pool = ColumnPool(minst, references, solver=solver, seed=seed, column_time_limit=column_time_limit)
-    return MixMenu.build(minst, pool)
+    return MixMenu.build(minst, pool, fast=fast)
 
 
 # -- decoding --------------------------------------------------------------------------
@@ -104,10 +106,12 @@ def column_figures(minst, cols: dict) -> list[JobFigures]:
 
 def allocate(minst, references: dict, pool: ColumnPool | None = None, objective: str | None = None,
              policy=None, samples: int = SAMPLES, seed: int = 0, menu: MixMenu | None = None,
-             column_time_limit: float | None = COLUMN_TIME_LIMIT):
+             column_time_limit: float | None = COLUMN_TIME_LIMIT, live_episodes: int = 1):
     """The PPO allocator's multi-plan (see the module docstring).  ``policy``: a path, a
     loaded model or None (the shipped ``models/rl/multijob.zip``); ``samples`` sampled
-    episodes besides the most likely one (a NumPy generator seeded with ``seed``).
+    episodes besides the most likely one (a NumPy generator seeded with ``seed``); the
+    first ``live_episodes`` plan every menu slice they meet, the others take the best
+    column planned so far within each slice (:class:`.rl_env.MixMenu`).
     ``solver`` extras: ``rl_reward`` (of the kept episode), ``rl_found_by``,
     ``rl_episodes``, ``rl_menu_s`` (s to make the menus), ``rl_policy``.
 
@@ -129,16 +133,15 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
     else:
         model = policy
     if menu is None:
-        if pool is None:
-            pool = ColumnPool(minst, references, column_time_limit=column_time_limit)
-        menu = MixMenu.build(minst, pool)
-    t_menu = time.perf_counter() - t0
+        menu = make_menu(minst, references, pool=pool, column_time_limit=column_time_limit)
+    plans0, t_plan0 = menu.pool.plans_made, menu.pool.plan_seconds
     env = AllocationEnv([menu])
-    safe = objective != "deadline"  # every job must be admitted: keep room for the later ones
+    safe = False  # the fallbacks keep room for the later jobs (rl_env): every action is safe
     best, best_key, found, n = None, None, None, 0
     rng = np.random.default_rng(seed)
     with one_thread():
         for k in range(1 + max(0, int(samples))):
+            menu.live = k < live_episodes
             r, cols = episode(model, env, None, None if k == 0 else rng, safe=safe)
             n += 1
             figs = column_figures(minst, cols)
@@ -146,9 +149,12 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
             if best is None or better(objective, key, best_key) or (key == best_key and r > best[0] + 1e-12):
                 best, best_key = (r, cols), key
                 found = "deterministic" if k == 0 else f"sample {k}"
+    menu.live = True
     r, cols = best
     mp = assemble(minst, objective, [cols.get(j) for j in range(len(minst.jobs))], references)
-    extra = {"rl_reward": r, "rl_found_by": found, "rl_episodes": n, "rl_menu_s": round(t_menu, 3)}
+    extra = {"rl_reward": r, "rl_found_by": found, "rl_episodes": n,
+             "rl_menu_s": round(menu.pool.plan_seconds - t_plan0, 3), "rl_plans": menu.pool.plans_made - plans0,
+             "rl_fallbacks": env.fb is not None}
     if path:
         extra["rl_policy"] = path
     info = SolverInfo(name="rl_allocator", status="heuristic", time_s=time.perf_counter() - t0, **extra)
@@ -160,13 +166,16 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
 def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int = 0, out=None,
           menus: list[MixMenu] | None = None, hidden: int = 64, n_steps: int = 512, learning_rate: float = 3e-4,
           ent_coef: float = 0.01, min_jobs: int = 2, eval_every: int | None = None, meta: dict | None = None,
-          curve_csv=None, curve_png=None, column_time_limit: float | None = COLUMN_TIME_LIMIT):
+          curve_csv=None, curve_png=None, column_time_limit: float | None = COLUMN_TIME_LIMIT,
+          warm_episodes: int = WARM_EPISODES):
     """Train MaskablePPO (an MLP policy, ``hidden`` x 2) on the mixes ``minsts`` (each with
     its ``references``; ``menus``: made already) with the augmented environment (a subset
     of each mix's jobs and Gavel's weights drawn per episode).  Reproducible for a seed
     (one torch thread).  Every ``eval_every`` steps the deterministic policy allocates
-    each whole mix; its reward and greedy_by_weight's order-free yardstick (each job its
-    best menu column that fits, in weight order: :func:`greedy_reward`) go to the curve.
+    each whole mix; its reward and a yardstick (each job, in the environment's order, its
+    menu column of highest rho: :func:`greedy_reward`) go to the curve.  Menu slices
+    are planned as episodes reach them (cached): ``plan_s`` in the record is their time,
+    within ``train_s``.
     With ``out``: the policy and ``out.json`` (:func:`save_policy`).  Returns (model,
     curve rows: (kind, step, mix, reward, yardstick))."""
     import torch
@@ -178,8 +187,20 @@ def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int =
     t_setup = time.perf_counter()
     if menus is None:
         menus = [make_menu(m, r, column_time_limit=column_time_limit) for m, r in zip(minsts, references)]
-    menu_s = time.perf_counter() - t_setup
-    log.info("rl allocator: menus of %d mixes in %.1f s", len(menus), menu_s)
+    warm_rng = np.random.default_rng(seed)
+    for m in menus:  # the libraries: live episodes (best rho first, then random valid actions)
+        m.live = True
+        greedy_reward(m)
+        wenv = AllocationEnv([m])
+        for e in range(warm_episodes):
+            wenv.reset(seed=e)
+            while not wenv.done:
+                wenv.step(int(warm_rng.choice(np.nonzero(wenv.action_masks())[0])))
+        m.live = False
+        log.info("rl allocator: %s: %d columns in the library after %d live episodes", m.minst.name,
+                 sum(len(v) for v in m.library.values()), warm_episodes + 1)
+    warm_s = time.perf_counter() - t_setup
+    log.info("rl allocator: %d mixes ready in %.1f s", len(menus), warm_s)
     env = AllocationEnv(menus, augment=True, min_jobs=min_jobs)
     env.reset(seed=seed)
     ev_env = AllocationEnv(menus)
@@ -221,7 +242,11 @@ def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int =
         save_policy(model, out, {"kind": KIND, "format": FORMAT, "mixes": names, "steps": steps, "seed": seed,
                                  "hidden": hidden, "n_steps": n_steps, "learning_rate": learning_rate,
                                  "ent_coef": ent_coef, "min_jobs": min_jobs, "reward_weights": list(REWARD_WEIGHTS),
-                                 "menu_s": round(menu_s, 1), "train_s": round(train_s, 1),
+                                 "train_s": round(train_s, 1), "warm_s": round(warm_s, 1),
+                                 "warm_episodes": warm_episodes,
+                                 "library": {m.minst.name: sum(len(v) for v in m.library.values()) for m in menus},
+                                 "plan_s": round(sum(m.pool.plan_seconds for m in menus), 1),
+                                 "plans": sum(m.pool.plans_made for m in menus),
                                  "last_eval_reward": last,
                                  "greedy_order_reward": {n: round(y, 6) for n, y in zip(names, yard)},
                                  **(meta or {})})
@@ -237,19 +262,19 @@ def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int =
 
 
 def greedy_reward(menu: MixMenu) -> float:
-    """A yardstick for the curve: jobs in the environment's order, each its fitting menu
+    """A yardstick for the curve: jobs in the environment's order, each its valid menu
     column of highest rho (ties: fewer GPUs); the reward of that episode."""
     env = AllocationEnv([menu])
     env.reset(seed=0)
     r = 0.0
     while not env.done:
         mask = env.action_masks()
-        j = env.jobs[env.t]
         if mask[SKIP]:
             a = SKIP
         else:
+            cols = env.current_menu()
             cand = [k for k in range(N_MENU) if mask[k]]
-            a = max(cand, key=lambda k: (menu.rho[j, k], -menu.use[j, k, :menu.n_domains].sum()))
+            a = max(cand, key=lambda k: (cols[k].rho, -cols[k].total_gpus, -k))
         _, r, _, _, _ = env.step(a)
     return float(r)
 
