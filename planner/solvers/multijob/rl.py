@@ -5,17 +5,16 @@ multi-objective reward (weighted rho, the least rho, the weight meeting deadline
 
 :func:`allocate` is a baseline-like method, ``(minst, references, pool=None,
 objective=None, ...) -> MultiPlan``, also reached as ``planner.multiplan(minst,
-allocator="rl")`` and ``planner multiplan --allocator rl``: it makes every job's menu
-with the pool (single-job plans on slices: the only real cost), decodes the policy's
-most likely episode and ``samples`` sampled ones (seeded; under every objective but
-``deadline``, which alone may leave jobs out, among the actions after which every later
-job can still be given a column, when there are such: :meth:`~.rl_env.AllocationEnv.safe_masks`),
-and keeps the multi-plan best
-by the objective (:func:`~planner.scoring.multievaluate.objective_value`, the core's;
-ties by the reward).  Every column fits what the earlier jobs left (the mask), lies in
-its job's allowed domains and quota (the pool clips), and is scored by the core's
-``job_time``: the multi-plan is feasible, unless some job had no column left (then it
-is not admitted, which only the ``deadline`` objective allows).
+allocator="rl")`` and ``planner multiplan --allocator rl``: it decodes the policy's most
+likely episode, planning every menu slice it meets (single-job plans on slices of what
+the earlier jobs left: the only real cost), then ``samples`` sampled ones (seeded) on the
+columns planned so far, and keeps the multi-plan best by the objective
+(:func:`~planner.scoring.multievaluate.objective_value`, the core's; ties by the reward).
+Every column fits what the earlier jobs left less the later jobs' fallbacks (the mask),
+lies in its job's allowed domains and quota (the pool clips), and is scored by the core's
+``job_time``: the multi-plan is feasible and admits every job whenever every job has a
+fallback (a plan on its equal slice, or on a share of what the others' leave); else a
+job may be left out, which only the ``deadline`` objective allows.
 
 The shipped policy is ``models/rl/multijob.zip`` with ``multijob.zip.json`` (the
 command, steps, seed, commit, the training mixes and the last evaluation) and its

@@ -140,6 +140,7 @@ class MixMenu:
     _lean: dict = field(default_factory=dict, repr=False)
     _fallbacks: dict = field(default_factory=dict, repr=False)
     _slices: dict = field(default_factory=dict, repr=False)
+    _arrays: dict = field(default_factory=dict, repr=False)  # job -> (library columns by rank, their uses)
 
     @classmethod
     def build(cls, minst, pool, fast: bool = True) -> "MixMenu":
@@ -204,13 +205,19 @@ class MixMenu:
     def best_within(self, j: int, bound: np.ndarray):
         """The library column of job j of highest rho (ties: fewest GPUs, then the first
         made) that fits ``bound`` (a slice as a resource vector), or None."""
-        best, key = None, None
-        for i, (col, use) in enumerate(self.library.get(j, {}).values()):
-            if self.fits(use, bound):
-                k = (col.rho, -col.total_gpus, -i)
-                if key is None or k > key:
-                    best, key = col, k
-        return best
+        lib = self.library.get(j)
+        if not lib:
+            return None
+        arr = self._arrays.get(j)
+        if arr is None or len(arr[0]) != len(lib):
+            cols = [c for c, _ in lib.values()]
+            use = np.array([u for _, u in lib.values()])
+            rank = np.lexsort((np.arange(len(cols)), [c.total_gpus for c in cols], [-c.rho for c in cols]))
+            arr = self._arrays[j] = ([cols[i] for i in rank], use[rank])
+        cols, use = arr
+        ok = np.all(use <= bound + EPS * np.maximum(1.0, bound), axis=1)
+        i = int(np.argmax(ok))
+        return cols[i] if ok[i] else None
 
     def slice_of(self, j: int, kind: str, avail: np.ndarray) -> tuple[dict, dict, dict] | None:
         """The slice (GPUs per domain, link shares, uplink shares) of ``avail`` (a
