@@ -105,7 +105,8 @@ def column_figures(minst, cols: dict) -> list[JobFigures]:
 
 def allocate(minst, references: dict, pool: ColumnPool | None = None, objective: str | None = None,
              policy=None, samples: int = SAMPLES, seed: int = 0, menu: MixMenu | None = None,
-             column_time_limit: float | None = COLUMN_TIME_LIMIT, live_episodes: int = 1):
+             column_time_limit: float | None = COLUMN_TIME_LIMIT, live_episodes: int = 1,
+             polish_rounds: int | None = None):
     """The PPO allocator's multi-plan (see the module docstring).  ``policy``: a path, a
     loaded model or None (the shipped ``models/rl/multijob.zip``); ``samples`` sampled
     episodes besides the most likely one (a NumPy generator seeded with ``seed``); the
@@ -150,14 +151,59 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
                 found = "deterministic" if k == 0 else f"sample {k}"
     menu.live = True
     r, cols = best
+    t_pol = time.perf_counter()
+    cols, polished = polish(menu, cols, objective, polish_rounds) if polish_rounds != 0 else (cols, 0)
+    if polished:
+        figs = column_figures(minst, cols)
+        r = reward_of([f.rho for f in figs], [f.deadline_met for f in figs], [s.weight for s in minst.jobs])
     mp = assemble(minst, objective, [cols.get(j) for j in range(len(minst.jobs))], references)
     extra = {"rl_reward": r, "rl_found_by": found, "rl_episodes": n,
              "rl_menu_s": round(menu.pool.plan_seconds - t_plan0, 3), "rl_plans": menu.pool.plans_made - plans0,
-             "rl_fallbacks": env.fb is not None}
+             "rl_fallbacks": env.fb is not None, "rl_polished": polished,
+             "rl_polish_s": round(time.perf_counter() - t_pol, 3)}
     if path:
         extra["rl_policy"] = path
     info = SolverInfo(name="rl_allocator", status="heuristic", time_s=time.perf_counter() - t0, **extra)
     return mp.model_copy(update={"solver": info})
+
+
+def polish(menu: MixMenu, cols: dict, objective: str, rounds: int | None = None) -> tuple[dict, int]:
+    """The kept episode improved after the fact: the job of least rho over weight
+    (ties: file order) is planned again on its column plus everything no job holds
+    (live, lean), and takes the new column when the objective gets better
+    (:func:`objective_value`); repeated while it does, at most ``rounds`` times
+    (default: the jobs' count).  Every column still fits: the new one lies within the
+    old one and what was free.  Returns (columns, how many were replaced)."""
+    minst = menu.minst
+    cols = dict(cols)
+    live, menu.live = menu.live, True
+    done = 0
+    try:
+        for _ in range(len(minst.jobs) if rounds is None else int(rounds)):
+            held = [j for j, c in cols.items() if c is not None]
+            if not held:
+                break
+            free = menu.capacity - sum((menu.use(cols[j]) for j in held), np.zeros_like(menu.capacity))
+            j = min(held, key=lambda i: (cols[i].rho / minst.jobs[i].weight, i))
+            bound = np.maximum(free, 0.0) + menu.use(cols[j])
+            D, L = menu.n_domains, menu.n_links
+            doms, keys = minst.domain_names, menu.link_keys
+            gpus = {doms[i]: int(math.floor(bound[i] + 1e-9)) for i in range(D) if doms[i] in minst.allowed(j)}
+            gpus = {d: n for d, n in gpus.items() if n > 0}
+            links = {k: math.floor(bound[D + i] * 1e6) / 1e6 for i, k in enumerate(keys)}
+            ups = {d: math.floor(bound[D + L + doms.index(d)] * 1e6) / 1e6 for d in gpus}
+            new = menu.column(j, gpus, {k: v for k, v in links.items() if v > 0}, ups, "rl:polish")
+            if new is None or not menu.fits(menu.use(new), bound):
+                break
+            trial = {**cols, j: new}
+            old_key = objective_value(objective, column_figures(minst, cols), minst)
+            new_key = objective_value(objective, column_figures(minst, trial), minst)
+            if not better(objective, new_key, old_key):
+                break
+            cols, done = trial, done + 1
+    finally:
+        menu.live = live
+    return cols, done
 
 
 # -- training ------------------------------------------------------------------------------

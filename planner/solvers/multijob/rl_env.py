@@ -89,7 +89,9 @@ EPS = 1e-9  # slack of the capacity checks (multievaluate allows 1e-9 on shares)
 GAVEL_HIGH = (0.2, 5.0)  # augmentation: weight 5 with probability 0.2, else 1 (Gavel's rule)
 GPU_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 SHARE_GRID = 32  # shares rounded down to multiples of 1/32
-RESCUE = (0.25, 0.5, 1.0)  # fractions of what is left tried for a job with no plan on its equal slice
+RESCUE = ("top:1", "top:2", "all:0.25", "top:4", "all:0.5", "all:1")  # slices of what is left, smallest first,
+# tried for a job with no plan on its equal slice
+SHRINK = (4, 2)  # the others' fallbacks then: 1/(k n) slices, when a plan fits one
 
 
 def _clip(v: float) -> float:
@@ -320,30 +322,52 @@ def fallbacks(menu: MixMenu, jobs: list[int]) -> dict[int, object] | None:
         gpus = {d.name: d.gpus // n for d in minst.domains if d.name in allowed and d.gpus // n > 0}
         got[j] = menu.column(j, gpus, {k: 1.0 / n for k in keys}, {d: 1.0 / n for d in gpus}, "rl:equal")
     missing = [j for j in key if got[j] is None]
-    out = None
-    if not missing:
-        out = got
-    else:
-        left = menu.capacity - sum((menu.use(c) for c in got.values() if c is not None), np.zeros_like(menu.capacity))
-        out = dict(got)
-        for i, j in enumerate(missing):
-            rest = len(missing) - i
-            col = None
-            for f in RESCUE:
-                if f < 1.0 / rest - 1e-12:
-                    continue
-                s = menu.slice_of(j, f"all:{f}", np.maximum(left, 0.0))
-                col = None if s is None else menu.column(j, *s, source="rl:rescue")
-                if col is not None and menu.fits(menu.use(col), left):
-                    break
-                col = None
-            if col is None:
-                out = None
-                break
-            out[j] = col
-            left = left - menu.use(col)
+    out = got if not missing else _rescue(menu, key, missing, got)
     menu._fallbacks[key] = out
     return out
+
+
+def _rescue(menu: MixMenu, key: tuple, missing: list[int], equal: dict) -> dict | None:
+    """Fallbacks when the jobs ``missing`` have no plan on their equal slice: the others
+    take the smallest of their slices ``1 / (k n)`` (k in :data:`SHRINK`, then their equal
+    column), then each missing job in turn the smallest slice of what remains
+    (:data:`RESCUE`) a plan fits; None when one finds none."""
+    minst, n = menu.minst, len(key)
+    keys = menu.link_keys
+    got = {}
+    for j in key:
+        if j in missing:
+            continue
+        got[j] = equal[j]
+        allowed = set(minst.allowed(j))
+        for k in SHRINK:
+            m = k * n
+            gpus = {d.name: d.gpus // m for d in minst.domains if d.name in allowed and d.gpus // m > 0}
+            c = menu.column(j, gpus, {x: 1.0 / m for x in keys}, {d: 1.0 / m for d in gpus}, "rl:shrunk") \
+                if gpus else None
+            if c is not None:
+                got[j] = c
+                break
+    left = menu.capacity - sum((menu.use(c) for c in got.values()), np.zeros_like(menu.capacity))
+    for i, j in enumerate(missing):
+        rest = len(missing) - i
+        col = None
+        for kind in RESCUE:
+            what, f = kind.split(":")
+            if what == "all" and float(f) < 1.0 / rest - 1e-12:
+                continue
+            s = menu.slice_of(j, kind, np.maximum(left, 0.0))
+            if s is not None and what == "top" and rest > 1:  # leave link shares for the others
+                s = (s[0], {x: grid_share(v / rest) for x, v in s[1].items() if grid_share(v / rest) > 0}, s[2])
+            col = None if s is None else menu.column(j, *s, source="rl:rescue")
+            if col is not None and menu.fits(menu.use(col), left):
+                break
+            col = None
+        if col is None:
+            return None
+        got[j] = col
+        left = left - menu.use(col)
+    return got
 
 
 def reward_of(rho, met, weights, reward_weights=REWARD_WEIGHTS) -> float:
