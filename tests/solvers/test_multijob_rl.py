@@ -25,11 +25,11 @@ from planner.problem.jobs import MultiInstance  # noqa: E402
 from planner.scoring.multievaluate import multievaluate  # noqa: E402
 from planner.solvers.multijob import references  # noqa: E402
 from planner.solvers.multijob.columns import assemble  # noqa: E402
-from planner.solvers.multijob.rl import (KIND, allocate, column_figures, load_policy, make_menu,  # noqa: E402
+from planner.solvers.multijob.rl import (FORMAT, KIND, allocate, column_figures, load_policy, make_menu,  # noqa: E402
                                          shipped_policy, train)
 from planner.solvers.multijob.rl_env import (N_ACTIONS, N_MENU, REWARD_INVALID, SKIP, AllocationEnv,  # noqa: E402
                                              reward_of)
-from planner.scoring.multievaluate import objective_value  # noqa: E402
+from planner.scoring.multievaluate import better, objective_value  # noqa: E402
 
 
 def four_jobs(objective="maxmin") -> MultiInstance:
@@ -245,7 +245,7 @@ def shipped():
 
 def test_shipped_policy_metadata(shipped):
     model, meta = load_policy(shipped)
-    assert meta["kind"] == KIND and meta["format"] == 2
+    assert meta["kind"] == KIND and meta["format"] == FORMAT == 2
     for key in ("command", "commit", "steps", "seed", "mixes", "mix_seeds", "train_s", "plan_s", "last_eval_reward"):
         assert key in meta, key
     assert meta["command"].startswith("planner rl train-multijob")
@@ -286,8 +286,8 @@ def test_polish_only_improves_and_keeps_the_multiplan_feasible(mix, shipped):
         new, n = polish(menu, cols, obj)
         before = objective_value(obj, column_figures(minst, cols), minst)
         after = objective_value(obj, column_figures(minst, new), minst)
-        assert after >= before if obj != "cost" else after <= before
-        assert (n == 0) == (after == before)
+        assert not better(obj, before, after)
+        assert (n == 0) == (after == before) and (n == 0 or better(obj, after, before))
         ev = multievaluate(minst, assemble(minst, obj, [new.get(j) for j in range(len(minst.jobs))], refs))
         assert ev.feasible, ev.violations
 
@@ -315,9 +315,13 @@ def test_training_repeats_for_a_seed(mix, tmp_path):
 def test_cli_refuses_bad_policies(tmp_path):
     bad = tmp_path / "p.zip"
     bad.write_bytes(b"\x00garbage")
-    (tmp_path / "p.zip.json").write_text(json.dumps({"kind": KIND, "format": 1}))
+    (tmp_path / "p.zip.json").write_text(json.dumps({"kind": KIND, "format": FORMAT}))
     r = CliRunner().invoke(main, ["multiplan", "two-jobs", "--allocator", "rl", "--policy", str(bad), "-q"])
     assert r.exit_code == 2 and str(bad) + ":" in r.output and "internal error" not in r.output, r.output
+    # a policy of the static menus (format 1) reads other observations: exit 2 naming the field
+    (tmp_path / "p.zip.json").write_text(json.dumps({"kind": KIND, "format": 1}))
+    r = CliRunner().invoke(main, ["multiplan", "two-jobs", "--allocator", "rl", "--policy", str(bad), "-q"])
+    assert r.exit_code == 2 and "p.zip.json" in r.output and "format" in r.output, r.output
     # a single-job policy is not an allocator's: exit 2 naming its metadata and the field
     general = shipped_policy().parent / "general.zip"
     r = CliRunner().invoke(main, ["multiplan", "two-jobs", "--allocator", "rl", "--policy", str(general), "-q"])
