@@ -4,9 +4,10 @@ slice of what the earlier jobs LEFT, from a dynamic menu, masked to the slices a
 **Reservations.** At reset, every job of the episode gets a *fallback* column, and the
 fallbacks fit together (:func:`fallbacks`): each job's plan on its equal slice (``floor(
 gpus_d / n)`` GPUs of every allowed domain, ``1/n`` of every link and uplink, ``n`` the
-episode's jobs), cut to the GPUs and links the plan uses; a job with no plan there gets,
-after the others' fallbacks are set aside, the smallest of a few slices of what remains
-that a plan fits (:data:`RESCUE`).  While job t is allocated, the later jobs' fallbacks
+episode's jobs), cut to the GPUs and links the plan uses.  When some job has no plan
+there, the others' fallbacks shrink to ``1/(k n)`` slices when a plan fits one
+(:data:`SHRINK`) and each such job gets the smallest of a few slices of what remains that
+a plan fits (:data:`RESCUE`, :func:`_rescue`).  While job t is allocated, the later jobs' fallbacks
 are reserved: job t may only take from ``A_t = free - sum(later fallbacks)``, which holds
 its own fallback.  So the fallback is always a valid action, every step keeps the later
 fallbacks free, and every episode admits every job whenever the fallbacks exist (in
