@@ -11,9 +11,11 @@ Methods, each scored by ``multievaluate`` (reserved sharing) under the mix's obj
 (maxmin):
 
 * ``master``: ``planner.multiplan`` (column generation) at ``--limit`` s;
-* ``rl``: ``planner.multiplan(..., allocator="rl")``, the shipped policy, 16 sampled
-  episodes, ``--rl-limit`` s (its time is the menus' single-job plans, 1 s each at most,
-  and the episodes; it reports the time it took);
+* ``rl``: ``planner.multiplan(..., allocator="rl")``, the shipped policy: its most likely
+  episode planning every menu slice it meets (a dynamic menu: slices of what the earlier
+  jobs left, less the later jobs' fallbacks; 1 s per single-job plan at most), then 16
+  sampled episodes on the columns planned so far, ``--rl-limit`` s (it reports the time
+  it took, most of it single-job plans);
 * ``greedy``: ``greedy_by_weight`` (jobs by weight, each planned on what is left).
 
 Columns: min rho, the maxmin value (min rho / w), weighted rho (sum w rho / sum w), the
@@ -88,6 +90,7 @@ def run(minst, limit, ref_limit, samples, rl_limit):
                           time_limit=rl_limit)
     r = row(minst, mp, "rl", time.perf_counter() - t)
     r["menu_s"] = mp.solver.model_extra.get("rl_menu_s")
+    r["plans"] = mp.solver.model_extra.get("plans_made")
     out.append(r)
     t = time.perf_counter()
     mp = greedy_by_weight(minst, refs)
@@ -150,14 +153,14 @@ def main(argv=None) -> int:
              f"Held-out mixes (planner generate-mix, seeds {args.seeds}; the policy was trained on "
              f"{', '.join(meta['mixes'])}), maxmin, reserved sharing, scored by multievaluate. "
              f"master: planner.multiplan at {limit:g} s; rl: planner.multiplan(allocator=\"rl\") with "
-             f"models/rl/multijob.zip ({meta['steps']} steps, trained at {meta['commit']}), {args.samples} "
-             "sampled episodes; greedy: greedy_by_weight. References: greedy, "
+             f"models/rl/multijob.zip ({meta['steps']} steps, trained at {meta['commit']}), one live episode and "
+             f"{args.samples} sampled ones; greedy: greedy_by_weight. References: greedy, "
              f"{args.ref_limit:g} s per job, shared by the three. Weighted rho is sum w rho / sum w; "
              "deadline weight met is the weight share of jobs meeting their deadline.", "",
              "## Summary", ""] + summary(rows) + ["", "## Per mix", ""] + table(rows)
     rl_rows = [r for r in rows if r["method"] == "rl"]
-    lines += ["", "rl time split: menus (single-job plans of the menu columns) "
-              + ", ".join(f"{r['mix']} {r['menu_s']:.1f} s" for r in rl_rows) + "."]
+    lines += ["", "rl time split: single-job plans of the menu slices and fallbacks "
+              + ", ".join(f"{r['mix']} {r['menu_s']:.1f} s ({r['plans']} plans)" for r in rl_rows) + "."]
     if not args.quick:
         print(save("multijob_rl", lines, argv))
     else:

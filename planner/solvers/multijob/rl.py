@@ -5,17 +5,16 @@ multi-objective reward (weighted rho, the least rho, the weight meeting deadline
 
 :func:`allocate` is a baseline-like method, ``(minst, references, pool=None,
 objective=None, ...) -> MultiPlan``, also reached as ``planner.multiplan(minst,
-allocator="rl")`` and ``planner multiplan --allocator rl``: it makes every job's menu
-with the pool (single-job plans on slices: the only real cost), decodes the policy's
-most likely episode and ``samples`` sampled ones (seeded; under every objective but
-``deadline``, which alone may leave jobs out, among the actions after which every later
-job can still be given a column, when there are such: :meth:`~.rl_env.AllocationEnv.safe_masks`),
-and keeps the multi-plan best
-by the objective (:func:`~planner.scoring.multievaluate.objective_value`, the core's;
-ties by the reward).  Every column fits what the earlier jobs left (the mask), lies in
-its job's allowed domains and quota (the pool clips), and is scored by the core's
-``job_time``: the multi-plan is feasible, unless some job had no column left (then it
-is not admitted, which only the ``deadline`` objective allows).
+allocator="rl")`` and ``planner multiplan --allocator rl``: it decodes the policy's most
+likely episode, planning every menu slice it meets (single-job plans on slices of what
+the earlier jobs left: the only real cost), then ``samples`` sampled ones (seeded) on the
+columns planned so far, and keeps the multi-plan best by the objective
+(:func:`~planner.scoring.multievaluate.objective_value`, the core's; ties by the reward).
+Every column fits what the earlier jobs left less the later jobs' fallbacks (the mask),
+lies in its job's allowed domains and quota (the pool clips), and is scored by the core's
+``job_time``: the multi-plan is feasible and admits every job whenever every job has a
+fallback (a plan on its equal slice, or on a share of what the others' leave); else a
+job may be left out, which only the ``deadline`` objective allows.
 
 The shipped policy is ``models/rl/multijob.zip`` with ``multijob.zip.json`` (the
 command, steps, seed, commit, the training mixes and the last evaluation) and its
@@ -51,8 +50,9 @@ from .rl_env import GLOBAL, N_ACTIONS, N_MENU, REWARD_WEIGHTS, SKIP, SLOT, Alloc
 log = logging.getLogger("planner.rl")
 
 KIND = "multijob"  # the policy file's "kind" (the single-job policies have none)
-FORMAT = 1
+FORMAT = 2  # 2: dynamic menus with fallbacks (rl_env); 1 was the static menus
 SAMPLES = 16
+WARM_EPISODES = 2  # live episodes of random valid actions per training mix before training (its library)
 COLUMN_TIME_LIMIT = 1.0  # s per single-job plan of a menu column (greedy)
 SHIPPED = "multijob.zip"
 
@@ -60,12 +60,13 @@ SHIPPED = "multijob.zip"
 # -- menus ---------------------------------------------------------------------------
 
 def make_menu(minst, references: dict, pool: ColumnPool | None = None, solver: str = "greedy", seed: int = 0,
-              column_time_limit: float | None = COLUMN_TIME_LIMIT) -> MixMenu:
-    """Every job's menu of ``minst`` (:func:`.rl_env.menu_columns`) with ``pool`` (default:
-    a new :class:`ColumnPool` of ``solver`` with ``column_time_limit`` s per plan)."""
+              column_time_limit: float | None = COLUMN_TIME_LIMIT, fast: bool = True) -> MixMenu:
+    """``minst`` ready for episodes (:class:`.rl_env.MixMenu`) with ``pool`` (default: a new
+    :class:`ColumnPool` of ``solver`` with ``column_time_limit`` s per plan); menu slices
+    are planned as episodes reach them (``fast``: the pool's fast greedy), each once."""
     if pool is None:
         pool = ColumnPool(minst, references, solver=solver, seed=seed, column_time_limit=column_time_limit)
-    return MixMenu.build(minst, pool)
+    return MixMenu.build(minst, pool, fast=fast)
 
 
 # -- decoding --------------------------------------------------------------------------
@@ -104,10 +105,13 @@ def column_figures(minst, cols: dict) -> list[JobFigures]:
 
 def allocate(minst, references: dict, pool: ColumnPool | None = None, objective: str | None = None,
              policy=None, samples: int = SAMPLES, seed: int = 0, menu: MixMenu | None = None,
-             column_time_limit: float | None = COLUMN_TIME_LIMIT):
+             column_time_limit: float | None = COLUMN_TIME_LIMIT, live_episodes: int = 1,
+             polish_rounds: int | None = None):
     """The PPO allocator's multi-plan (see the module docstring).  ``policy``: a path, a
     loaded model or None (the shipped ``models/rl/multijob.zip``); ``samples`` sampled
-    episodes besides the most likely one (a NumPy generator seeded with ``seed``).
+    episodes besides the most likely one (a NumPy generator seeded with ``seed``); the
+    first ``live_episodes`` plan every menu slice they meet, the others take the best
+    column planned so far within each slice (:class:`.rl_env.MixMenu`).
     ``solver`` extras: ``rl_reward`` (of the kept episode), ``rl_found_by``,
     ``rl_episodes``, ``rl_menu_s`` (s to make the menus), ``rl_policy``.
 
@@ -129,16 +133,15 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
     else:
         model = policy
     if menu is None:
-        if pool is None:
-            pool = ColumnPool(minst, references, column_time_limit=column_time_limit)
-        menu = MixMenu.build(minst, pool)
-    t_menu = time.perf_counter() - t0
+        menu = make_menu(minst, references, pool=pool, column_time_limit=column_time_limit)
+    plans0, t_plan0 = menu.pool.plans_made, menu.pool.plan_seconds
     env = AllocationEnv([menu])
-    safe = objective != "deadline"  # every job must be admitted: keep room for the later ones
+    safe = False  # the fallbacks keep room for the later jobs (rl_env): every action is safe
     best, best_key, found, n = None, None, None, 0
     rng = np.random.default_rng(seed)
     with one_thread():
         for k in range(1 + max(0, int(samples))):
+            menu.live = k < live_episodes
             r, cols = episode(model, env, None, None if k == 0 else rng, safe=safe)
             n += 1
             figs = column_figures(minst, cols)
@@ -146,13 +149,61 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
             if best is None or better(objective, key, best_key) or (key == best_key and r > best[0] + 1e-12):
                 best, best_key = (r, cols), key
                 found = "deterministic" if k == 0 else f"sample {k}"
+    menu.live = True
     r, cols = best
+    t_pol = time.perf_counter()
+    cols, polished = polish(menu, cols, objective, polish_rounds) if polish_rounds != 0 else (cols, 0)
+    if polished:
+        figs = column_figures(minst, cols)
+        r = reward_of([f.rho for f in figs], [f.deadline_met for f in figs], [s.weight for s in minst.jobs])
     mp = assemble(minst, objective, [cols.get(j) for j in range(len(minst.jobs))], references)
-    extra = {"rl_reward": r, "rl_found_by": found, "rl_episodes": n, "rl_menu_s": round(t_menu, 3)}
+    extra = {"rl_reward": r, "rl_found_by": found, "rl_episodes": n,
+             "rl_menu_s": round(menu.pool.plan_seconds - t_plan0, 3), "rl_plans": menu.pool.plans_made - plans0,
+             "rl_fallbacks": env.fb is not None, "rl_polished": polished,
+             "rl_polish_s": round(time.perf_counter() - t_pol, 3)}
     if path:
         extra["rl_policy"] = path
     info = SolverInfo(name="rl_allocator", status="heuristic", time_s=time.perf_counter() - t0, **extra)
     return mp.model_copy(update={"solver": info})
+
+
+def polish(menu: MixMenu, cols: dict, objective: str, rounds: int | None = None) -> tuple[dict, int]:
+    """The kept episode improved after the fact: the job of least rho over weight
+    (ties: file order) is planned again on its column plus everything no job holds
+    (live, lean), and takes the new column when the objective gets better
+    (:func:`objective_value`); repeated while it does, at most ``rounds`` times
+    (default: the jobs' count).  Every column still fits: the new one lies within the
+    old one and what was free.  Returns (columns, how many were replaced)."""
+    minst = menu.minst
+    cols = dict(cols)
+    live, menu.live = menu.live, True
+    done = 0
+    try:
+        for _ in range(len(minst.jobs) if rounds is None else int(rounds)):
+            held = [j for j, c in cols.items() if c is not None]
+            if not held:
+                break
+            free = menu.capacity - sum((menu.use(cols[j]) for j in held), np.zeros_like(menu.capacity))
+            j = min(held, key=lambda i: (cols[i].rho / minst.jobs[i].weight, i))
+            bound = np.maximum(free, 0.0) + menu.use(cols[j])
+            D, L = menu.n_domains, menu.n_links
+            doms, keys = minst.domain_names, menu.link_keys
+            gpus = {doms[i]: int(math.floor(bound[i] + 1e-9)) for i in range(D) if doms[i] in minst.allowed(j)}
+            gpus = {d: n for d, n in gpus.items() if n > 0}
+            links = {k: math.floor(bound[D + i] * 1e6) / 1e6 for i, k in enumerate(keys)}
+            ups = {d: math.floor(bound[D + L + doms.index(d)] * 1e6) / 1e6 for d in gpus}
+            new = menu.column(j, gpus, {k: v for k, v in links.items() if v > 0}, ups, "rl:polish")
+            if new is None or not menu.fits(menu.use(new), bound):
+                break
+            trial = {**cols, j: new}
+            old_key = objective_value(objective, column_figures(minst, cols), minst)
+            new_key = objective_value(objective, column_figures(minst, trial), minst)
+            if not better(objective, new_key, old_key):
+                break
+            cols, done = trial, done + 1
+    finally:
+        menu.live = live
+    return cols, done
 
 
 # -- training ------------------------------------------------------------------------------
@@ -160,13 +211,16 @@ def allocate(minst, references: dict, pool: ColumnPool | None = None, objective:
 def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int = 0, out=None,
           menus: list[MixMenu] | None = None, hidden: int = 64, n_steps: int = 512, learning_rate: float = 3e-4,
           ent_coef: float = 0.01, min_jobs: int = 2, eval_every: int | None = None, meta: dict | None = None,
-          curve_csv=None, curve_png=None, column_time_limit: float | None = COLUMN_TIME_LIMIT):
+          curve_csv=None, curve_png=None, column_time_limit: float | None = COLUMN_TIME_LIMIT,
+          warm_episodes: int = WARM_EPISODES):
     """Train MaskablePPO (an MLP policy, ``hidden`` x 2) on the mixes ``minsts`` (each with
     its ``references``; ``menus``: made already) with the augmented environment (a subset
     of each mix's jobs and Gavel's weights drawn per episode).  Reproducible for a seed
     (one torch thread).  Every ``eval_every`` steps the deterministic policy allocates
-    each whole mix; its reward and greedy_by_weight's order-free yardstick (each job its
-    best menu column that fits, in weight order: :func:`greedy_reward`) go to the curve.
+    each whole mix; its reward and a yardstick (each job, in the environment's order, its
+    menu column of highest rho: :func:`greedy_reward`) go to the curve.  Menu slices
+    are planned as episodes reach them (cached): ``plan_s`` in the record is their time,
+    within ``train_s``.
     With ``out``: the policy and ``out.json`` (:func:`save_policy`).  Returns (model,
     curve rows: (kind, step, mix, reward, yardstick))."""
     import torch
@@ -178,8 +232,20 @@ def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int =
     t_setup = time.perf_counter()
     if menus is None:
         menus = [make_menu(m, r, column_time_limit=column_time_limit) for m, r in zip(minsts, references)]
-    menu_s = time.perf_counter() - t_setup
-    log.info("rl allocator: menus of %d mixes in %.1f s", len(menus), menu_s)
+    warm_rng = np.random.default_rng(seed)
+    for m in menus:  # the libraries: live episodes (best rho first, then random valid actions)
+        m.live = True
+        greedy_reward(m)
+        wenv = AllocationEnv([m])
+        for e in range(warm_episodes):
+            wenv.reset(seed=e)
+            while not wenv.done:
+                wenv.step(int(warm_rng.choice(np.nonzero(wenv.action_masks())[0])))
+        m.live = False
+        log.info("rl allocator: %s: %d columns in the library after %d live episodes", m.minst.name,
+                 sum(len(v) for v in m.library.values()), warm_episodes + 1)
+    warm_s = time.perf_counter() - t_setup
+    log.info("rl allocator: %d mixes ready in %.1f s", len(menus), warm_s)
     env = AllocationEnv(menus, augment=True, min_jobs=min_jobs)
     env.reset(seed=seed)
     ev_env = AllocationEnv(menus)
@@ -221,7 +287,11 @@ def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int =
         save_policy(model, out, {"kind": KIND, "format": FORMAT, "mixes": names, "steps": steps, "seed": seed,
                                  "hidden": hidden, "n_steps": n_steps, "learning_rate": learning_rate,
                                  "ent_coef": ent_coef, "min_jobs": min_jobs, "reward_weights": list(REWARD_WEIGHTS),
-                                 "menu_s": round(menu_s, 1), "train_s": round(train_s, 1),
+                                 "train_s": round(train_s, 1), "warm_s": round(warm_s, 1),
+                                 "warm_episodes": warm_episodes,
+                                 "library": {m.minst.name: sum(len(v) for v in m.library.values()) for m in menus},
+                                 "plan_s": round(sum(m.pool.plan_seconds for m in menus), 1),
+                                 "plans": sum(m.pool.plans_made for m in menus),
                                  "last_eval_reward": last,
                                  "greedy_order_reward": {n: round(y, 6) for n, y in zip(names, yard)},
                                  **(meta or {})})
@@ -237,19 +307,19 @@ def train(minsts: list, references: list[dict], steps: int = 30_000, seed: int =
 
 
 def greedy_reward(menu: MixMenu) -> float:
-    """A yardstick for the curve: jobs in the environment's order, each its fitting menu
+    """A yardstick for the curve: jobs in the environment's order, each its valid menu
     column of highest rho (ties: fewer GPUs); the reward of that episode."""
     env = AllocationEnv([menu])
     env.reset(seed=0)
     r = 0.0
     while not env.done:
         mask = env.action_masks()
-        j = env.jobs[env.t]
         if mask[SKIP]:
             a = SKIP
         else:
+            cols = env.current_menu()
             cand = [k for k in range(N_MENU) if mask[k]]
-            a = max(cand, key=lambda k: (menu.rho[j, k], -menu.use[j, k, :menu.n_domains].sum()))
+            a = max(cand, key=lambda k: (cols[k].rho, -cols[k].total_gpus, -k))
         _, r, _, _, _ = env.step(a)
     return float(r)
 
