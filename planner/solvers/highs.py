@@ -44,6 +44,11 @@ class MatrixResult:
     objective: float | None
     bound: float | None
     started: bool = False  # the partial start was completed into a MIP start
+    iterations: int = 0  # simplex iterations HiGHS reported (the completion of the start included)
+    nodes: int = 0  # branch-and-bound nodes
+    size: int = 0  # the matrix's rows + columns + nonzeros
+    work: float = 0.0  # deterministic seconds spent (:func:`highs_work`), the model's hand-over included
+    cut: bool = False  # stopped by the work limit
     _columns: list = field(default_factory=list, repr=False)
     _values: np.ndarray | None = field(default=None, repr=False)
 
@@ -84,12 +89,32 @@ def standard_form_lp(sf):
     return lp
 
 
+def highs_work(size: int, iterations: int = 0, nodes: int = 0) -> float:
+    """Deterministic seconds of HiGHS work on a matrix of ``size`` (rows + columns +
+    nonzeros): the hand-over (Pyomo's compiler and ``passModel``, linear in the size),
+    then each simplex iteration and each branch-and-bound node in proportion to the
+    size; the constants (:mod:`planner.solvers.workunits`) make one deterministic
+    second about one second of an idle machine's core shared as in ``auto``.
+
+    >>> round(highs_work(100_000, iterations=0), 2)              # doctest: +SKIP
+    0.9
+    """
+    from .workunits import HIGHS_BUILD_PER_S, HIGHS_ITER_PER_S, HIGHS_NODE_PER_S
+
+    return size / HIGHS_BUILD_PER_S + size * (iterations / HIGHS_ITER_PER_S + nodes / HIGHS_NODE_PER_S)
+
+
 class MatrixHighs:
     """HiGHS on a Pyomo model's matrix; ``time_limit`` seconds (None: none),
     ``seed``, ``threads``, relative ``gap`` (None: HiGHS's default).  Fixed
-    variables are constants."""
+    variables are constants.  ``work_limit``: deterministic seconds
+    (:func:`highs_work`: simplex iterations and nodes weighted by the matrix's size),
+    checked in HiGHS's interrupt callbacks, so that with one thread a seed gives the
+    same result whatever the load (when ``time_limit`` is not reached first)."""
 
-    def __init__(self, time_limit: float | None = None, seed: int = 0, threads: int = 1, gap: float | None = None):
+    def __init__(self, time_limit: float | None = None, seed: int = 0, threads: int = 1, gap: float | None = None,
+                 work_limit: float | None = None):
+        self.work_limit = work_limit
         self.options = {**HIGHS_OPTIONS, "random_seed": int(seed), "threads": int(threads), "mip_abs_gap": 0.0}
         if time_limit is not None:
             self.options["time_limit"] = max(0.01, float(time_limit))
@@ -118,8 +143,20 @@ class MatrixHighs:
         for k, val in self.options.items():
             h.setOptionValue(k, val)
         h.passModel(lp)
+        size = int(lp.num_col_ + lp.num_row_ + len(lp.a_matrix_.value_))
+        count = {"iterations": 0, "nodes": 0, "base": 0, "cut": False}
+        limit = self.work_limit
 
         def interrupt(e):  # Ctrl-C or the memory cap (planner.solvers.stop): stop with the incumbent
+            if limit is not None:
+                out = e.data_out
+                count["iterations"] = max(count["iterations"], count["base"] + int(out.simplex_iteration_count))
+                if e.callback_type == highspy.cb.HighsCallbackType.kCallbackMipInterrupt:
+                    count["nodes"] = max(count["nodes"], int(out.mip_node_count))
+                if highs_work(size, count["iterations"], count["nodes"]) >= limit:
+                    count["cut"] = True
+                    e.interrupt()
+                    return
             if stop.requested():
                 e.interrupt()
 
@@ -141,6 +178,8 @@ class MatrixHighs:
                 val = np.array([x for _, x in given], dtype=float)
                 h.changeColsBounds(len(idx), idx, val, val)
                 h.run()
+                count["base"] = count["iterations"] = max(count["iterations"],
+                                                          int(max(0, h.getInfo().simplex_iteration_count)))
                 if h.getInfo().primal_solution_status == 2:
                     sol = h.getSolution()
                     started = True
@@ -148,11 +187,18 @@ class MatrixHighs:
                 if started:
                     h.setSolution(sol)
                 time_left()
-        h.run()
+        if limit is not None and highs_work(size, count["iterations"]) >= limit:
+            count["cut"] = True  # nothing left for the solve itself
+        else:
+            h.run()
         ms = h.getModelStatus()
         info = h.getInfo()
+        iterations = max(count["iterations"], count["base"] + int(max(0, info.simplex_iteration_count)))
+        nodes = max(count["nodes"], int(max(0, info.mip_node_count)))
         S = highspy.HighsModelStatus
         status = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(ms, "other")
+        if count["cut"] and status == "other":
+            status = "time_limit"  # out of deterministic time
         has_sol = info.primal_solution_status == 2  # feasible
         objective = float(info.objective_function_value) if has_sol else None
         mip = any(integer)
@@ -165,4 +211,6 @@ class MatrixHighs:
         if bound is not None and not math.isfinite(bound):
             bound = None
         values = np.asarray(h.getSolution().col_value, dtype=float) if has_sol else None
-        return MatrixResult(status, objective, bound, started, list(cols), values)
+        work = highs_work(size, iterations, nodes)
+        return MatrixResult(status, objective, bound, started, iterations, nodes, size, work, count["cut"],
+                            list(cols), values)

@@ -1,0 +1,57 @@
+"""Deterministic work units, calibrated to seconds: the one place their constants live.
+
+``auto`` with a seed (and every part with ``deterministic=True``) budgets its parts
+in *deterministic seconds*: counts of work that track wall time on this kind of
+machine, so that the same command gives the same plan whatever the load.  Each
+constant is "units per second" of one process on an idle 2-core machine running
+three CPU-bound processes, as ``auto`` does (its own process and two engines);
+measured by ``benchmarks/workunits.py``, results in
+``benchmarks/results/workunits.md`` (command and commit there).
+
+* the exact simulation (:func:`sim_seconds`): a fixed cost per call plus a cost
+  per stage x micro-batch (the evaluator's event loop; replicas are vectorised);
+* HiGHS (:func:`planner.solvers.highs.highs_work`): the model's hand-over, and
+  simplex iterations and branch-and-bound nodes, each in proportion to the
+  matrix's size (rows + columns + nonzeros);
+* CP-SAT: its own deterministic time, :data:`CPSAT_DET_PER_S` of it per second.
+
+Example
+-------
+>>> round(sim_seconds(plan), 4)                                   # doctest: +SKIP
+0.0093
+"""
+
+from __future__ import annotations
+
+#: the exact simulation: seconds per call, and stage x micro-batch products per second
+SIM_CALL_S = 0.0035
+SIM_OPS_PER_S = 50_000.0
+#: HiGHS: matrix size (rows + columns + nonzeros) handed over per second; size x simplex
+#: iterations per second; size x branch-and-bound nodes per second
+HIGHS_BUILD_PER_S = 100_000.0
+HIGHS_ITER_PER_S = 5.0e8
+HIGHS_NODE_PER_S = 5.0e6
+#: CP-SAT deterministic time per second
+CPSAT_DET_PER_S = 1.0
+#: the share of a seeded ``auto``'s time limit its deterministic budgets are sized to
+#: on an idle machine; the rest is room for load (the wall limit is the backstop)
+DET_SHARE = 0.75
+
+
+def sim_seconds(plan) -> float:
+    """Deterministic seconds of one exact simulation of ``plan`` (base network).
+
+    >>> sim_seconds(plan) > SIM_CALL_S                            # doctest: +SKIP
+    True
+    """
+    return SIM_CALL_S + plan.num_stages * plan.num_micro_batches / SIM_OPS_PER_S
+
+
+def sim_count(plan, seconds: float, least: int = 1) -> int:
+    """How many simulations of plans like ``plan`` fit in ``seconds`` deterministic
+    seconds (at least ``least``).
+
+    >>> sim_count(plan, 1.0)                                      # doctest: +SKIP
+    107
+    """
+    return max(least, int(seconds / sim_seconds(plan)))
