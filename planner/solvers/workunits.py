@@ -13,7 +13,8 @@ measured by ``benchmarks/workunits.py``, results in
 * HiGHS (:func:`planner.solvers.highs.highs_work`): the model's hand-over, and
   simplex iterations and branch-and-bound nodes, each in proportion to the
   matrix's size (rows + columns + nonzeros);
-* CP-SAT: its own deterministic time, :data:`CPSAT_DET_PER_S` of it per second.
+* CP-SAT: its own deterministic time, :data:`CPSAT_DET_PER_S` of it per second,
+  and each model's building by its variables and constraints (:data:`CPSAT_BUILD_PER_S`).
 
 Example
 -------
@@ -26,13 +27,16 @@ from __future__ import annotations
 #: the exact simulation: seconds per call, and stage x micro-batch products per second
 SIM_CALL_S = 0.0035
 SIM_OPS_PER_S = 50_000.0
+#: a local search's candidate move (drawn, checked against the memo), seconds
+MOVE_S = 0.0001
 #: HiGHS: matrix size (rows + columns + nonzeros) handed over per second; size x simplex
 #: iterations per second; size x branch-and-bound nodes per second
 HIGHS_BUILD_PER_S = 100_000.0
 HIGHS_ITER_PER_S = 5.0e8
 HIGHS_NODE_PER_S = 5.0e6
-#: CP-SAT deterministic time per second
+#: CP-SAT deterministic time per second; its models' building, variables + constraints per second
 CPSAT_DET_PER_S = 1.0
+CPSAT_BUILD_PER_S = 1.0e4
 #: the share of a seeded ``auto``'s time limit its deterministic budgets are sized to
 #: on an idle machine; the rest is room for load (the wall limit is the backstop)
 DET_SHARE = 0.75
