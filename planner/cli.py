@@ -257,9 +257,15 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     from .solvers import stop
 
     left = _time_left(time_limit)
-    # the watch also stops a planner that overruns its limit, as time_limit (its incumbent)
+    if solver == "auto" and time_limit is not None:
+        # issue 29: the work units from the nominal limit, not from what the start-up left (load-dependent)
+        from .solvers.registry import IDLE_STARTUP_S, auto_work_s
+
+        options["work_s"] = auto_work_s(time_limit, IDLE_STARTUP_S)
+    # the watch also stops a planner that overruns its limit, as time_limit (its incumbent); not with
+    # --deterministic, whose budgets are never cut by the clock (the run may take longer under load)
     with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None,  # also SIGTERM
-                    deadline=None if left is None else time.perf_counter() + left):
+                    deadline=None if left is None or deterministic else time.perf_counter() + left):
         p = run_plan(inst, solver=solver, time_limit=left, seed=seed,
                      refine_schedule=refine_schedule, **options)
     if out_path:

@@ -231,7 +231,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
          gap: float = 1e-3, stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None, forbid=(), require=(),
          engines: dict[str, Callable[..., Plan]] | None = None, refine: Callable[..., Plan] | None = None,
-         refine_schedule: bool = True, type_aware=frozenset(), **_) -> Plan:
+         refine_schedule: bool = True, type_aware=frozenset(), work_s: float | None = None, **_) -> Plan:
     """Plan with the portfolio; see the module docstring.
 
     ``time_limit`` seconds of wall clock in all (None: 60), ``seed`` for every
@@ -249,8 +249,11 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
     registry passes :data:`planner.solvers.registry.GPU_TYPE_SOLVERS`); on an
     instance whose domains have several types (SPEC v3 (g)) the default engines not
     among them are left out (``solver.engines`` says so), greedy, the annealing and
-    the refinement plan with the types.  Raises ``InfeasibleError`` when no planner
-    finds a plan.
+    the refinement plan with the types.  ``work_s``: the deterministic seconds of the
+    counted budgets (None: ``DET_SHARE * time_limit``); the CLI passes one computed
+    from the nominal ``--time-limit`` (:func:`planner.solvers.registry.auto_work_s`),
+    not from what its start-up left, so that the work does not depend on the load.
+    Raises ``InfeasibleError`` when no planner finds a plan.
     """
     t0 = time.perf_counter()
     wall0 = time.time()
@@ -258,7 +261,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
     end = t0 + budget
     counted = deterministic or seed is not None  # budgets in work units (planner.solvers.workunits)
     seed = 0 if seed is None else int(seed)
-    work = DET_SHARE * budget  # deterministic seconds of this process's parts (and the engines' window)
+    work = DET_SHARE * budget if work_s is None else float(work_s)  # deterministic seconds in all
     clock = {"cut": []}  # the parts the wall clock cut short (seeded mode: the backstop)
     kind = instance.options.objective
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
@@ -538,6 +541,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
     else:
         status = "feasible"
     extra = {}
+    if stop.requested() == "time_limit":  # the caller's wall-clock backstop (the CLI's) stopped the run
+        cut("the time limit")
     if counted:  # what the plan's reproducibility rests on (the module docstring)
         extra = {"budget": "deterministic" if deterministic else "work units", "deterministic_s": work,
                  "cut_by_clock": list(clock["cut"])}

@@ -142,6 +142,23 @@ def _finish_reserve(time_limit: float) -> float:
     return min(FINISH_SHARE * time_limit, FINISH_MAX_S)
 
 
+IDLE_STARTUP_S = 2.0  # the CLI's start-up (interpreter, imports, loading) on an idle machine, seconds
+
+
+def auto_work_s(time_limit: float, startup_s: float = 0.0) -> float:
+    """The deterministic seconds a seeded ``auto`` spends for ``time_limit`` (s, wall):
+    :data:`planner.solvers.workunits.DET_SHARE` of what is left after ``startup_s`` of
+    start-up and the result's check (:func:`_finish_reserve`), at least a tenth of it.
+    A function of the nominal limit only, so that the same command spends the same work.
+
+    >>> round(auto_work_s(60.0, startup_s=IDLE_STARTUP_S), 2)     # doctest: +SKIP
+    42.6
+    """
+    from .workunits import DET_SHARE
+
+    return DET_SHARE * max(0.1 * time_limit, time_limit - startup_s - _finish_reserve(time_limit))
+
+
 _last_evaluation: list = [None, None]  # the plan :func:`finish` returned last, and its Evaluation
 
 

@@ -149,3 +149,21 @@ def test_the_wall_clock_cuts_a_slow_engine_and_says_so():
     assert check_plan(inst, p) == []
     assert "slow" in p.solver.cut_by_clock
     assert p.solver.engines["slow"].startswith(("cut by the clock", "cut off"))
+
+
+def test_cli_budget_comes_from_the_nominal_time_limit():
+    # the work units are a function of --time-limit alone, not of how long the start-up took
+    import json
+
+    from click.testing import CliRunner
+
+    from planner.cli import main
+    from planner.solvers.registry import IDLE_STARTUP_S, auto_work_s
+
+    res = CliRunner().invoke(main, ["plan", "tiny-line", "--solver", "auto", "--time-limit", "3", "--deterministic",
+                                    "--no-refine-schedule", "--json", "-q"])
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.output)["solver"]
+    assert info["budget"] == "deterministic" and info["cut_by_clock"] == []
+    assert info["deterministic_s"] == pytest.approx(auto_work_s(3.0, IDLE_STARTUP_S))
+    assert auto_work_s(3.0, IDLE_STARTUP_S) < 3.0
