@@ -46,6 +46,7 @@ class MatrixResult:
     started: bool = False  # the partial start was completed into a MIP start
     iterations: int = 0  # simplex iterations HiGHS reported (the completion of the start included)
     nodes: int = 0  # branch-and-bound nodes
+    checks: int = 0  # the MIP solver's limit checks (interrupt callbacks): its deterministic work count
     size: int = 0  # the matrix's rows + columns + nonzeros
     work: float = 0.0  # deterministic seconds spent (:func:`highs_work`), the model's hand-over included
     cut: bool = False  # stopped by the work limit
@@ -89,19 +90,22 @@ def standard_form_lp(sf):
     return lp
 
 
-def highs_work(size: int, iterations: int = 0, nodes: int = 0) -> float:
+def highs_work(size: int, iterations: int = 0, checks: int = 0) -> float:
     """Deterministic seconds of HiGHS work on a matrix of ``size`` (rows + columns +
-    nonzeros): the hand-over (Pyomo's compiler and ``passModel``, linear in the size),
-    then each simplex iteration and each branch-and-bound node in proportion to the
-    size; the constants (:mod:`planner.solvers.workunits`) make one deterministic
-    second about one second of an idle machine's core shared as in ``auto``.
+    nonzeros): the hand-over (Pyomo's building and compiler, ``passModel``: linear in
+    the size), then each simplex iteration of a pure LP and each of the MIP solver's
+    limit checks (its interrupt callback: at every cut round, heuristic and node, the
+    only count highspy 1.14 reports during a MIP, whose simplex iterations it reports
+    only at the end), in proportion to the size.  The constants
+    (:mod:`planner.solvers.workunits`) make one deterministic second about one second
+    of an idle machine's core shared as in ``auto``.
 
     >>> round(highs_work(100_000, iterations=0), 2)              # doctest: +SKIP
-    0.9
+    1.1
     """
-    from .workunits import HIGHS_BUILD_PER_S, HIGHS_ITER_PER_S, HIGHS_NODE_PER_S
+    from .workunits import HIGHS_BUILD_PER_S, HIGHS_CHECK_PER_S, HIGHS_ITER_PER_S
 
-    return size / HIGHS_BUILD_PER_S + size * (iterations / HIGHS_ITER_PER_S + nodes / HIGHS_NODE_PER_S)
+    return size / HIGHS_BUILD_PER_S + size * (iterations / HIGHS_ITER_PER_S + checks / HIGHS_CHECK_PER_S)
 
 
 class MatrixHighs:
@@ -144,16 +148,17 @@ class MatrixHighs:
             h.setOptionValue(k, val)
         h.passModel(lp)
         size = int(lp.num_col_ + lp.num_row_ + len(lp.a_matrix_.value_))
-        count = {"iterations": 0, "nodes": 0, "base": 0, "cut": False}
+        count = {"lp": 0, "checks": 0, "cut": False}
         limit = self.work_limit
+        mip_cb = highspy.cb.HighsCallbackType.kCallbackMipInterrupt
 
         def interrupt(e):  # Ctrl-C or the memory cap (planner.solvers.stop): stop with the incumbent
+            if e.callback_type == mip_cb:
+                count["checks"] += 1
+            else:  # a pure LP's simplex: its iterations (-1 inside a MIP, not counted)
+                count["lp"] = max(count["lp"], int(e.data_out.simplex_iteration_count))
             if limit is not None:
-                out = e.data_out
-                count["iterations"] = max(count["iterations"], count["base"] + int(out.simplex_iteration_count))
-                if e.callback_type == highspy.cb.HighsCallbackType.kCallbackMipInterrupt:
-                    count["nodes"] = max(count["nodes"], int(out.mip_node_count))
-                if highs_work(size, count["iterations"], count["nodes"]) >= limit:
+                if highs_work(size, count["lp"], count["checks"]) >= limit:
                     count["cut"] = True
                     e.interrupt()
                     return
@@ -169,7 +174,7 @@ class MatrixHighs:
                 h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
 
         time_left()
-        started = False
+        started, its0 = False, 0
         if start:
             pos = {id(v): i for i, v in enumerate(cols)}
             given = [(pos[id(v)], float(x)) for v, x in start.items() if id(v) in pos]
@@ -178,8 +183,7 @@ class MatrixHighs:
                 val = np.array([x for _, x in given], dtype=float)
                 h.changeColsBounds(len(idx), idx, val, val)
                 h.run()
-                count["base"] = count["iterations"] = max(count["iterations"],
-                                                          int(max(0, h.getInfo().simplex_iteration_count)))
+                its0 = int(max(0, h.getInfo().simplex_iteration_count))
                 if h.getInfo().primal_solution_status == 2:
                     sol = h.getSolution()
                     started = True
@@ -187,14 +191,14 @@ class MatrixHighs:
                 if started:
                     h.setSolution(sol)
                 time_left()
-        if limit is not None and highs_work(size, count["iterations"]) >= limit:
+        if limit is not None and highs_work(size, count["lp"], count["checks"]) >= limit:
             count["cut"] = True  # nothing left for the solve itself
         else:
             h.run()
         ms = h.getModelStatus()
         info = h.getInfo()
-        iterations = max(count["iterations"], count["base"] + int(max(0, info.simplex_iteration_count)))
-        nodes = max(count["nodes"], int(max(0, info.mip_node_count)))
+        iterations = its0 + int(max(0, info.simplex_iteration_count))
+        nodes = int(max(0, info.mip_node_count))
         S = highspy.HighsModelStatus
         status = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(ms, "other")
         if count["cut"] and status == "other":
@@ -211,6 +215,6 @@ class MatrixHighs:
         if bound is not None and not math.isfinite(bound):
             bound = None
         values = np.asarray(h.getSolution().col_value, dtype=float) if has_sol else None
-        work = highs_work(size, iterations, nodes)
-        return MatrixResult(status, objective, bound, started, iterations, nodes, size, work, count["cut"],
-                            list(cols), values)
+        work = highs_work(size, count["lp"], count["checks"])
+        return MatrixResult(status, objective, bound, started, iterations, nodes, count["checks"], size, work,
+                            count["cut"], list(cols), values)

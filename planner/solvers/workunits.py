@@ -13,9 +13,10 @@ fixed, and that the budget tracks the clock to within these errors).
 
 * the exact simulation (:func:`sim_seconds`): a fixed cost per call plus a cost
   per stage x micro-batch (the evaluator's event loop; replicas are vectorised);
-* HiGHS (:func:`planner.solvers.highs.highs_work`): the model's hand-over, and
-  simplex iterations and branch-and-bound nodes, each in proportion to the
-  matrix's size (rows + columns + nonzeros);
+* HiGHS (:func:`planner.solvers.highs.highs_work`): the model's building and
+  hand-over, and the MIP solver's limit checks (its interrupt callbacks, the one
+  count highspy 1.14 reports during a MIP), each in proportion to the matrix's
+  size (rows + columns + nonzeros);
 * CP-SAT: its own deterministic time, :data:`CPSAT_DET_PER_S` of it per second,
   and each model's building by its variables and constraints (:data:`CPSAT_BUILD_PER_S`).
 
@@ -34,10 +35,10 @@ SIM_OPS_PER_S = 149_000.0
 #: small and positive, so that a walk of rejected moves still ends)
 MOVE_S = 0.00002
 #: HiGHS: matrix size (rows + columns + nonzeros) handed over per second; size x simplex
-#: iterations per second; size x branch-and-bound nodes per second
+#: iterations of a pure LP per second; size x the MIP solver's limit checks per second
 HIGHS_BUILD_PER_S = 90_600.0
 HIGHS_ITER_PER_S = 3.91e7
-HIGHS_NODE_PER_S = 2.88e5
+HIGHS_CHECK_PER_S = 4.0e5
 #: CP-SAT deterministic time per second; its models' building, variables + constraints per second
 CPSAT_DET_PER_S = 0.178
 CPSAT_BUILD_PER_S = 33_900.0
