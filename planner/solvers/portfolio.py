@@ -119,7 +119,7 @@ from .inflight import tune_inflight
 from .milp import milp
 from .shapesearch import FLAT_ARCS_MAX, plan_matches
 from .syncchoice import choose_sync, sync_enabled, with_best_sync
-from .workunits import DET_SHARE, sim_count
+from .workunits import DET_SHARE, MILP_SEARCH_OVERHEAD, sim_count
 
 log = logging.getLogger("planner.auto")
 
@@ -351,7 +351,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
         if solve is hier_engine and instance.heterogeneous:
             opts["type_aware"] = frozenset(type_aware)
         if counted:  # the engine's own deterministic budget (the wall clock: collected below)
-            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
+            opts.update(deterministic=True, time_limit=None,
+                        det_limit=det_limit / MILP_SEARCH_OVERHEAD if solve is milp else det_limit)
             if solve is cpsat:
                 opts.update(calibrated=True)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
