@@ -182,8 +182,9 @@ def main():
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray; default: a local Ray)")
 @click.option("--jobs", type=WORKERS, default=None, help="shapes per wave (with --executor; default 2, on Ray its CPUs)")
 @click.option("--deterministic", is_flag=True,
-              help="cpsat, auto, hier: deterministic budgets (CP-SAT deterministic time, counts), the same "
-                   "plan at any load; auto then leaves out the MILP and may overrun --time-limit under load")
+              help="milp, cpsat, auto, hier: deterministic budgets (HiGHS work, CP-SAT deterministic time, "
+                   "calibrated work units), never cut by the clock: the same plan at any load, and under load "
+                   "the run may overrun --time-limit (a seeded auto spends the same units, the clock a backstop)")
 @click.option("--target", type=click.Choice(FORMATS), default=None,
               help="plan only micro-batch orders this framework runs (megatron, deepspeed: 1f1b; "
                    "torchtitan: 1f1b, gpipe and explicit op lists)")
@@ -234,9 +235,11 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
                                      param_hint="--executor")
         options.update(executor=executor, address=address, jobs=jobs)
     if deterministic:
-        if solver not in ("cpsat", "auto", "hier"):
-            raise click.BadParameter(f"--deterministic applies to --solver cpsat, auto or hier, not {solver}",
+        if solver not in ("milp", "cpsat", "auto", "hier"):
+            raise click.BadParameter(f"--deterministic applies to --solver milp, cpsat, auto or hier, not {solver}",
                                      param_hint="--deterministic")
+        if solver == "milp" and options.get("threads", 1) != 1:
+            raise click.BadParameter("--deterministic runs HiGHS on one thread", param_hint="--threads")
         options["deterministic"] = True
     options = check_options(inst, solver, {**options, "time_limit": time_limit, "seed": seed},
                             cli=True)  # the API's one check: pins in range and consistent, the run's (exit 2)
@@ -254,9 +257,15 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
     from .solvers import stop
 
     left = _time_left(time_limit)
-    # the watch also stops a planner that overruns its limit, as time_limit (its incumbent)
+    if solver == "auto" and time_limit is not None:
+        # issue 29: the work units from the nominal limit, not from what the start-up left (load-dependent)
+        from .solvers.registry import IDLE_STARTUP_S, auto_work_s
+
+        options["work_s"] = auto_work_s(time_limit, IDLE_STARTUP_S)
+    # the watch also stops a planner that overruns its limit, as time_limit (its incumbent); not with
+    # --deterministic, whose budgets are never cut by the clock (the run may take longer under load)
     with stop.Watch(memory_limit_bytes=memory_limit * 1e9 if memory_limit else None,  # also SIGTERM
-                    deadline=None if left is None else time.perf_counter() + left):
+                    deadline=None if left is None or deterministic else time.perf_counter() + left):
         p = run_plan(inst, solver=solver, time_limit=left, seed=seed,
                      refine_schedule=refine_schedule, **options)
     if out_path:

@@ -59,6 +59,7 @@ from ..scoring.evaluator import check_plan, simulated_score
 from . import stop
 from .inflight import FAITHFUL, inflight_schedule
 from .syncchoice import sync_enabled
+from .workunits import MOVE_S, sim_seconds
 
 log = logging.getLogger("planner.anneal")
 
@@ -96,7 +97,7 @@ def _schedule(sched, stages: int, m: int):
 
 
 def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
-           max_evals: int | None = None, stages: int | None = None, schedule: str | None = None,
+           max_evals: int | None = None, max_work: float | None = None, stages: int | None = None, schedule: str | None = None,
            forbid=(), require=(), t_start: float = 0.03, t_end: float = 1e-4, inflight: bool = True,
            faithful: float | None = FAITHFUL, **_) -> Plan:
     """Simulated annealing from ``plan``; the best plan seen (see the module docstring).
@@ -106,6 +107,11 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     either rejected by ``check_plan`` or simulated): with it the temperature
     follows the count, not the clock, and a seed gives the same plan
     whatever the load (as long as ``time_limit`` is not reached first).
+    ``max_work``: the same in deterministic seconds
+    (:mod:`planner.solvers.workunits`: each simulation costs
+    :func:`~planner.solvers.workunits.sim_seconds` of its plan, each candidate
+    :data:`~planner.solvers.workunits.MOVE_S`), a budget that tracks the clock on
+    an idle machine whatever the instance's size.
     ``seed`` seeds ``numpy.random.default_rng``.  Pins: ``stages`` (no
     split/merge), ``schedule`` (no schedule switch), ``forbid`` (domains
     that may host nothing), ``require`` (domains that must host a stage);
@@ -121,12 +127,15 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     (name ``anneal``, status ``heuristic``, or the reason of a stop request that
     cut it short (``interrupted``, ``memory_limit``); ``bound`` kept from ``plan``'s
     own info, a lower bound on the instance's T_est that moves cannot break)
-    adds ``evaluations`` (simulations), ``candidates``, ``accepted``,
+    adds ``evaluations`` (simulations), ``candidates``, ``accepted``, ``work_s``
+    (deterministic seconds spent), ``sim_ops`` (stages x micro-batches summed over
+    the simulations), ``cut_by_clock`` (``time_limit`` reached before the count or
+    the work budget),
     ``start_s`` and ``end_s`` (simulated seconds, or cost, of the start and
     of the result).
     """
-    if time_limit is None and max_evals is None:
-        raise ValueError("anneal needs a time_limit or max_evals")
+    if time_limit is None and max_evals is None and max_work is None:
+        raise ValueError("anneal needs a time_limit, max_evals or max_work")
     t0 = time.perf_counter()
     deadline = t0 + time_limit if time_limit is not None else math.inf
     rng = np.random.default_rng(seed)
@@ -149,6 +158,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     memo: dict = {}
     unfaithful: set = set()  # keys of plans the walk may cross but the search may not return
     evals = 0
+    work = [0.0, 0]  # deterministic seconds, simulated stage x micro-batch products
 
     def build(bounds, placement, sched, sync=None) -> Plan:
         return Plan(instance=plan.instance, replicas=R, tp=plan.tp, micro_batch_size=plan.micro_batch_size,
@@ -170,6 +180,8 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
         if pinned(placement):
             p = build(bounds, placement, sched, sync)
             evals += 1
+            work[0] += sim_seconds(p)
+            work[1] += p.num_stages * p.num_micro_batches
             got = simulated_score(instance, p, fidelity=faithful is not None)
             if got is not None and faithful is not None:
                 got, ratio = got
@@ -194,10 +206,16 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
     cur_state = best_state = (bounds, placement, sched, sync)
     candidates = accepted = since_best = 0
     ln_ratio = math.log(t_end / t_start)
+    clock_cut = False
     while True:
         if time.perf_counter() >= deadline or stop.requested():  # Ctrl-C or the memory cap: the best so far
+            clock_cut = time.perf_counter() >= deadline and (max_evals is not None or max_work is not None)
             break
-        if max_evals is not None:
+        if max_work is not None:
+            if work[0] >= max_work:
+                break
+            frac = work[0] / max_work
+        elif max_evals is not None:
             if candidates >= max_evals:
                 break
             frac = candidates / max_evals
@@ -205,6 +223,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
             frac = min(1.0, (time.perf_counter() - t0) / max(1e-9, time_limit))
         temp = start * t_start * math.exp(ln_ratio * frac)
         candidates += 1
+        work[0] += MOVE_S
         if syncs and rng.random() < SYNC_MOVE:  # another sync option (uncovered ones score None)
             pick = syncs[int(rng.integers(len(syncs)))]
             cand = cur_state[:3] + (None if pick.plain else pick,)
@@ -235,6 +254,7 @@ def anneal(instance, plan: Plan, time_limit: float | None = 10.0, seed: int = 0,
                     bound=base.bound if base is not None else None, gap=None,
                     time_s=time.perf_counter() - t0,
                     **{**info, "evaluations": evals, "candidates": candidates, "accepted": accepted,
+                       "work_s": work[0], "sim_ops": work[1], "cut_by_clock": clock_cut,
                        "start_s": start, "end_s": min(best, start)})
     log.info("anneal: %.6g -> %.6g in %d simulations (%d candidates, %.1fs)",
              start, min(best, start), evals, candidates, si.time_s)

@@ -54,7 +54,7 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
           rounding: float = 1e-4, presolve: str = "noprobe", polish: bool = True,
           log_progress: bool = False, executor: str | None = None, address: str | None = None,
           jobs: int | None = None, start: Plan | None = None, bounding: float = 0.4, spec: int | None = None,
-          **_) -> Plan:
+          calibrated: bool = False, **_) -> Plan:
     """Plan with CP-SAT; see the module docstring.
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
@@ -73,14 +73,23 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
     greedy's as a first incumbent (and hint) when it satisfies the pins;
     ``bounding`` the share of the time the shapes' cheap bounds may take.
     ``spec``: the SPEC version planned for (see the module docstring).
+    ``calibrated`` (with ``deterministic``): ``time_limit`` is deterministic
+    *seconds* of :mod:`planner.solvers.workunits` instead of CP-SAT's own
+    deterministic time: each shape's model building counts by the model's size
+    (:data:`~planner.solvers.workunits.CPSAT_BUILD_PER_S`) and its search as
+    CP-SAT's deterministic time over :data:`~planner.solvers.workunits.CPSAT_DET_PER_S`
+    (what ``auto`` uses, so that the engine's budget tracks the clock).
     """
     from ..problem.specversion import check_spec
+    from .workunits import CPSAT_DET_PER_S
 
     spec = check_spec(spec)
+    calibrated = calibrated and deterministic
     solve_shape = CpsatShape(instance, workers, seed, gap, deterministic, warm_start, rounding, presolve,
-                             log_progress, spec=spec)
+                             log_progress, spec=spec, calibrated=calibrated)
     def polish_plan(plan, best, seconds, ctx) -> Plan:
-        return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require, seconds, workers, seed,
+        return _polish(instance, plan, best, ctx.space, ctx.forbid, ctx.require,
+                       seconds * CPSAT_DET_PER_S if calibrated else seconds, workers, seed,
                        deterministic, rounding, presolve, spec)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
@@ -96,16 +105,18 @@ class CpsatShape:
     class, so that it can be pickled to another process or a Ray worker."""
 
     def __init__(self, instance, workers: int, seed: int, gap: float, deterministic: bool, warm_start: bool,
-                 rounding: float, presolve: str, log_progress: bool = False, spec: int | None = None):
+                 rounding: float, presolve: str, log_progress: bool = False, spec: int | None = None,
+                 calibrated: bool = False):
         from ..problem.specversion import check_spec
 
+        self.calibrated = calibrated
         self.instance, self.workers, self.seed, self.gap = instance, workers, seed, gap
         self.spec = check_spec(spec)
         self.deterministic, self.warm_start, self.rounding = deterministic, warm_start, rounding
         self.presolve, self.log_progress = presolve, log_progress
 
     def __setstate__(self, state):  # pickles from before ``spec`` are v2's
-        self.__dict__.update({"spec": 2, **state})
+        self.__dict__.update({"spec": 2, "calibrated": False, **state})
 
     def __call__(self, shape, share, ctx) -> ShapeOutcome:
         from ortools.sat.python import cp_model
@@ -131,8 +142,16 @@ class CpsatShape:
                     break
         build_s = time.perf_counter() - tb
         limit = share if deterministic else share - build_s
+        built, size = 0.0, 0  # calibrated: the model's building in deterministic seconds
+        if self.calibrated:
+            from .workunits import CPSAT_BUILD_PER_S, CPSAT_DET_PER_S
+
+            proto = cm.model.Proto()
+            size = len(proto.variables) + len(proto.constraints)  # the model's size
+            built = size / CPSAT_BUILD_PER_S
+            limit = (share - built) * CPSAT_DET_PER_S
         if limit <= 0.05:
-            return ShapeOutcome("unknown", build_s=build_s, detail="no time left after building")
+            return ShapeOutcome("unknown", build_s=build_s, spent=built, detail="no time left after building")
         solver = configure(cp_model.CpSolver(), time_limit=limit, workers=self.workers, seed=self.seed,
                            gap=max(0.0, self.gap - 2 * rounding),  # leave room for the rounding bound
                            deterministic=deterministic, presolve=self.presolve)
@@ -143,16 +162,18 @@ class CpsatShape:
             status = solver.solve(cm.model)
         note = ("hinted, " if hinted else "") + f"unit {cm.unit_s:.0e} s"
         spent = solver.response_proto.deterministic_time
+        if self.calibrated:
+            spent = built + spent / CPSAT_DET_PER_S
         if status == cp_model.INFEASIBLE:  # nothing in this shape beats the incumbent (or no plan)
-            return ShapeOutcome("infeasible", build_s=build_s, spent=spent, detail=note)
+            return ShapeOutcome("infeasible", build_s=build_s, spent=spent, detail=note, size=size)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # out of time before anything was proven
-            return ShapeOutcome("unknown", build_s=build_s, spent=spent, detail=note)
+            return ShapeOutcome("unknown", build_s=build_s, spent=spent, detail=note, size=size)
         cuts, placement = cm.extract(solver)
         cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
                           instance=instance, schedule=shape.schedule)
         return ShapeOutcome("optimal" if status == cp_model.OPTIMAL else "feasible",
                             bound=cm.true_lower(solver.best_objective_bound / cm.obj_scale), plan=cand,
-                            build_s=build_s, spent=spent, detail=note)
+                            build_s=build_s, spent=spent, detail=note, size=size)
 
 
 def _polish(instance, plan: Plan, best: float, space, forbid, require, time_limit, workers, seed,

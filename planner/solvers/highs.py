@@ -44,6 +44,12 @@ class MatrixResult:
     objective: float | None
     bound: float | None
     started: bool = False  # the partial start was completed into a MIP start
+    iterations: int = 0  # simplex iterations HiGHS reported (the completion of the start included)
+    nodes: int = 0  # branch-and-bound nodes
+    checks: int = 0  # the MIP solver's limit checks (interrupt callbacks): its deterministic work count
+    size: int = 0  # the matrix's rows + columns + nonzeros
+    work: float = 0.0  # deterministic seconds spent (:func:`highs_work`), the model's hand-over included
+    cut: bool = False  # stopped by the work limit
     _columns: list = field(default_factory=list, repr=False)
     _values: np.ndarray | None = field(default=None, repr=False)
 
@@ -84,12 +90,35 @@ def standard_form_lp(sf):
     return lp
 
 
+def highs_work(size: int, iterations: int = 0, checks: int = 0) -> float:
+    """Deterministic seconds of HiGHS work on a matrix of ``size`` (rows + columns +
+    nonzeros): the hand-over (Pyomo's building and compiler, ``passModel``: linear in
+    the size), then each simplex iteration of a pure LP and each of the MIP solver's
+    limit checks (its interrupt callback: at every cut round, heuristic and node, the
+    only count highspy 1.14 reports during a MIP, whose simplex iterations it reports
+    only at the end), in proportion to the size.  The constants
+    (:mod:`planner.solvers.workunits`) make one deterministic second about one second
+    of an idle machine's core shared as in ``auto``.
+
+    >>> round(highs_work(100_000, iterations=0), 2)              # doctest: +SKIP
+    1.1
+    """
+    from .workunits import HIGHS_BUILD_PER_S, HIGHS_CHECK_PER_S, HIGHS_ITER_PER_S
+
+    return size / HIGHS_BUILD_PER_S + size * (iterations / HIGHS_ITER_PER_S + checks / HIGHS_CHECK_PER_S)
+
+
 class MatrixHighs:
     """HiGHS on a Pyomo model's matrix; ``time_limit`` seconds (None: none),
     ``seed``, ``threads``, relative ``gap`` (None: HiGHS's default).  Fixed
-    variables are constants."""
+    variables are constants.  ``work_limit``: deterministic seconds
+    (:func:`highs_work`: simplex iterations and nodes weighted by the matrix's size),
+    checked in HiGHS's interrupt callbacks, so that with one thread a seed gives the
+    same result whatever the load (when ``time_limit`` is not reached first)."""
 
-    def __init__(self, time_limit: float | None = None, seed: int = 0, threads: int = 1, gap: float | None = None):
+    def __init__(self, time_limit: float | None = None, seed: int = 0, threads: int = 1, gap: float | None = None,
+                 work_limit: float | None = None):
+        self.work_limit = work_limit
         self.options = {**HIGHS_OPTIONS, "random_seed": int(seed), "threads": int(threads), "mip_abs_gap": 0.0}
         if time_limit is not None:
             self.options["time_limit"] = max(0.01, float(time_limit))
@@ -118,8 +147,21 @@ class MatrixHighs:
         for k, val in self.options.items():
             h.setOptionValue(k, val)
         h.passModel(lp)
+        size = int(lp.num_col_ + lp.num_row_ + len(lp.a_matrix_.value_))
+        count = {"lp": 0, "checks": 0, "cut": False}
+        limit = self.work_limit
+        mip_cb = highspy.cb.HighsCallbackType.kCallbackMipInterrupt
 
         def interrupt(e):  # Ctrl-C or the memory cap (planner.solvers.stop): stop with the incumbent
+            if e.callback_type == mip_cb:
+                count["checks"] += 1
+            else:  # a pure LP's simplex: its iterations (-1 inside a MIP, not counted)
+                count["lp"] = max(count["lp"], int(e.data_out.simplex_iteration_count))
+            if limit is not None:
+                if highs_work(size, count["lp"], count["checks"]) >= limit:
+                    count["cut"] = True
+                    e.interrupt()
+                    return
             if stop.requested():
                 e.interrupt()
 
@@ -132,7 +174,7 @@ class MatrixHighs:
                 h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
 
         time_left()
-        started = False
+        started, its0 = False, 0
         if start:
             pos = {id(v): i for i, v in enumerate(cols)}
             given = [(pos[id(v)], float(x)) for v, x in start.items() if id(v) in pos]
@@ -141,6 +183,7 @@ class MatrixHighs:
                 val = np.array([x for _, x in given], dtype=float)
                 h.changeColsBounds(len(idx), idx, val, val)
                 h.run()
+                its0 = int(max(0, h.getInfo().simplex_iteration_count))
                 if h.getInfo().primal_solution_status == 2:
                     sol = h.getSolution()
                     started = True
@@ -148,11 +191,18 @@ class MatrixHighs:
                 if started:
                     h.setSolution(sol)
                 time_left()
-        h.run()
+        if limit is not None and highs_work(size, count["lp"], count["checks"]) >= limit:
+            count["cut"] = True  # nothing left for the solve itself
+        else:
+            h.run()
         ms = h.getModelStatus()
         info = h.getInfo()
+        iterations = its0 + int(max(0, info.simplex_iteration_count))
+        nodes = int(max(0, info.mip_node_count))
         S = highspy.HighsModelStatus
         status = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(ms, "other")
+        if count["cut"] and status == "other":
+            status = "time_limit"  # out of deterministic time
         has_sol = info.primal_solution_status == 2  # feasible
         objective = float(info.objective_function_value) if has_sol else None
         mip = any(integer)
@@ -165,4 +215,6 @@ class MatrixHighs:
         if bound is not None and not math.isfinite(bound):
             bound = None
         values = np.asarray(h.getSolution().col_value, dtype=float) if has_sol else None
-        return MatrixResult(status, objective, bound, started, list(cols), values)
+        work = highs_work(size, count["lp"], count["checks"])
+        return MatrixResult(status, objective, bound, started, iterations, nodes, count["checks"], size, work,
+                            count["cut"], list(cols), values)

@@ -47,16 +47,22 @@ import time
 from . import stop
 from ..scoring.evaluator import Evaluator
 from .executor import executor_context
-from .highs import HIGHS_OPTIONS, MatrixHighs  # noqa: F401  (HIGHS_OPTIONS: public here too)
+from .highs import HIGHS_OPTIONS, MatrixHighs, highs_work  # noqa: F401  (HIGHS_OPTIONS: public here too)
 from ..problem.plan import Plan
 from .shapesearch import ShapeOutcome, build_model, keep_if_faster, plan_shape, same_shape, shape_search
 from .shapesearch import shape_lower_bound, stage_bounds  # noqa: F401  (public here too)
 
 log = logging.getLogger("planner.milp")
 
-def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start=None):
+def _run(M, time_limit: float | None, seed: int, threads: int, gap: float | None = None, start=None,
+         deterministic: bool = False):
     """Solve ``M`` with HiGHS (its matrix handed over directly), completing the partial
-    assignment ``start`` into a MIP start; a :class:`planner.solvers.highs.MatrixResult`."""
+    assignment ``start`` into a MIP start; a :class:`planner.solvers.highs.MatrixResult`.
+    ``deterministic``: ``time_limit`` is deterministic seconds
+    (:func:`planner.solvers.highs.highs_work`, the model's building and hand-over
+    included), no wall-clock limit."""
+    if deterministic:
+        return MatrixHighs(None, seed, threads, gap, work_limit=max(0.0, time_limit)).solve(M, start=start)
     return MatrixHighs(time_limit, seed, threads, gap).solve(M, start=start)
 
 
@@ -65,10 +71,16 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
          micro_batch_size: int | None = None, schedule: str | None = None,
          forbid=(), require=(), warm_start: bool = True, polish: bool = True, aggregate: bool = True,
          executor: str | None = None, address: str | None = None, jobs: int | None = None,
-         start: Plan | None = None, bounding: float = 0.4, spec: int | None = None, **_) -> Plan:
+         start: Plan | None = None, bounding: float = 0.4, spec: int | None = None, deterministic: bool = False,
+         **_) -> Plan:
     """Plan with the MILP; see the module docstring.
 
-    ``time_limit`` seconds in all (None: no limit), ``gap`` relative
+    ``time_limit`` seconds in all (None: no limit); with ``deterministic``
+    (one thread) it is deterministic seconds of HiGHS work summed over the shapes'
+    solves (:func:`planner.solvers.highs.highs_work`: the models' size, simplex
+    iterations and nodes, calibrated to seconds in :mod:`planner.solvers.workunits`),
+    so that a seed gives the same plan and bound whatever the load (the wall time
+    varies; ``solver.deterministic_time`` reports what was spent).  ``gap`` relative
     optimality tolerance, ``threads`` and ``seed`` for HiGHS (deterministic
     for a given seed and thread count when the time limit is not reached).
     Pins (``stages``, ``replicas``, ``tp``, ``micro_batch_size``,
@@ -87,17 +99,20 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
     from ..problem.specversion import check_spec
 
     spec = check_spec(spec)
-    solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate, spec=spec)
+    if deterministic and threads != 1:
+        raise ValueError("milp: deterministic mode runs HiGHS on one thread (threads=1)")
+    solve_shape = MilpShape(instance, seed, threads, gap, warm_start, aggregate, spec=spec,
+                            deterministic=deterministic)
     ts_for = solve_shape.ts_for
     def polish_plan(plan, best, seconds, ctx) -> Plan:
         return _polish(instance, plan, best, ctx.space, ts_for(ctx), time.perf_counter() + seconds, seed,
-                       threads, ctx.forbid, ctx.require, spec)
+                       threads, ctx.forbid, ctx.require, spec, work=seconds if deterministic else None)
 
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     with executor_context(executor, address, jobs) as ex:
         return shape_search(instance, solve_shape, name="milp", time_limit=time_limit, gap=gap, pins=pins,
                             forbid=forbid, require=require, polish=polish_plan if polish else None, log=log,
-                            executor=ex, start=start, bounding=bounding, spec=spec)
+                            executor=ex, start=start, bounding=bounding, spec=spec, deterministic=deterministic)
 
 
 class MilpShape:
@@ -106,16 +121,17 @@ class MilpShape:
     (model units per second), fixed from the first incumbent it sees."""
 
     def __init__(self, instance, seed: int, threads: int, gap: float, warm_start: bool, aggregate: bool,
-                 spec: int | None = None):
+                 spec: int | None = None, deterministic: bool = False):
         from ..problem.specversion import check_spec
 
         self.instance, self.seed, self.threads, self.gap = instance, seed, threads, gap
+        self.deterministic = deterministic
         self.warm_start, self.aggregate = warm_start, aggregate
         self.spec = check_spec(spec)
         self.ts: float | None = None
 
     def __setstate__(self, state):  # pickles from before ``spec`` are v2's
-        self.__dict__.update({"spec": 2, **state})
+        self.__dict__.update({"spec": 2, "deterministic": False, **state})
 
     def ts_for(self, ctx) -> float:
         """The time scale (model units per second), fixed from the first incumbent."""
@@ -136,7 +152,7 @@ class MilpShape:
         kind = instance.options.objective
         if kind == "time" and self.aggregate and shape.replicas > 1:  # (one replica: nothing to aggregate)
             return _solve_aggregate(instance, shape, share, ctx, self.ts_for(ctx), seed, threads, gap, warm_start,
-                                    spec=self.spec, stage_bounds=ctx.stage_bounds)
+                                    spec=self.spec, stage_bounds=ctx.stage_bounds, deterministic=self.deterministic)
         tb = time.perf_counter()
         ts, best = self.ts_for(ctx), ctx.incumbent
         cs = time_scale(best) if kind == "cost" and best < math.inf else None
@@ -144,7 +160,7 @@ class MilpShape:
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             ts=ts, cost_scale=cs, cost_cutoff=best if best < math.inf else None,
             stage_bounds={S: v * ts for S, v in ctx.stage_bounds.items()}, spec=self.spec),
-            deadline=tb + share)
+            deadline=None if self.deterministic else tb + share)
         if none is not None:
             return none
         scale = ts if kind == "time" else M.cost_scale
@@ -152,10 +168,14 @@ class MilpShape:
             M.cutoff = pyo.Constraint(expr=M.obj.expr <= best * scale * (1 + 1e-9))
         start = _first_start(M, shape, ctx, _plan_start) if warm_start else None
         build_s = time.perf_counter() - tb
-        res = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=start)
+        if self.deterministic:  # deterministic seconds: the model's building counts in the solve's work
+            res = _run(M, share, seed, threads, gap=gap, start=start, deterministic=True)
+        else:
+            res = _run(M, max(0.05, share - build_s), seed, threads, gap=gap, start=start)
         note = "warm start" if res.started else ""
+        spent = res.work
         if res.status == "infeasible":  # nothing in this shape beats the incumbent (or no plan at all)
-            return ShapeOutcome("infeasible", build_s=build_s, detail=note)
+            return ShapeOutcome("infeasible", build_s=build_s, spent=spent, detail=note)
         bound = res.bound / scale if res.bound is not None else None
         cand = None
         if res.objective is not None:
@@ -164,7 +184,7 @@ class MilpShape:
             cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
                               instance=instance, schedule=shape.schedule)
         status = "optimal" if res.status == "optimal" else ("feasible" if cand is not None else "unknown")
-        return ShapeOutcome(status, bound=bound, plan=cand, build_s=build_s, detail=note)
+        return ShapeOutcome(status, bound=bound, plan=cand, build_s=build_s, spent=spent, detail=note)
 
 
 def _first_start(M, shape, ctx, to_start) -> dict | None:
@@ -178,7 +198,7 @@ def _first_start(M, shape, ctx, to_start) -> dict | None:
 
 
 def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_start, spec: int = 2,
-                     stage_bounds: dict | None = None) -> ShapeOutcome:
+                     stage_bounds: dict | None = None, deterministic: bool = False) -> ShapeOutcome:
     """One shape, time objective: the aggregated model's optimum is a lower bound on
     the shape's T_est; its solution, split into replica paths, a plan.  When the
     plan's T_est is above that bound (a replica crosses the WAN more than once and
@@ -198,7 +218,7 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     M, none = build_model(lambda: milp_agg.build(
         instance, shape, forbid=ctx.forbid, require=ctx.require, space=ctx.space, ts=ts,
         cutoff=best if best < math.inf else None, stage_bounds={S: v * ts for S, v in stage_bounds.items()},
-        spec=spec), deadline=tb + share)
+        spec=spec), deadline=None if deterministic else tb + share)
     if none is not None:
         return none
     if best < math.inf:
@@ -206,10 +226,14 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
     start = _first_start(M, shape, ctx, _counts_start) if warm_start and not M.data.pruned else None
     build_s = time.perf_counter() - tb
     end = tb + share
-    res = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=start)
+    if deterministic:
+        res = _run(M, share, seed, threads, gap=gap, start=start, deterministic=True)
+    else:
+        res = _run(M, max(0.05, end - time.perf_counter()), seed, threads, gap=gap, start=start)
+    spent = res.work
     note = "aggregated" + (", warm start" if res.started else "")
     if res.status == "infeasible":
-        return ShapeOutcome("infeasible", build_s=build_s, detail=note)
+        return ShapeOutcome("infeasible", build_s=build_s, spent=spent, detail=note)
     db = res.bound
     bound = db / ts if db is not None else None
     cand = None
@@ -220,16 +244,17 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
                           instance=instance, schedule=shape.schedule)
     if res.status != "optimal":
         return ShapeOutcome("feasible" if cand is not None else "unknown", bound=bound, plan=cand,
-                            build_s=build_s, detail=note)
+                            build_s=build_s, spent=spent, detail=note)
     value = score(instance, cand) if cand is not None else math.inf
     if bound is None or value <= max(bound, 0.0) * (1 + gap) + 1e-12:
-        return ShapeOutcome("optimal", bound=bound, plan=cand, build_s=build_s, detail=note)
+        return ShapeOutcome("optimal", bound=bound, plan=cand, build_s=build_s, spent=spent, detail=note)
     # the relaxation is solved but its plan is above it: the per-replica model decides,
     # if the share has time to build it (about R times the aggregated model)
     from .formulations.milp import build, extract
 
-    if end - time.perf_counter() < shape.replicas * build_s:
-        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s,
+    if (share - spent < shape.replicas * highs_work(res.size) if deterministic
+            else end - time.perf_counter() < shape.replicas * build_s):
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, spent=spent,
                             detail=note + ", no time for the per-replica model")
     tb2 = time.perf_counter()
     cut = min(best, value)
@@ -238,17 +263,18 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
                   ts=ts, cost_cutoff=cut, stage_bounds={S: max(v * ts, db) for S, v in stage_bounds.items()},
                   spec=spec)
     except (ValueError, NotImplementedError):
-        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, spent=spent, detail=note)
     E.cutoff = pyo.Constraint(expr=E.obj.expr <= cut * ts * (1 + 1e-9))
     start = _plan_start(E, cand) if cand is not None else None
     build_s += time.perf_counter() - tb2
-    rest = end - time.perf_counter()
+    rest = (share - spent) if deterministic else end - time.perf_counter()
     if rest <= 0.05:
-        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, detail=note)
-    res = _run(E, rest, seed, threads, gap=gap, start=start)
+        return ShapeOutcome("feasible", bound=bound, plan=cand, build_s=build_s, spent=spent, detail=note)
+    res = _run(E, rest, seed, threads, gap=gap, start=start, deterministic=deterministic)
+    spent += res.work
     note += ", per-replica"
     if res.status == "infeasible":  # nothing beats min(incumbent, cand): cand (or the incumbent) is optimal
-        return ShapeOutcome("optimal", bound=cut, plan=cand, build_s=build_s, detail=note)
+        return ShapeOutcome("optimal", bound=cut, plan=cand, build_s=build_s, spent=spent, detail=note)
     if res.bound is not None:
         bound = max(bound, res.bound / ts)
     if res.objective is not None:
@@ -257,7 +283,7 @@ def _solve_aggregate(instance, shape, share, ctx, ts, seed, threads, gap, warm_s
         cand = Plan.build(cuts, placement, tp=shape.tp, micro_batch_size=shape.micro_batch,
                           instance=instance, schedule=shape.schedule)
     return ShapeOutcome("optimal" if res.status == "optimal" else "feasible", bound=bound, plan=cand,
-                        build_s=build_s, detail=note)
+                        build_s=build_s, spent=spent, detail=note)
 
 
 def _counts_start(M, plan: Plan) -> dict | None:
@@ -279,21 +305,22 @@ def _counts_start(M, plan: Plan) -> dict | None:
 
 
 def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, forbid, require,
-            spec: int | None = None) -> Plan:
+            spec: int | None = None, work: float | None = None) -> Plan:
     """Among plans of the incumbent's shape with the same T_est, prefer the one the
     exact simulation finds fastest: minimise every replica's period, transfer and
     synchronisation time (model time units), a secondary objective, subject to
     T <= T_est*.  First with the plan's placement fixed (only the partition moves: a
     small model, solved in a second or two), then with the placement free from that
     plan for the time left.  T_est is many-to-one; this tie-break changes neither the
-    objective nor the bound."""
+    objective nor the bound.  ``work``: deterministic seconds instead of the clock
+    (``end`` unused): 60% for the first solve, what is left for the second."""
     import pyomo.environ as pyo
 
     from .formulations.milp import build, extract
 
     shape = plan_shape(plan)
     try:
-        with stop.build_deadline(end):
+        with stop.build_deadline(None if work is not None else end):
             M = build(instance, shape, objective="time", forbid=forbid, require=require, space=space, ts=ts,
                       spec=spec)
     except (ValueError, NotImplementedError, stop.OutOfTime):
@@ -303,9 +330,12 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     secondary = sum(M.tau[r] for r in M.Rr) + sum(M.X[k] + M.Lat[k] for k in M.X) + sum(M.AR[q] for q in M.Qs)
     M.obj2 = pyo.Objective(expr=secondary, sense=pyo.minimize)
 
+    used = [0.0]
+
     def solve(current: Plan, seconds: float, start=None) -> Plan:
         start = start if start is not None else _plan_start(M, current)
-        res = _run(M, max(0.1, seconds), seed, threads, start=start)
+        res = _run(M, max(0.1, seconds), seed, threads, start=start, deterministic=work is not None)
+        used[0] += res.work
         if res.objective is None:
             return current
         res.load()
@@ -320,11 +350,12 @@ def _polish(instance, plan: Plan, best: float, space, ts, end, seed, threads, fo
     placed = [M.z[r, q, d] for r in M.Rr for q in M.Qs for d in M.Dm]
     for v in placed:
         v.fix(start[v])
-    plan = solve(plan, 0.6 * (end - time.perf_counter()), start)
+    plan = solve(plan, 0.6 * (work if work is not None else end - time.perf_counter()), start)
     for v in placed:
         v.unfix()
-    if end - time.perf_counter() > 0.5:
-        plan = solve(plan, end - time.perf_counter())
+    rest = (work - used[0]) if work is not None else end - time.perf_counter()
+    if rest > 0.5:
+        plan = solve(plan, rest)
     return plan
 
 

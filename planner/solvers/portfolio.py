@@ -58,13 +58,32 @@ offered after greedy's, fits memory only with fewer micro-batches in flight
 than 1f1b) lies outside the space the engines searched (named schedules)
 and may beat their optimum.
 
-``deterministic=True``: CP-SAT with its deterministic time budget, greedy
-without a time cap, the annealing by a count of candidates (``300`` per
-second of its share), the refinement by deterministic time; the MILP, which
-has only a wall-clock budget, is left out.  A seed then gives the same plan
-whatever the load: no part is cut by the clock (an engine is stopped only
-past :data:`DETERMINISTIC_BACKSTOP` budgets), so on a loaded machine the run
-may take longer than ``time_limit``.
+Reproducible budgets (issue 29).  With a ``seed`` (the default, 0; the CLI
+always passes one) every part is budgeted in *deterministic seconds*
+(:mod:`planner.solvers.workunits`: counts of work calibrated to wall seconds of
+this process on an idle 2-core machine running auto's three processes,
+``benchmarks/results/workunits.md``), ``DET_SHARE`` = 75% of ``time_limit`` in
+all, the shares above taken of that: the MILP by HiGHS work (model size x
+simplex iterations and nodes, :func:`planner.solvers.highs.highs_work`), CP-SAT
+by its deterministic time and its models' size (``calibrated``), the
+annealing and the in-flight limits by simulated work (stages x micro-batches
+per simulation), the refinement likewise; greedy, its shape starts, lean plans
+and the sync choice run to completion (fixed work, well under a second up to
+16 domains).  So the same command gives the same plan on an idle machine.
+``time_limit`` stays a wall-clock limit: the clock is a backstop that cuts a
+part still running when its wall deadline comes (an engine is asked for its
+incumbent at 80% of the budget; the annealing, tunings and refinement stop
+at theirs), and then the plan may differ (be weaker); the log says so and
+``solver.cut_by_clock`` lists the parts cut (empty: the run was the
+deterministic one; ``solver.budget`` is ``"work units"``,
+``solver.deterministic_s`` the deterministic seconds).
+
+``deterministic=True``: the same work units, never cut by the clock (an
+engine is stopped only past :data:`DETERMINISTIC_BACKSTOP` budgets), so a
+seed gives the same plan whatever the load (on an idle machine the same as
+the seeded default), and on a loaded machine the run may take longer than
+``time_limit``.  ``seed=None``: every part by the clock alone, as before
+issue 29 (the plan depends on the machine's speed and load).
 
 Example
 -------
@@ -100,6 +119,7 @@ from .inflight import tune_inflight
 from .milp import milp
 from .shapesearch import FLAT_ARCS_MAX, plan_matches
 from .syncchoice import choose_sync, sync_enabled, with_best_sync
+from .workunits import DET_SHARE, MILP_SEARCH_OVERHEAD, sim_count
 
 log = logging.getLogger("planner.auto")
 
@@ -107,7 +127,6 @@ ENGINES: dict[str, Callable[..., Plan]] = {"milp": milp, "cpsat": cpsat}
 ENGINE_SHARE = 0.60  # engines' deadline, fraction of the budget
 COLLECT_BY = 0.80  # engines still running then are stopped (their overrun allowance)
 ANNEAL_END = 0.92  # the annealing's deadline when a refinement follows
-EVALS_PER_S = 300  # deterministic mode: annealing candidates per second of its share
 TIE = 1e-9  # relative: scores this close are equal
 PROVEN_SHARE = 0.05  # the last annealing's share of the budget once an engine proved optimality
 STARTS = 4  # plans (distinct shapes) annealed while the engines run
@@ -208,15 +227,18 @@ def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
     executor.shutdown(wait=False, cancel_futures=True)
 
 
-def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic: bool = False,
+def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, deterministic: bool = False,
          gap: float = 1e-3, stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None, forbid=(), require=(),
          engines: dict[str, Callable[..., Plan]] | None = None, refine: Callable[..., Plan] | None = None,
-         refine_schedule: bool = True, type_aware=frozenset(), **_) -> Plan:
+         refine_schedule: bool = True, type_aware=frozenset(), work_s: float | None = None, **_) -> Plan:
     """Plan with the portfolio; see the module docstring.
 
     ``time_limit`` seconds of wall clock in all (None: 60), ``seed`` for every
-    randomised part, ``gap`` the engines' optimality tolerance, pins as for
+    randomised part (None: no seed, the parts budgeted by the clock alone; with
+    one, by calibrated work units, the clock a backstop: see the module
+    docstring), ``deterministic`` never cut by the clock, ``gap`` the engines'
+    optimality tolerance, pins as for
     the MILP (``stages``, ``replicas``, ``tp``, ``micro_batch_size``,
     ``schedule``, ``forbid``, ``require``).  ``engines`` maps names to
     solver functions run in their own processes (default :data:`ENGINES`;
@@ -227,13 +249,20 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     registry passes :data:`planner.solvers.registry.GPU_TYPE_SOLVERS`); on an
     instance whose domains have several types (SPEC v3 (g)) the default engines not
     among them are left out (``solver.engines`` says so), greedy, the annealing and
-    the refinement plan with the types.  Raises ``InfeasibleError`` when no planner
-    finds a plan.
+    the refinement plan with the types.  ``work_s``: the deterministic seconds of the
+    counted budgets (None: ``DET_SHARE * time_limit``); the CLI passes one computed
+    from the nominal ``--time-limit`` (:func:`planner.solvers.registry.auto_work_s`),
+    not from what its start-up left, so that the work does not depend on the load.
+    Raises ``InfeasibleError`` when no planner finds a plan.
     """
     t0 = time.perf_counter()
     wall0 = time.time()
     budget = 60.0 if time_limit is None else float(time_limit)
     end = t0 + budget
+    counted = deterministic or seed is not None  # budgets in work units (planner.solvers.workunits)
+    seed = 0 if seed is None else int(seed)
+    work = DET_SHARE * budget if work_s is None else float(work_s)  # deterministic seconds in all
+    clock = {"cut": []}  # the parts the wall clock cut short (seeded mode: the backstop)
     kind = instance.options.objective
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     pin_opts = {k: v for k, v in pins.items() if v is not None}
@@ -255,19 +284,27 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             del engines[name]
             lines[name] = "left out: it plans one GPU type for every domain so far"
             log.info("auto: %s left out (the domains have several GPU types; it plans one)", name)
-    if deterministic and engines.get("milp") is milp:
-        del engines["milp"]
-        log.info("auto: deterministic mode, the MILP (wall-clock budget only) is left out")
 
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
     history: list[tuple[str, float]] = []
+
+    def cut(what: str) -> None:
+        if what not in clock["cut"]:
+            clock["cut"].append(what)
+            if counted:
+                log.warning("auto: %s cut by the clock (a loaded machine): the plan may differ from an idle "
+                            "machine's", what)
+
+    def wall_left() -> float:
+        return end - time.perf_counter()
 
     def offer(who: str, p: Plan) -> float | None:
         """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected)."""
         if candidates and not deterministic and time.perf_counter() > end:
             # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
             lines.setdefault(who, "not simulated: past the time limit")
+            cut(who)
             return None
         val = simulated_score(instance, p)
         if val is None or not plan_matches(p, pins, forbid, require):
@@ -280,14 +317,32 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
         return val
 
-    def tune(p: Plan, seconds: float) -> Plan:
-        """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or a count when deterministic."""
-        return tune_inflight(instance, p, time_limit=None if deterministic else seconds,
-                             max_evals=100 + 20 * p.num_stages if deterministic else None)
+    def tune(p: Plan, seconds: float, who: str = "in-flight limits") -> Plan:
+        """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or (counted) deterministic
+        seconds, a count of simulations of ``p``'s size, the clock a backstop unless deterministic."""
+        if not counted:
+            return tune_inflight(instance, p, time_limit=seconds)
+        backstop = None if deterministic else max(0.05, wall_left())
+        t1 = time.perf_counter()
+        out = tune_inflight(instance, p, time_limit=backstop, max_evals=sim_count(p, seconds, least=10))
+        if backstop is not None and time.perf_counter() - t1 >= backstop:
+            cut(who)
+        return out
+
+    def anneal_by(p: Plan, seconds: float, s: int, who: str, wall: float) -> Plan:
+        """:func:`anneal` from ``p``: ``wall`` seconds, or (counted) ``seconds`` deterministic seconds,
+        the clock (``wall``) a backstop unless deterministic."""
+        if not counted:
+            return anneal(instance, p, time_limit=max(0.1, wall), seed=s, **anneal_pins)
+        out = anneal(instance, p, time_limit=None if deterministic else max(0.05, wall), seed=s,
+                     max_work=seconds, **anneal_pins)
+        if out.solver.model_extra.get("cut_by_clock"):
+            cut(who)
+        return out
 
     # 1. the engines, each in its own process
     engine_deadline = wall0 + ENGINE_SHARE * budget
-    det_limit = max(0.5, ENGINE_SHARE * budget - 3.0)
+    det_limit = max(0.5, ENGINE_SHARE * work - 1.0)  # deterministic seconds (their start-up is not counted)
     running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
     ctx = spawn_context(keep_main=any(from_main(f) for f in engines.values()))
     for name, solve in engines.items():
@@ -295,8 +350,11 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         opts.update(threads=1) if solve is milp else opts.update(workers=1)
         if solve is hier_engine and instance.heterogeneous:
             opts["type_aware"] = frozenset(type_aware)
-        if deterministic:
-            opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
+        if counted:  # the engine's own deterministic budget (the wall clock: collected below)
+            opts.update(deterministic=True, time_limit=None,
+                        det_limit=det_limit / MILP_SEARCH_OVERHEAD if solve is milp else det_limit)
+            if solve is cpsat:
+                opts.update(calibrated=True)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
         with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
             running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
@@ -304,11 +362,14 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     try:
         # well under a second; capped at half the budget only for huge instances (a cap that binds
         # would make the result load-dependent)
-        g = greedy(instance, time_limit=0.5 * budget, seed=seed)
+        # (deterministic: greedy's own cap, a minute, not a share of a small budget that a loaded machine reaches)
+        g = greedy(instance, time_limit=None if deterministic else 0.5 * budget, seed=seed)
         lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
+        if lines["greedy"] == "time_limit":
+            cut("greedy")
         offer("greedy", g)
         if syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
-            gs = choose_sync(instance, g, time_limit=None if deterministic else SYNC_SHARE * budget, pins=pins,
+            gs = choose_sync(instance, g, time_limit=None if counted else SYNC_SHARE * budget, pins=pins,
                              forbid=forbid, require=require)
             if gs is not g:
                 offer("greedy+sync", gs.model_copy(update={"solver": None}))
@@ -319,10 +380,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     # several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a plan of the
     # fleet), so that the mixed fleet's plan is never slower than greedy's on one type
     typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
-    if instance.heterogeneous and (deterministic or time.time() < engine_deadline):
+    if instance.heterogeneous and (counted or time.time() < engine_deadline):
         for gpu, sub in type_subfleets(instance):
             try:
-                q = greedy(sub, time_limit=None if deterministic else max(0.2, 0.05 * budget), seed=seed)
+                q = greedy(sub, time_limit=None if counted else max(0.2, 0.05 * budget), seed=seed)
             except (InfeasibleError, TimeLimitError, Stopped):
                 continue
             q = q.model_copy(update={"solver": None, "predicted": None})
@@ -331,15 +392,15 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                 typed_starts.append((val, len(typed_starts), q))
 
     # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
-    if schedule is None and (deterministic or time.time() < engine_deadline):
-        for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=None if deterministic else max(0.2, 0.03 * budget))
+    if schedule is None and (counted or time.time() < engine_deadline):
+        for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=None if counted else max(0.2, 0.03 * budget))
                               if plan_matches(q, pins, forbid, require)):
-            offer(f"lean{i}", tune(p, 0.01 * budget))
+            offer(f"lean{i}", tune(p, 0.01 * (work if counted else budget)))
 
     # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes (and one spread)
     #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
     try:
-        starts = [s for s in shape_starts(instance, k=STARTS, time_limit=None if deterministic else max(0.5, 0.05 * budget))
+        starts = [s for s in shape_starts(instance, k=STARTS, time_limit=None if counted else max(0.5, 0.05 * budget))
                   if plan_matches(s, pins, forbid, require)]
     except (InfeasibleError, TimeLimitError, Stopped):
         starts = []
@@ -348,26 +409,28 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         starts = [first] + [s for s in starts if not _same_plan(s, first)]
     starts = starts[:STARTS]
     # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
-    if starts and (deterministic or time.time() < engine_deadline):
+    if starts and (counted or time.time() < engine_deadline):
         spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
         starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
     # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
     starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]
-    window = engine_deadline - time.time()
+    share_w = ENGINE_SHARE * work / max(1, len(starts))  # counted: each start's deterministic seconds
     for i, s in enumerate(starts):
-        if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():
-            break  # the engines are back (small instances), or a stop was asked for: collect them now
+        if stop.requested() or (not counted and i and running and all(fut.done() for _, fut in running.values())):
+            break  # a stop was asked for, or (by the clock) the engines are back: collect them now
         left = (engine_deadline - time.time()) / (len(starts) - i)
-        if left < 0.2 and not deterministic:
+        if counted and not deterministic and time.time() >= engine_deadline:
+            cut(f"start {i}")  # the backstop: the engines' window is over
+            break
+        if left < 0.2 and not counted:
             break
         if schedule is None:  # 1f1b with deeper warm-ups first, then the annealing (which moves them too)
             t1 = time.perf_counter()
-            s = tune(s, TUNE_SHARE * left)
+            s = tune(s, TUNE_SHARE * (share_w if counted else left), f"start {i}")
             left -= time.perf_counter() - t1
         try:
-            out = anneal(instance, s, time_limit=None if deterministic else max(0.1, left), seed=seed + i,
-                         max_evals=max(20, int(EVALS_PER_S * window / len(starts))) if deterministic else None,
-                         **anneal_pins)
+            out = anneal_by(s, (1 - TUNE_SHARE) * share_w, seed + i, f"start {i}",
+                            engine_deadline - time.time() if counted else left)
         except ValueError as err:  # a start the pins rule out
             log.info("auto: start %d skipped (%s)", i, err)
             continue
@@ -382,9 +445,20 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             try:
                 res = _result(ex, fut, wait)
             except cf.TimeoutError:
-                lines[name] = "cut off at the deadline"
-                log.warning("auto: %s overran its deadline and was stopped", name)
-                continue
+                res = None
+                if counted and not deterministic and not stop.requested():
+                    # the backstop: the engine is asked for its incumbent (SIGINT, as on Ctrl-C)
+                    for proc in _workers(ex):
+                        os.kill(proc.pid, signal.SIGINT)
+                    try:
+                        res = fut.result(timeout=max(0.5, min(STOP_GRACE_S, end - time.perf_counter() - 1.0)))
+                    except Exception:  # noqa: BLE001 - no plan from it then
+                        res = None
+                    cut(name)
+                if res is None:
+                    lines[name] = "cut off at the deadline"
+                    log.warning("auto: %s overran its deadline and was stopped", name)
+                    continue
             except Exception as err:  # noqa: BLE001 - an engine's failure must not stop the portfolio
                 errors.append(err)
                 lines[name] = f"failed: {type(err).__name__}: {err}"
@@ -394,6 +468,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
             lines[name] = (f"{info.status}{among}, objective {info.objective:.6g}, bound "
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
+            if name in clock["cut"]:
+                lines[name] = "cut by the clock: " + lines[name]
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
             if syncing and not stop.requested():  # the engine's placement with its best sync (SPEC 11)
@@ -401,8 +477,11 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                 if got is not None and got[0].dp_sync is not None:
                     offer(f"{name}+sync", got[0])
             rest = wall0 + budget - time.time()  # the wall budget left: a tuning never starts past it
+            if counted and not deterministic and rest <= 0.5:
+                cut(f"{name}'s in-flight limits")
             if schedule is None and not stop.requested() and (deterministic or rest > 0.5):
-                tuned = tune(res, TUNE_ENGINE * budget if deterministic else min(TUNE_ENGINE * budget, 0.5 * rest))
+                tuned = tune(res, TUNE_ENGINE * work if counted else min(TUNE_ENGINE * budget, 0.5 * rest),
+                             f"{name}'s in-flight limits")
                 if tuned is not res:
                     offer(f"{name}+inflight", tuned)
     finally:
@@ -431,10 +510,13 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     left = anneal_end - time.perf_counter()
     if proven:  # an engine proved its T_est optimal: a short search for a plan that simulates faster
         left = min(left, PROVEN_SHARE * budget)
+    share = ((ANNEAL_END if do_refine else 1.0) - ENGINE_SHARE - TUNE_ENGINE * len(engines)) * work
+    if proven:
+        share = min(share, PROVEN_SHARE * work)
+    if counted and not deterministic and left <= 0.2:
+        cut("the last annealing")
     if (left > 0.2 or deterministic) and not stop.requested():
-        share = (ANNEAL_END - ENGINE_SHARE) * budget if do_refine else (1 - ENGINE_SHARE) * budget
-        out = anneal(instance, best, time_limit=None if deterministic else left, seed=seed, max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
-                     **anneal_pins)
+        out = anneal_by(best, max(0.05 * work, share), seed, "the last annealing", left)
         if out.solver.end_s < best_val:
             who, best, best_val = f"{who}+anneal", out, out.solver.end_s
             history.append((who, best_val))
@@ -462,10 +544,16 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         status = "time_limit"
     else:
         status = "feasible"
+    extra = {}
+    if stop.requested() == "time_limit":  # the caller's wall-clock backstop (the CLI's) stopped the run
+        cut("the time limit")
+    if counted:  # what the plan's reproducibility rests on (the module docstring)
+        extra = {"budget": "deterministic" if deterministic else "work units", "deterministic_s": work,
+                 "cut_by_clock": list(clock["cut"])}
     info = SolverInfo(name="auto", status=status, objective=objective, bound=bound, gap=gap_now,
                       time_s=time.perf_counter() - t0, incumbent=who, engines=lines,
                       simulated_s=[[w, v] for w, v in history], requested_gap=gap,
-                      estimate_family=estimate_family(instance, schedule, pinned=bool(pin_opts)))
+                      estimate_family=estimate_family(instance, schedule, pinned=bool(pin_opts)), **extra)
     # claims on T_est over plans with a named schedule: finish() keeps them as estimate_* and
     # claims the instance's bound on the simulated objective, valid for any schedule
     best = best.model_copy(update={"solver": info, "predicted": None})
@@ -476,10 +564,19 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     # 5. the schedule refinement with what is left
     if do_refine and not stop.requested():
         left = min(end - time.perf_counter() - 0.5, (1 - ANNEAL_END) * budget)  # its share, not all that is left
-        if deterministic:
-            left = max(1.0, (1 - ANNEAL_END) * budget - 0.5)
+        backstop = None
+        if counted:
+            backstop = None if deterministic else end - time.perf_counter() - 0.5
+            left = max(1.0, (1 - ANNEAL_END) * work)
+            if backstop is not None and backstop < 1.0:
+                cut("the schedule refinement")
+                left = 0.0
         if left >= 1.0:
-            best = refine(instance, best, time_limit=left, seed=seed, workers=1, deterministic=deterministic)
+            t1 = time.perf_counter()
+            best = refine(instance, best, time_limit=left, seed=seed, workers=1, deterministic=counted,
+                          **({"calibrated": True, "wall_limit": backstop} if counted else {}))
+            if backstop is not None and time.perf_counter() - t1 >= 0.95 * backstop:
+                cut("the schedule refinement")
             if best.solver.name != "auto":
                 log.info("auto: schedule refined, simulated %.6g", best.predicted.iteration_time_s)
                 best = best.model_copy(update={"solver": best.solver.model_copy(

@@ -142,6 +142,23 @@ def _finish_reserve(time_limit: float) -> float:
     return min(FINISH_SHARE * time_limit, FINISH_MAX_S)
 
 
+IDLE_STARTUP_S = 2.0  # the CLI's start-up (interpreter, imports, loading) on an idle machine, seconds
+
+
+def auto_work_s(time_limit: float, startup_s: float = 0.0) -> float:
+    """The deterministic seconds a seeded ``auto`` spends for ``time_limit`` (s, wall):
+    :data:`planner.solvers.workunits.DET_SHARE` of what is left after ``startup_s`` of
+    start-up and the result's check (:func:`_finish_reserve`), at least a tenth of it.
+    A function of the nominal limit only, so that the same command spends the same work.
+
+    >>> round(auto_work_s(60.0, startup_s=IDLE_STARTUP_S), 2)     # doctest: +SKIP
+    42.6
+    """
+    from .workunits import DET_SHARE
+
+    return DET_SHARE * max(0.1 * time_limit, time_limit - startup_s - _finish_reserve(time_limit))
+
+
 _last_evaluation: list = [None, None]  # the plan :func:`finish` returned last, and its Evaluation
 
 
@@ -153,7 +170,8 @@ def evaluation_of(p: Plan):
 
 
 def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
-           memory: str = "gpu", equal_memory: bool = False, deterministic: bool = False) -> Plan:
+           memory: str = "gpu", equal_memory: bool = False, deterministic: bool = False,
+           calibrated: bool = False, wall_limit: float | None = None) -> Plan:
     """``p`` with a faster micro-batch schedule for the same placement and
     partition, scored by the evaluator; ``p`` itself when none simulates faster
     or the instance takes no explicit op lists (``options.explicit_schedules``).
@@ -171,7 +189,12 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     GPU memory, ``"peak"`` the same peak memory per GPU as ``p``'s own
     schedule, ``"stage"`` (or ``equal_memory=True``) no stage holding more
     micro-batches than under ``p``'s own schedule.  ``deterministic``: both
-    steps by counts (simulations, CP-SAT's deterministic time), not the clock.
+    steps by counts (simulations, CP-SAT's deterministic time), not the clock;
+    with ``calibrated`` too, ``time_limit`` is deterministic seconds of
+    :mod:`planner.solvers.workunits` (a quarter for the in-flight limits, by the
+    plan's simulation cost, the rest CP-SAT's deterministic time at
+    :data:`~planner.solvers.workunits.CPSAT_DET_PER_S`), and ``wall_limit`` seconds,
+    if given, a wall-clock backstop for both steps (what ``auto`` uses).
 
     The result's ``solver`` figures are the refined plan's
     (:func:`planner.scoring.bounds.settle_claims`; the search's stay as
@@ -199,8 +222,14 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
         return p
     base = p.solver
     cap = budget_caps(instance, p, "stage" if equal_memory else memory)
-    tuned = tune_inflight(instance, p, caps=cap, time_limit=None if deterministic else 0.25 * time_limit,
-                          max_evals=200 + 40 * p.num_stages if deterministic else None)
+    if deterministic and calibrated:
+        from .workunits import CPSAT_DET_PER_S, sim_count
+
+        tuned = tune_inflight(instance, p, caps=cap, time_limit=None if wall_limit is None else 0.25 * wall_limit,
+                              max_evals=sim_count(p, 0.25 * time_limit, least=10))
+    else:
+        tuned = tune_inflight(instance, p, caps=cap, time_limit=None if deterministic else 0.25 * time_limit,
+                              max_evals=200 + 40 * p.num_stages if deterministic else None)
     inflight = getattr(tuned.solver, "inflight", None) if tuned is not p else None
     # the objective by simulation (T, or SPEC 11's T_eff / e; or the cost): what finish() claims
     best, best_s = p, p.solver.objective
@@ -210,11 +239,16 @@ def refine(instance, p: Plan, time_limit: float = 60.0, seed: int = 0, workers: 
     extra = {"inflight": inflight, "schedule_kept": "inflight" if inflight is not None else None,
              "schedule_not_kept": None}
     left = time_limit - (time.perf_counter() - t0) if not deterministic else time_limit
+    wall_left = None if wall_limit is None else wall_limit - (time.perf_counter() - t0)
+    if deterministic and calibrated:
+        left = 0.75 * time_limit
     try:
-        if left < 0.5:
+        if left < 0.5 or (wall_left is not None and wall_left < 0.5):
             raise ScheduleTooLarge("no time left for CP-SAT")
+        if deterministic and calibrated:
+            left *= CPSAT_DET_PER_S  # CP-SAT's own deterministic time
         new = optimize_schedule(instance, best, time_limit=left, seed=seed, workers=workers, inflight_cap=cap,
-                                deterministic=deterministic)
+                                deterministic=deterministic, wall_limit=wall_left)
         sched = new.solver
         extra.update(schedule_status=sched.status, schedule_makespan_s=sched.objective,
                      schedule_bound_s=sched.bound, schedule_gap=sched.gap)

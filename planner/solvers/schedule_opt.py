@@ -150,14 +150,15 @@ def _unit(seconds: float) -> float:
 
 def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, workers: int = 2,
                       inflight_cap: int | list[int] | None = None, deterministic: bool = False,
-                      log_progress: bool = False, max_literals: int | None = None) -> Plan:
+                      log_progress: bool = False, max_literals: int | None = None,
+                      wall_limit: float | None = None) -> Plan:
     """The plan with an optimised explicit schedule (same placement and partition).
 
     ``inflight_cap`` further limits the micro-batches in flight per stage (an
     int for all stages or a list).  ``time_limit`` is wall-clock seconds;
     with ``deterministic`` it is CP-SAT's deterministic time instead, so a
     seed gives the same schedule whatever the machine's load (the wall time
-    then varies).  Raises :class:`ScheduleTooLarge` when the model would
+    then varies; ``wall_limit`` seconds, if given, stays a wall-clock backstop).  Raises :class:`ScheduleTooLarge` when the model would
     need more than ``max_literals`` interleaving literals (default: 5,000 per
     second of ``time_limit``, at least 50,000; building a larger model would
     not respect the time limit).
@@ -285,6 +286,8 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     p.catch_sigint_signal = False  # Ctrl-C reaches planner.solvers.stop
     if deterministic:
         p.max_deterministic_time = float(time_limit)
+        if wall_limit is not None:  # a backstop: past it the result depends on the load
+            p.max_time_in_seconds = max(0.05, float(wall_limit))
     else:
         p.max_time_in_seconds = float(time_limit)
     p.log_search_progress = bool(log_progress)

@@ -78,7 +78,8 @@ class ShapeOutcome:
     ``bound`` a proven lower bound on the shape's objective (seconds or
     currency; None: nothing proven), ``plan`` the best plan the solve found
     (re-scored by the search), ``build_s`` model-building time, ``spent``
-    deterministic time (solvers that report one), ``detail`` a log note.
+    deterministic time (solvers that report one), ``detail`` a log note, ``size`` the
+    model's size where reported (:mod:`planner.solvers.workunits`).
     """
     status: str
     bound: float | None = None
@@ -86,6 +87,7 @@ class ShapeOutcome:
     build_s: float = 0.0
     spent: float = 0.0
     detail: str = ""
+    size: int = 0  # the model's size (solvers that report one; for calibrating work units)
 
 
 @dataclass

@@ -112,12 +112,14 @@ def test_the_per_shape_bound_proves_the_tiny_optimum():
 def test_an_engine_that_raises_does_not_break_auto(monkeypatch):
     instance_wide_bound(monkeypatch)
     inst = tiny()
-    t = time.perf_counter()
+    t = time.process_time()
     # deterministic: the engines are collected whatever the load (by the clock a loaded machine may cut
     # the failing engine off before its process has even started, "cut off at the deadline")
     p = auto(inst, time_limit=LIMIT, seed=0, engines={"milp": boom, "cpsat": cpsat}, refine_schedule=False,
              deterministic=True)
-    assert time.perf_counter() - t <= LIMIT + 5.0
+    # issue 29: deterministic mode may take longer than the limit on a loaded machine (its contract); what
+    # its work units promise is this process's work within the budget (CPU time, whatever the load)
+    assert time.process_time() - t <= LIMIT
     assert check_plan(inst, p) == []
     assert p.solver.engines["milp"].startswith("failed") and "exploded" in p.solver.engines["milp"]
     assert p.solver.status != "optimal" or "optimal" in p.solver.engines["cpsat"]
@@ -136,7 +138,8 @@ def test_deterministic_mode_is_reproducible():
     a = auto(inst, time_limit=LIMIT, seed=3, deterministic=True, refine_schedule=False)
     b = auto(inst, time_limit=LIMIT, seed=3, deterministic=True, refine_schedule=False)
     assert a.model_copy(update={"solver": None}) == b.model_copy(update={"solver": None})
-    assert "milp" not in a.solver.engines
+    # issue 29: the MILP has a deterministic budget now (HiGHS work) and stays in the portfolio
+    assert "milp" in a.solver.engines and not a.solver.engines["milp"].startswith("left out")
 
 
 def test_cli_runs_auto_and_names_the_incumbent():
