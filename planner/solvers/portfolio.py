@@ -353,10 +353,11 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
         starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
     # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
     starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]
-    window = engine_deadline - time.time()
+    # deterministic: the starts' share by the budget, not by the clock (which would make the plan load-dependent)
+    window = ENGINE_SHARE * budget if deterministic else engine_deadline - time.time()
     for i, s in enumerate(starts):
-        if (i and running and all(fut.done() for _, fut in running.values())) or stop.requested():
-            break  # the engines are back (small instances), or a stop was asked for: collect them now
+        if stop.requested() or (i and running and not deterministic and all(fut.done() for _, fut in running.values())):
+            break  # the engines are back (small instances; by the clock only), or a stop was asked for
         left = (engine_deadline - time.time()) / (len(starts) - i)
         if left < 0.2 and not deterministic:
             break
