@@ -17,7 +17,8 @@ and ``--deterministic`` runs of auto (``--det``: twice, the same plan whatever t
 ``--det-compare`` is the load-independent comparison instead: every part alone and auto all
 with a deterministic budget B -- greedy (deterministic anyway), CP-SAT alone with
 ``deterministic=True`` (B seconds of CP-SAT deterministic time, refinement included, 1 worker),
-the annealing alone from greedy's plan for ``EVALS_PER_S x B`` candidates
+the annealing alone from greedy's plan for ``EVALS_PER_S x (B - 1)`` candidates (the
+seconds :func:`planner.plan` gives a solver)
 (:data:`planner.solvers.portfolio.EVALS_PER_S`, auto's own rate; the wall clock only a
 backstop), and auto with ``deterministic=True`` (``--repeats`` times; the MILP, which has no
 deterministic budget yet, is left out of both sides).  Each row also names who found auto's
@@ -47,6 +48,7 @@ from planner import Instance, load_instance, plan  # noqa: E402
 from planner.problem.errors import InfeasibleError  # noqa: E402
 from planner.problem.synthetic import generate_instance  # noqa: E402
 from planner.solvers.portfolio import DETERMINISTIC_BACKSTOP, EVALS_PER_S  # noqa: E402
+from planner.solvers.registry import _finish_reserve  # noqa: E402
 
 PARTS = ("greedy", "milp", "cpsat", "anneal")
 DET_PARTS = ("greedy", "cpsat", "anneal")  # the parts with a deterministic budget
@@ -101,8 +103,9 @@ def run_det(inst, solver: str, budget: float, seed: int):
         opts.update(time_limit=budget, deterministic=True)
     if solver == "cpsat":
         opts["workers"] = 1
-    if solver == "anneal":  # candidates at auto's rate; the clock a backstop only
-        opts.update(time_limit=DETERMINISTIC_BACKSTOP * budget, max_evals=int(EVALS_PER_S * budget))
+    if solver == "anneal":  # candidates at auto's rate for the time plan() gives a solver; the clock a backstop
+        opts.update(time_limit=DETERMINISTIC_BACKSTOP * budget,
+                    max_evals=int(EVALS_PER_S * (budget - _finish_reserve(budget))))
     t0 = time.perf_counter()
     try:
         p = plan(inst, solver=solver, seed=seed, **opts)

@@ -467,6 +467,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     if refine_schedule and not stop.requested():
         left = (time_limit - _finish_reserve(time_limit) - (time.perf_counter() - t0) if time_limit is not None
                 else 15.0)
+        if options.get("deterministic") and time_limit is not None:  # its share by the budget, not the clock
+            left = solve_s - options["time_limit"]
         if left >= REFINE_MIN_S:
             done = refine(instance, done, time_limit=left, seed=seed,
                           deterministic=bool(options.get("deterministic", False)))
