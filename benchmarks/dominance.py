@@ -47,7 +47,8 @@ from _results import commit, save, suite_instances  # noqa: E402
 from planner import Instance, load_instance, plan  # noqa: E402
 from planner.problem.errors import InfeasibleError  # noqa: E402
 from planner.problem.synthetic import generate_instance  # noqa: E402
-from planner.solvers.portfolio import DETERMINISTIC_BACKSTOP, EVALS_PER_S  # noqa: E402
+from planner.solvers import portfolio  # noqa: E402
+from planner.solvers.portfolio import EVALS_PER_S  # noqa: E402
 from planner.solvers.registry import _finish_reserve  # noqa: E402
 
 PARTS = ("greedy", "milp", "cpsat", "anneal")
@@ -104,7 +105,7 @@ def run_det(inst, solver: str, budget: float, seed: int):
     if solver == "cpsat":
         opts["workers"] = 1
     if solver == "anneal":  # candidates at auto's rate for the time plan() gives a solver; the clock a backstop
-        opts.update(time_limit=DETERMINISTIC_BACKSTOP * budget,
+        opts.update(time_limit=portfolio.DETERMINISTIC_BACKSTOP * budget,
                     max_evals=int(EVALS_PER_S * (budget - _finish_reserve(budget))))
     t0 = time.perf_counter()
     try:
@@ -150,7 +151,8 @@ def det_compare(cases, budgets, args, argv) -> int:
             if args.save_json:
                 Path(args.save_json).write_text(json.dumps(record, indent=1))
     lines = [f"Code: {commit()}; seed {args.seed}; deterministic budgets (B: CP-SAT deterministic seconds, "
-             f"the annealing {EVALS_PER_S} x B candidates, auto deterministic=True; the MILP left out); "
+             f"the annealing {EVALS_PER_S} x (B - 1) candidates, auto deterministic=True; the MILP left out; "
+             f"the wall-clock backstop {portfolio.DETERMINISTIC_BACKSTOP:g} x B); "
              "every figure the evaluator's objective (time: T or T_eff / e, seconds; cost instances: cost per "
              "iteration)" + (f"; the parts' figures from {args.parts_from}" if args.parts_from else "") + ".",
              "", *rows, "",
@@ -176,6 +178,9 @@ def main(argv=None) -> int:
     ap.add_argument("--det", action="store_true", help="also auto --deterministic, twice")
     ap.add_argument("--det-compare", action="store_true",
                     help="the parts alone and auto all with deterministic budgets (load-independent)")
+    ap.add_argument("--backstop", type=float, default=None,
+                    help="--det-compare: stop a deterministic run only past this many budgets of wall clock "
+                         "(default portfolio.DETERMINISTIC_BACKSTOP; raise it on a loaded machine)")
     ap.add_argument("--save-json", default=None, help="--det-compare: keep every figure in this file")
     ap.add_argument("--parts-from", default=None, help="--det-compare: the parts' figures from this file")
     ap.add_argument("--gen-first", type=int, default=0, help="the first generated instance's seed")
@@ -188,6 +193,8 @@ def main(argv=None) -> int:
     skip = set(filter(None, args.skip.split(",")))
     cases = [(n, load_instance(n)) for n in names if n not in skip] + generated(args.generated, args.gen_first)
     if args.det_compare:
+        if args.backstop is not None:
+            portfolio.DETERMINISTIC_BACKSTOP = args.backstop
         return det_compare(cases, budgets, args, argv)
     head = ("| instance | B s | " + " | ".join(PARTS) + " | auto (each repeat) | auto / best part | "
             "repeats same plan | " + ("deterministic same plan | " if args.det else "") + "auto wall s |")

@@ -303,8 +303,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     # greedy while the engines start (their interpreters import for a second or more)
     try:
         # well under a second; capped at half the budget only for huge instances (a cap that binds
-        # would make the result load-dependent)
-        g = greedy(instance, time_limit=0.5 * budget, seed=seed)
+        # would make the result load-dependent: none in deterministic mode)
+        g = greedy(instance, time_limit=None if deterministic else 0.5 * budget, seed=seed)
         lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
         offer("greedy", g)
         if syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
