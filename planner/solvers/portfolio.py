@@ -90,7 +90,7 @@ from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
 from ..problem.plan import Plan, SolverInfo
 from ..scoring.bounds import estimate_family, gap_claim, lower_bound, objective_lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
-from .anneal import anneal, simulated_score
+from .anneal import anneal, anneal_solver, simulated_score
 from .cpsat import cpsat
 from .executor import from_main, spawn_context
 from ..problem.subfleet import type_subfleets
@@ -116,6 +116,8 @@ TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
 SYNC_SHARE = 0.10  # with [options] dp_sync (SPEC 11): of the budget, the sync choice on greedy's and the whole-replica plans
 DETERMINISTIC_BACKSTOP = 10.0  # deterministic mode: an engine is stopped only past this many budgets
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
+ALONE_CPSAT_SHARE = 0.75  # plan(solver="cpsat")'s share of its budget before the schedule refinement (registry)
+HEURISTIC_ENGINES = ("anneal",)  # engines that prove nothing: no bound, no status taken from them
 
 
 def hier_engine(instance, **options) -> Plan:
@@ -135,6 +137,51 @@ def flat_too_big(instance) -> bool:
     False
     """
     return len(instance.domains) ** 2 * instance.max_stages > FLAT_ARCS_MAX
+
+
+def cpsat_alone(instance, time_limit: float, seed: int = 0, refine: Callable[..., Plan] | None = None,
+                **options) -> list[Plan]:
+    """CP-SAT as ``plan(instance, solver="cpsat", time_limit=...)`` runs it alone, as one engine
+    of auto: :func:`planner.solvers.cpsat.cpsat` with :data:`ALONE_CPSAT_SHARE` of ``time_limit``
+    (seconds; CP-SAT deterministic seconds with ``deterministic=True``), then ``refine`` (the
+    registry's schedule refinement; None: none) of its plan with the rest.  Returns [CP-SAT's
+    plan, the refined plan]: with the same seed and deterministic budget these are the plans
+    CP-SAT alone computes, so auto, which keeps the best plan it is offered, is never worse
+    than CP-SAT alone (issue 29, "Dominance").
+
+    >>> cpsat_alone(inst, 29.0, deterministic=True, workers=1, refine=refine)   # doctest: +SKIP
+    [Plan(...), Plan(...)]
+    """
+    p = cpsat(instance, time_limit=ALONE_CPSAT_SHARE * time_limit, seed=seed, **options)
+    rest = (1 - ALONE_CPSAT_SHARE) * time_limit
+    if refine is None or rest < 0.5 or stop.requested():  # plan() refines with at least REFINE_MIN_S
+        return [p]
+    return [p, refine(instance, p, time_limit=rest, seed=seed, deterministic=bool(options.get("deterministic")))]
+
+
+def _cores() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def alone_engines(deterministic: bool, pinned: bool, engines: int, cores: int | None = None
+                  ) -> dict[str, Callable[..., Plan]]:
+    """The heuristic parts auto also runs *alone*, each as one more engine in its own process,
+    so that auto returns a plan no worse than theirs (issue 29): the annealing alone
+    (:func:`planner.solvers.anneal.anneal_solver`, greedy's plan annealed with the whole
+    budget: ``EVALS_PER_S`` x budget candidates in deterministic mode).  In deterministic mode
+    always (the work is counted, not clocked); by the clock only when a core is free for it
+    beside this process and the ``engines`` exact engines (``cores``: default the CPUs this
+    process may use), else it would take time from them.  None when the user pins the plan
+    (the annealing alone takes no pins).
+
+    >>> sorted(alone_engines(True, False, 1)), alone_engines(False, False, 2, cores=2)
+    (['anneal'], {})
+    """
+    cores = _cores() if cores is None else cores
+    if pinned or not (deterministic or cores >= engines + 2):
+        return {}
+    return {"anneal": anneal_solver}
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -258,6 +305,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     if deterministic and engines.get("milp") is milp:
         del engines["milp"]
         log.info("auto: deterministic mode, the MILP (wall-clock budget only) is left out")
+    if default_engines:  # each part's own run, where auto can afford it (issue 29, "Dominance")
+        if deterministic and engines.get("cpsat") is cpsat:
+            engines["cpsat"] = cpsat_alone  # CP-SAT's alone budget and refinement, in its own process
+        engines.update(alone_engines(deterministic, bool(pin_opts), len(engines)))
 
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
@@ -297,6 +348,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             opts["type_aware"] = frozenset(type_aware)
         if deterministic:
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
+        if solve is cpsat_alone:
+            opts.update(det_limit=budget, refine=refine if refine_schedule else None)
+        if solve is anneal_solver and deterministic:  # the annealing alone's count; the clock a backstop
+            opts.update(det_limit=0.9 * DETERMINISTIC_BACKSTOP * budget, max_evals=int(EVALS_PER_S * budget))
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
         with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
             running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
@@ -391,12 +446,15 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                 lines[name] = f"failed: {type(err).__name__}: {err}"
                 log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
                 continue
+            res, more = (res[0], res[1:]) if isinstance(res, list) else (res, [])  # cpsat_alone: + refined
             info = res.solver
             among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
-            lines[name] = (f"{info.status}{among}, objective {info.objective:.6g}, bound "
+            lines[name] = (f"{info.status}{among}, objective {'-' if info.objective is None else format(info.objective, '.6g')}, bound "
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
+            for q in more:
+                offer(f"{name}+schedule", q)
             if syncing and not stop.requested():  # the engine's placement with its best sync (SPEC 11)
                 got = with_best_sync(instance, res.model_copy(update={"solver": None, "predicted": None}))
                 if got is not None and got[0].dp_sync is not None:
@@ -417,7 +475,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
                               f"({'; '.join(f'{k}: {v}' for k, v in lines.items())})")
 
     # the engines' figures: the proven optimum and the largest valid bound
-    proofs = [p.solver for who, p, _ in candidates if who in engines and p.solver is not None]
+    proofs = [p.solver for who, p, _ in candidates
+              if who in engines and who not in HEURISTIC_ENGINES and p.solver is not None]
     bounds = [i.bound for i in proofs if i.bound is not None and math.isfinite(i.bound)]
     if kind == "time":
         bounds.append(lower_bound(instance).value)
@@ -459,7 +518,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
     elif stop.requested():
         status = stop.requested()
     elif any(not line.startswith(("optimal", "within_gap", "infeasible"))
-             for n, line in lines.items() if n in engines):
+             for n, line in lines.items() if n in engines and n not in HEURISTIC_ENGINES):
         status = "time_limit"
     else:
         status = "feasible"
