@@ -17,8 +17,8 @@ and ``--deterministic`` runs of auto (``--det``: twice, the same plan whatever t
 ``--det-compare`` is the load-independent comparison instead: every part alone and auto all
 with a deterministic budget B -- greedy (deterministic anyway), CP-SAT alone with
 ``deterministic=True`` (B seconds of CP-SAT deterministic time, refinement included, 1 worker),
-the annealing alone from greedy's plan for ``EVALS_PER_S x (B - 1)`` candidates (the
-seconds :func:`planner.plan` gives a solver)
+the annealing alone from greedy's plan for ``EVALS_PER_S`` x the seconds :func:`planner.plan`
+gives a solver out of B (B - 1, less the sync choice's share with ``[options] dp_sync``)
 (:data:`planner.solvers.portfolio.EVALS_PER_S`, auto's own rate; the wall clock only a
 backstop), and auto with ``deterministic=True`` (``--repeats`` times; the MILP, which has no
 deterministic budget yet, is left out of both sides).  Each row also names who found auto's
@@ -49,7 +49,17 @@ from planner.problem.errors import InfeasibleError  # noqa: E402
 from planner.problem.synthetic import generate_instance  # noqa: E402
 from planner.solvers import portfolio  # noqa: E402
 from planner.solvers.portfolio import EVALS_PER_S  # noqa: E402
-from planner.solvers.registry import _finish_reserve  # noqa: E402
+from planner.solvers.syncchoice import sync_enabled  # noqa: E402
+
+
+def solve_seconds(time_limit: float, syncing: bool = False):
+    """The seconds plan() hands a solver (planner.solvers.registry.solve_seconds, repeated here so
+    that the baseline code, which lacks it, measures the same)."""
+    from planner.solvers.registry import SYNC_MAX_S, SYNC_SHARE, _finish_reserve
+
+    solve_s = max(0.1 * time_limit, time_limit - _finish_reserve(time_limit))
+    sync_s = min(SYNC_SHARE * solve_s, SYNC_MAX_S) if syncing else None
+    return solve_s - (sync_s or 0.0), sync_s
 
 PARTS = ("greedy", "milp", "cpsat", "anneal")
 DET_PARTS = ("greedy", "cpsat", "anneal")  # the parts with a deterministic budget
@@ -106,7 +116,7 @@ def run_det(inst, solver: str, budget: float, seed: int):
         opts["workers"] = 1
     if solver == "anneal":  # candidates at auto's rate for the time plan() gives a solver; the clock a backstop
         opts.update(time_limit=portfolio.DETERMINISTIC_BACKSTOP * budget,
-                    max_evals=int(EVALS_PER_S * (budget - _finish_reserve(budget))))
+                    max_evals=int(EVALS_PER_S * solve_seconds(budget, sync_enabled(inst))[0]))
     t0 = time.perf_counter()
     try:
         p = plan(inst, solver=solver, seed=seed, **opts)
@@ -129,6 +139,8 @@ def det_compare(cases, budgets, args, argv) -> int:
             parts = {}
             for s in DET_PARTS:
                 got = old.get(tag, {}).get("parts", {}).get(s)
+                if got is None and args.auto_only:
+                    got = (None, None, 0.0, None)  # the parts' figures come from another file (--merge)
                 parts[s] = tuple(got) if got is not None else run_det(inst, s, B, args.seed)
                 print(f"{tag} {s}: {fmt(parts[s][0])} ({parts[s][2]:.1f} s{', reused' if got else ''})", flush=True)
             autos = [run_det(inst, "auto", B, args.seed) for _ in range(args.repeats)]
@@ -151,7 +163,7 @@ def det_compare(cases, budgets, args, argv) -> int:
             if args.save_json:
                 Path(args.save_json).write_text(json.dumps(record, indent=1))
     lines = [f"Code: {commit()}; seed {args.seed}; deterministic budgets (B: CP-SAT deterministic seconds, "
-             f"the annealing {EVALS_PER_S} x (B - 1) candidates, auto deterministic=True; the MILP left out; "
+             f"the annealing {EVALS_PER_S} x (B - 1, less the sync share) candidates, auto deterministic=True; the MILP left out; "
              f"the wall-clock backstop {portfolio.DETERMINISTIC_BACKSTOP:g} x B); "
              "every figure the evaluator's objective (time: T or T_eff / e, seconds; cost instances: cost per "
              "iteration)" + (f"; the parts' figures from {args.parts_from}" if args.parts_from else "") + ".",
@@ -160,6 +172,54 @@ def det_compare(cases, budgets, args, argv) -> int:
              "in every repeat.",
              f"- auto's repeats returned the same plan on {same} of {total}.",
              "- where auto is worse than a part:" + ("" if losses else " nowhere"), *[f"  - {x}" for x in losses]]
+    out = save(args.name, lines, argv)
+    print(f"wrote {out}")
+    return 0
+
+
+def merge(files: list[str], args, argv) -> int:
+    """The ``--merge`` table: per (instance, B) of the first file, the parts' figures, auto's before
+    (the first file) and after (the others, merged: a later file wins), auto / the best part each,
+    and who found auto's plan after."""
+    before = json.loads(Path(files[0]).read_text())
+    after: dict = {}
+    for f in files[1:]:
+        after.update(json.loads(Path(f).read_text()))
+    head = ("| instance | B | " + " | ".join(DET_PARTS) + " | best part | auto before | before / best part | "
+            "auto after (each repeat) | after / best part | auto's plan from (after) | after wall s |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    n = met_b = met_a = 0
+    losses_b, losses_a = [], []
+    for tag, rec in before.items():
+        parts = {s: v[0] for s, v in rec["parts"].items() if v[0] is not None}
+        if not parts:
+            continue
+        best_part = min(parts, key=parts.get)
+        b = max((a[0] for a in rec["auto"] if a[0] is not None), default=None)
+        aft = after.get(tag, {}).get("auto", [])
+        a = max((x[0] for x in aft if x[0] is not None), default=None)
+        rb = None if b is None else b / parts[best_part]
+        ra = None if a is None else a / parts[best_part]
+        n += 1
+        met_b += rb is not None and rb <= GOAL
+        met_a += ra is not None and ra <= GOAL
+        losses_b += [f"{tag}: {s} {fmt(v)}, auto {fmt(b)} ({b / v:.5f}x)" for s, v in parts.items()
+                     if b is not None and b > v * GOAL]
+        losses_a += [f"{tag}: {s} {fmt(v)}, auto {fmt(a)} ({a / v:.5f}x)" for s, v in parts.items()
+                     if a is not None and a > v * GOAL]
+        name, B = tag.rsplit("@", 1)
+        rows.append(f"| {name} | {B} | " + " | ".join(fmt(parts.get(s)) for s in DET_PARTS)
+                    + f" | {best_part} | {fmt(b)} | {fmt(rb)} | {', '.join(fmt(x[0]) for x in aft) or '-'} | "
+                    f"{fmt(ra)} | {aft[0][3] if aft else '-'} | {max((x[2] for x in aft), default=0):.1f} |")
+    lines = [f"Merged by {commit()} from {', '.join(files)}: deterministic budgets (see benchmarks/dominance.py "
+             "--det-compare); every figure the evaluator's objective (time: T or T_eff / e, seconds; cost "
+             "instances: cost per iteration).", "", *rows, "",
+             f"- before: auto no worse than every part (within {GOAL - 1:.1%}) on {met_b} of {n}; after: "
+             f"on {met_a} of {n}.",
+             "- where auto was worse than a part before:" + ("" if losses_b else " nowhere"),
+             *[f"  - {x}" for x in losses_b],
+             "- where auto is worse than a part after:" + ("" if losses_a else " nowhere"),
+             *[f"  - {x}" for x in losses_a]]
     out = save(args.name, lines, argv)
     print(f"wrote {out}")
     return 0
@@ -184,6 +244,11 @@ def main(argv=None) -> int:
     ap.add_argument("--save-json", default=None, help="--det-compare: keep every figure in this file")
     ap.add_argument("--parts-from", default=None, help="--det-compare: the parts' figures from this file")
     ap.add_argument("--gen-first", type=int, default=0, help="the first generated instance's seed")
+    ap.add_argument("--auto-only", action="store_true",
+                    help="--det-compare: run auto only (the parts from --parts-from where given)")
+    ap.add_argument("--merge", default=None,
+                    help="BEFORE.json,AFTER.json[,...]: the table of auto before and after a change against the "
+                         "parts of the first file (each file a --save-json of --det-compare), no run")
     ap.add_argument("--skip", default="", help="comma-separated instance names to leave out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="dominance")
@@ -192,6 +257,8 @@ def main(argv=None) -> int:
     names = args.instances.split(",") if args.instances else suite_instances()
     skip = set(filter(None, args.skip.split(",")))
     cases = [(n, load_instance(n)) for n in names if n not in skip] + generated(args.generated, args.gen_first)
+    if args.merge:
+        return merge(args.merge.split(","), args, argv)
     if args.det_compare:
         if args.backstop is not None:
             portfolio.DETERMINISTIC_BACKSTOP = args.backstop

@@ -61,7 +61,20 @@ and may beat their optimum.
 ``deterministic=True``: CP-SAT with its deterministic time budget, greedy
 without a time cap, the annealing by a count of candidates (``300`` per
 second of its share), the refinement by deterministic time; the MILP, which
-has only a wall-clock budget, is left out.  A seed then gives the same plan
+has only a wall-clock budget, is left out.
+
+Dominance (issue 29): auto keeps the best plan it is offered, so it is never
+worse than a part alone whose very run it contains.  Greedy's plan is offered
+first.  In deterministic mode the CP-SAT engine is CP-SAT exactly as
+``plan(solver="cpsat", deterministic=True)`` runs it alone with the same
+budget (:func:`cpsat_alone`: the whole budget in its own process, then the
+schedule refinement), and the annealing alone
+(:func:`planner.solvers.anneal.anneal_solver`: greedy's plan annealed for
+``EVALS_PER_S`` x budget candidates) runs as one more engine
+(:func:`alone_engines`; by the clock only when a core is free for it); both
+are offered like any engine's plan, then tuned and annealed further if best.
+Each engine thus gets a full slice of deterministic work rather than a
+share: auto's deterministic work is the sum of its parts', not one budget.  A seed then gives the same plan
 whatever the load: no part is cut by the clock (an engine is stopped only
 past :data:`DETERMINISTIC_BACKSTOP` budgets), so on a loaded machine the run
 may take longer than ``time_limit``.
@@ -153,10 +166,31 @@ def cpsat_alone(instance, time_limit: float, seed: int = 0, refine: Callable[...
     [Plan(...), Plan(...)]
     """
     p = cpsat(instance, time_limit=ALONE_CPSAT_SHARE * time_limit, seed=seed, **options)
+    if sync_enabled(instance):  # as plan() does for a solver that does not choose the sync (SPEC 11)
+        p = choose_sync(instance, p, time_limit=None if options.get("deterministic") else SYNC_SHARE * time_limit,
+                        pins={k: options.get(k) for k in ("stages", "replicas", "tp", "micro_batch_size", "schedule")},
+                        forbid=options.get("forbid") or (), require=options.get("require") or ())
     rest = (1 - ALONE_CPSAT_SHARE) * time_limit
     if refine is None or rest < 0.5 or stop.requested():  # plan() refines with at least REFINE_MIN_S
         return [p]
     return [p, refine(instance, p, time_limit=rest, seed=seed, deterministic=bool(options.get("deterministic")))]
+
+
+def anneal_alone(instance, time_limit: float, seed: int = 0, max_evals: int | None = None, **options) -> Plan:
+    """The annealing as ``plan(instance, solver="anneal", ...)`` runs it alone, as one engine of
+    auto: :func:`planner.solvers.anneal.anneal_solver` (greedy's plan annealed for ``max_evals``
+    candidates, or ``time_limit`` seconds), then, with ``[options] dp_sync`` (SPEC 11), the
+    sync choice plan() makes for it (:func:`planner.solvers.syncchoice.choose_sync`; by the
+    clock only when ``max_evals`` is None).  With the same seed and count this is the plan the
+    annealing alone returns.
+
+    >>> anneal_alone(inst, 290.0, max_evals=8700).solver.name                # doctest: +SKIP
+    'anneal'
+    """
+    p = anneal_solver(instance, time_limit=time_limit, seed=seed, max_evals=max_evals, **options)
+    if sync_enabled(instance):
+        p = choose_sync(instance, p, time_limit=None if max_evals is not None else SYNC_SHARE * time_limit)
+    return p
 
 
 def _cores() -> int:
@@ -168,8 +202,8 @@ def alone_engines(deterministic: bool, pinned: bool, engines: int, cores: int | 
                   ) -> dict[str, Callable[..., Plan]]:
     """The heuristic parts auto also runs *alone*, each as one more engine in its own process,
     so that auto returns a plan no worse than theirs (issue 29): the annealing alone
-    (:func:`planner.solvers.anneal.anneal_solver`, greedy's plan annealed with the whole
-    budget: ``EVALS_PER_S`` x budget candidates in deterministic mode).  In deterministic mode
+    (:func:`anneal_alone`, greedy's plan annealed with the whole budget: ``EVALS_PER_S`` x
+    budget candidates in deterministic mode).  In deterministic mode
     always (the work is counted, not clocked); by the clock only when a core is free for it
     beside this process and the ``engines`` exact engines (``cores``: default the CPUs this
     process may use), else it would take time from them.  None when the user pins the plan
@@ -181,7 +215,7 @@ def alone_engines(deterministic: bool, pinned: bool, engines: int, cores: int | 
     cores = _cores() if cores is None else cores
     if pinned or not (deterministic or cores >= engines + 2):
         return {}
-    return {"anneal": anneal_solver}
+    return {"anneal": anneal_alone}
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -350,7 +384,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         if solve is cpsat_alone:
             opts.update(det_limit=budget, refine=refine if refine_schedule else None)
-        if solve is anneal_solver and deterministic:  # the annealing alone's count; the clock a backstop
+        if solve is anneal_alone and deterministic:  # the annealing alone's count; the clock a backstop
             opts.update(det_limit=0.9 * DETERMINISTIC_BACKSTOP * budget, max_evals=int(EVALS_PER_S * budget))
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
         with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens

@@ -5,10 +5,9 @@ import pytest
 
 from helpers import all_plans, make_instance, tiny_model
 from planner.scoring.evaluator import Evaluator, check_plan
-from planner.solvers.anneal import anneal_solver
 from planner.solvers.portfolio import (ALONE_CPSAT_SHARE, DETERMINISTIC_BACKSTOP, EVALS_PER_S, alone_engines,
-                                       cpsat_alone)
-from planner.solvers.registry import _finish_reserve, plan, refine
+                                       anneal_alone, cpsat_alone)
+from planner.solvers.registry import plan, refine, solve_seconds
 from planner.solvers.shapesearch import ShapeOutcome, score, shape_search
 
 B = 2.0  # deterministic seconds (CP-SAT) and EVALS_PER_S x B annealing candidates
@@ -26,7 +25,7 @@ def slow_wan():
 def parts_alone(inst, budget):
     """Each part alone with the deterministic budget ``budget``, as benchmarks/dominance.py
     --det-compare runs it: name -> the evaluator's objective."""
-    solve_s = budget - _finish_reserve(budget)
+    solve_s = solve_seconds(budget)[0]
     runs = {"greedy": plan(inst, solver="greedy"),
             "cpsat": plan(inst, solver="cpsat", time_limit=budget, deterministic=True, workers=1),
             "anneal": plan(inst, solver="anneal", time_limit=DETERMINISTIC_BACKSTOP * budget,
@@ -50,7 +49,7 @@ def test_cpsat_alone_engine_returns_the_plans_cpsat_alone_computes():
     inst = slow_wan()
     budget = 3.0  # the refinement's share, a quarter of 2.7 s, is above plan()'s minimum, 0.5 s
     alone = plan(inst, solver="cpsat", time_limit=budget, deterministic=True, workers=1)
-    got = cpsat_alone(inst, budget - _finish_reserve(budget), deterministic=True, workers=1, refine=refine)
+    got = cpsat_alone(inst, solve_seconds(budget)[0], deterministic=True, workers=1, refine=refine)
     assert len(got) == 2
     key = lambda p: (p.bounds(), p.placement, p.schedule, p.replicas, p.tp, p.micro_batch_size)  # noqa: E731
     assert key(got[-1]) == key(alone)
@@ -65,7 +64,7 @@ def test_alone_engines_run_when_their_work_is_counted_or_a_core_is_free():
     assert alone_engines(False, False, 2, cores=2) == {}  # by the clock, no free core: it would slow the others
     assert set(alone_engines(False, False, 2, cores=4)) == {"anneal"}
     assert alone_engines(True, True, 1, cores=8) == {}  # pinned: the annealing alone takes no pins
-    assert alone_engines(True, False, 1)["anneal"] is anneal_solver
+    assert alone_engines(True, False, 1)["anneal"] is anneal_alone
 
 
 def test_a_start_handed_to_the_shape_search_is_used(monkeypatch):
