@@ -384,6 +384,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int = 0, deterministic
             opts.update(deterministic=True, time_limit=None, det_limit=det_limit)
         if solve is cpsat_alone:
             opts.update(det_limit=budget, refine=refine if refine_schedule else None)
+        if solve is milp and deterministic and default_engines:  # its alone budget (plan(solver="milp") refines none)
+            opts.update(det_limit=budget)
         if solve is anneal_alone and deterministic:  # the annealing alone's count; the clock a backstop
             opts.update(det_limit=0.9 * DETERMINISTIC_BACKSTOP * budget, max_evals=int(EVALS_PER_S * budget))
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
