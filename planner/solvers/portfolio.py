@@ -85,6 +85,21 @@ the seeded default), and on a loaded machine the run may take longer than
 ``time_limit``.  ``seed=None``: every part by the clock alone, as before
 issue 29 (the plan depends on the machine's speed and load).
 
+Dominance (issue 29), with ``deterministic=True``: auto keeps the best plan it
+is offered, so it is never worse than a part alone whose very run it
+contains.  Greedy's plan is offered first; the CP-SAT engine is CP-SAT
+exactly as ``plan(solver="cpsat", deterministic=True)`` runs it alone with the
+same budget (:func:`cpsat_alone`: three quarters of the budget in its own
+process, then the sync choice and the schedule refinement); the MILP engine
+gets the deterministic budget the MILP alone gets; and the annealing alone
+(:func:`anneal_alone`: greedy's plan annealed for the whole budget in
+deterministic seconds) runs as one more engine (:func:`alone_engines`).
+Each engine thus gets a full slice of deterministic work rather than a
+share: auto's deterministic work is the sum of its parts', not one budget,
+so on 2 cores a deterministic run takes about twice ``time_limit`` or more.
+The seeded default keeps one shared budget (above) and does not contain the
+parts' runs.
+
 Example
 -------
 >>> p = plan(instance, solver="auto", time_limit=60)          # doctest: +SKIP
@@ -109,7 +124,7 @@ from ..problem.errors import InfeasibleError, Stopped, TimeLimitError
 from ..problem.plan import Plan, SolverInfo
 from ..scoring.bounds import estimate_family, gap_claim, lower_bound, objective_lower_bound
 from ..scoring.evaluator import Evaluator, check_plan
-from .anneal import anneal, simulated_score
+from .anneal import anneal, anneal_solver, simulated_score
 from .cpsat import cpsat
 from .executor import from_main, spawn_context
 from ..problem.subfleet import type_subfleets
@@ -135,6 +150,8 @@ TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
 SYNC_SHARE = 0.10  # with [options] dp_sync (SPEC 11): of the budget, the sync choice on greedy's and the whole-replica plans
 DETERMINISTIC_BACKSTOP = 10.0  # deterministic mode: an engine is stopped only past this many budgets
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
+ALONE_CPSAT_SHARE = 0.75  # plan(solver="cpsat")'s share of its budget before the schedule refinement (registry)
+HEURISTIC_ENGINES = ("anneal",)  # engines that prove nothing: no bound, no status taken from them
 
 
 def hier_engine(instance, **options) -> Plan:
@@ -154,6 +171,72 @@ def flat_too_big(instance) -> bool:
     False
     """
     return len(instance.domains) ** 2 * instance.max_stages > FLAT_ARCS_MAX
+
+
+def cpsat_alone(instance, time_limit: float, seed: int = 0, refine: Callable[..., Plan] | None = None,
+                **options) -> list[Plan]:
+    """CP-SAT as ``plan(instance, solver="cpsat", time_limit=...)`` runs it alone, as one engine
+    of auto: :func:`planner.solvers.cpsat.cpsat` with :data:`ALONE_CPSAT_SHARE` of ``time_limit``
+    (seconds; CP-SAT deterministic seconds with ``deterministic=True``), then ``refine`` (the
+    registry's schedule refinement; None: none) of its plan with the rest.  Returns [CP-SAT's
+    plan, the refined plan]: with the same seed and deterministic budget these are the plans
+    CP-SAT alone computes, so auto, which keeps the best plan it is offered, is never worse
+    than CP-SAT alone (issue 29, "Dominance").
+
+    >>> cpsat_alone(inst, 29.0, deterministic=True, workers=1, refine=refine)   # doctest: +SKIP
+    [Plan(...), Plan(...)]
+    """
+    p = cpsat(instance, time_limit=ALONE_CPSAT_SHARE * time_limit, seed=seed, **options)
+    if sync_enabled(instance):  # as plan() does for a solver that does not choose the sync (SPEC 11)
+        p = choose_sync(instance, p, time_limit=None if options.get("deterministic") else SYNC_SHARE * time_limit,
+                        pins={k: options.get(k) for k in ("stages", "replicas", "tp", "micro_batch_size", "schedule")},
+                        forbid=options.get("forbid") or (), require=options.get("require") or ())
+    rest = (1 - ALONE_CPSAT_SHARE) * time_limit
+    if refine is None or rest < 0.5 or stop.requested():  # plan() refines with at least REFINE_MIN_S
+        return [p]
+    return [p, refine(instance, p, time_limit=rest, seed=seed, deterministic=bool(options.get("deterministic")))]
+
+
+def anneal_alone(instance, time_limit: float, seed: int = 0, max_work: float | None = None, **options) -> Plan:
+    """The annealing as ``plan(instance, solver="anneal", ...)`` runs it alone, as one engine of
+    auto: :func:`planner.solvers.anneal.anneal_solver` (greedy's plan annealed for ``max_work``
+    deterministic seconds, or ``time_limit`` seconds), then, with ``[options] dp_sync`` (SPEC 11), the
+    sync choice plan() makes for it (:func:`planner.solvers.syncchoice.choose_sync`; by the
+    clock only when ``max_work`` is None).  With the same seed and count this is the plan the
+    annealing alone returns.
+
+    >>> anneal_alone(inst, 290.0, max_work=29.0).solver.name                # doctest: +SKIP
+    'anneal'
+    """
+    p = anneal_solver(instance, time_limit=time_limit, seed=seed, max_work=max_work, **options)
+    if sync_enabled(instance):
+        p = choose_sync(instance, p, time_limit=None if max_work is not None else SYNC_SHARE * time_limit)
+    return p
+
+
+def _cores() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def alone_engines(deterministic: bool, pinned: bool, engines: int, cores: int | None = None
+                  ) -> dict[str, Callable[..., Plan]]:
+    """The heuristic parts auto also runs *alone*, each as one more engine in its own process,
+    so that auto returns a plan no worse than theirs (issue 29): the annealing alone
+    (:func:`anneal_alone`, greedy's plan annealed with the whole budget in
+    deterministic seconds in deterministic mode).  In deterministic mode
+    always (the work is counted, not clocked); by the clock only when a core is free for it
+    beside this process and the ``engines`` exact engines (``cores``: default the CPUs this
+    process may use), else it would take time from them.  None when the user pins the plan
+    (the annealing alone takes no pins).
+
+    >>> sorted(alone_engines(True, False, 1)), alone_engines(False, False, 2, cores=2)
+    (['anneal'], {})
+    """
+    cores = _cores() if cores is None else cores
+    if pinned or not (deterministic or cores >= engines + 2):
+        return {}
+    return {"anneal": anneal_alone}
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -284,6 +367,10 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
             del engines[name]
             lines[name] = "left out: it plans one GPU type for every domain so far"
             log.info("auto: %s left out (the domains have several GPU types; it plans one)", name)
+    if default_engines and deterministic:  # each part's own run (issue 29, "Dominance")
+        if engines.get("cpsat") is cpsat:
+            engines["cpsat"] = cpsat_alone  # CP-SAT's alone budget and refinement, in its own process
+        engines.update(alone_engines(deterministic, bool(pin_opts), len(engines)))
 
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
@@ -355,6 +442,14 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
                         det_limit=det_limit / MILP_SEARCH_OVERHEAD if solve is milp else det_limit)
             if solve is cpsat:
                 opts.update(calibrated=True)
+        if deterministic and default_engines:  # each engine's alone budget (issue 29, "Dominance")
+            if solve is cpsat_alone:
+                opts.update(deterministic=True, time_limit=None, det_limit=budget,
+                            refine=refine if refine_schedule else None)
+            elif solve is milp:  # plan(solver="milp") refines none
+                opts.update(det_limit=budget)
+            elif solve is anneal_alone:  # the annealing alone's deterministic seconds; the clock a backstop
+                opts.update(det_limit=0.9 * DETERMINISTIC_BACKSTOP * budget, max_work=budget)
         ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
         with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
             running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
@@ -464,14 +559,17 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
                 lines[name] = f"failed: {type(err).__name__}: {err}"
                 log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
                 continue
+            res, more = (res[0], res[1:]) if isinstance(res, list) else (res, [])  # cpsat_alone: + refined
             info = res.solver
             among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
-            lines[name] = (f"{info.status}{among}, objective {info.objective:.6g}, bound "
+            lines[name] = (f"{info.status}{among}, objective {'-' if info.objective is None else format(info.objective, '.6g')}, bound "
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
             if name in clock["cut"]:
                 lines[name] = "cut by the clock: " + lines[name]
             log.info("auto: %s %s", name, lines[name])
             offer(name, res)
+            for q in more:
+                offer(f"{name}+schedule", q)
             if syncing and not stop.requested():  # the engine's placement with its best sync (SPEC 11)
                 got = with_best_sync(instance, res.model_copy(update={"solver": None, "predicted": None}))
                 if got is not None and got[0].dp_sync is not None:
@@ -495,7 +593,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
                               f"({'; '.join(f'{k}: {v}' for k, v in lines.items())})")
 
     # the engines' figures: the proven optimum and the largest valid bound
-    proofs = [p.solver for who, p, _ in candidates if who in engines and p.solver is not None]
+    proofs = [p.solver for who, p, _ in candidates
+              if who in engines and who not in HEURISTIC_ENGINES and p.solver is not None]
     bounds = [i.bound for i in proofs if i.bound is not None and math.isfinite(i.bound)]
     if kind == "time":
         bounds.append(lower_bound(instance).value)
@@ -540,7 +639,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
     elif stop.requested():
         status = stop.requested()
     elif any(not line.startswith(("optimal", "within_gap", "infeasible"))
-             for n, line in lines.items() if n in engines):
+             for n, line in lines.items() if n in engines and n not in HEURISTIC_ENGINES):
         status = "time_limit"
     else:
         status = "feasible"

@@ -159,6 +159,20 @@ def auto_work_s(time_limit: float, startup_s: float = 0.0) -> float:
     return DET_SHARE * max(0.1 * time_limit, time_limit - startup_s - _finish_reserve(time_limit))
 
 
+def solve_seconds(time_limit: float, syncing: bool = False) -> tuple[float, float | None]:
+    """(seconds :func:`plan` hands a solver out of ``time_limit``, seconds it keeps for the sync
+    choice or None): the evaluator's check of the result kept back (:func:`_finish_reserve`),
+    and with ``[options] dp_sync`` (``syncing``, SPEC 11) the sync choice's share.  A solver
+    that refines its schedule gets 75% of the first for the search.
+
+    >>> solve_seconds(30.0), solve_seconds(30.0, True)
+    ((29.0, None), (24.65, 4.35))
+    """
+    solve_s = max(0.1 * time_limit, time_limit - _finish_reserve(time_limit))
+    sync_s = min(SYNC_SHARE * solve_s, SYNC_MAX_S) if syncing else None
+    return solve_s - (sync_s or 0.0), sync_s
+
+
 _last_evaluation: list = [None, None]  # the plan :func:`finish` returned last, and its Evaluation
 
 
@@ -476,10 +490,7 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     sync_s = None
     if time_limit is not None:  # else the solver's own default (milp, cpsat: 60 s)
         # the limit counts the evaluator's check of the result (finish) and any refinement too
-        solve_s = max(0.1 * time_limit, time_limit - _finish_reserve(time_limit))
-        if syncing:
-            sync_s = min(SYNC_SHARE * solve_s, SYNC_MAX_S)
-            solve_s -= sync_s
+        solve_s, sync_s = solve_seconds(time_limit, syncing)
         options["time_limit"] = 0.75 * solve_s if refine_schedule else solve_s
     robust, robust_stat = options.pop("robust", 0), options.pop("robust_stat", "mean")
     if robust and solver != "greedy":
@@ -491,7 +502,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
             options.update(robust=robust, robust_stat=robust_stat)
         result = SOLVERS[solver](instance, seed=seed, **options)
     if syncing and solver not in SYNC_CHOOSING:
-        result = choose_sync(instance, result, time_limit=sync_s if sync_s is not None else SYNC_MAX_S,
+        result = choose_sync(instance, result, time_limit=None if options.get("deterministic") else
+                             sync_s if sync_s is not None else SYNC_MAX_S,  # deterministic: not by the clock
                              pins={k: options.get(k) for k in ("stages", "replicas", "tp", "micro_batch_size",
                                                                "schedule")},
                              forbid=options.get("forbid") or (), require=options.get("require") or ())
@@ -501,6 +513,8 @@ def plan(instance, solver: str = DEFAULT_SOLVER, time_limit: float | None = None
     if refine_schedule and not stop.requested():
         left = (time_limit - _finish_reserve(time_limit) - (time.perf_counter() - t0) if time_limit is not None
                 else 15.0)
+        if options.get("deterministic") and time_limit is not None:  # its share by the budget, not the clock
+            left = solve_s - options["time_limit"]
         if left >= REFINE_MIN_S:
             done = refine(instance, done, time_limit=left, seed=seed,
                           deterministic=bool(options.get("deterministic", False)))
