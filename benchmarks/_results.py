@@ -28,6 +28,18 @@ def save(name: str, lines: list[str], argv=None) -> Path:
     return out
 
 
+def save_csv(name: str, rows: list[dict]) -> Path:
+    """``rows`` (dicts with the same keys) as benchmarks/results/NAME.csv."""
+    import csv
+
+    out = RESULTS / f"{name}.csv"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return out
+
+
 def suite_instances() -> list[str]:
     """The packaged instances of the standard suite (``planner.bench.suite_instances``: up to
     40 domains); ``benchmarks/scale.py`` measures the national-scale ones on their own."""

@@ -23,7 +23,6 @@ per instance: objective and bound against the budget, relative to greedy's objec
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's planner, whatever is installed
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 
-from _results import RESULTS, commit, save  # noqa: E402
+from _results import RESULTS, commit, save, save_csv  # noqa: E402
 
 MAX_DOMAINS = 16  # the packaged instances the goal is about
 TIE = 1e-9  # relative: "never worse"
@@ -172,10 +171,7 @@ def main(argv=None) -> int:
               f"{os.cpu_count()} cores.", "", "Goals (issue 29, longer runs pay):", ""] + goals(rows, budgets)
     print("\n".join(lines))
     save(args.name, lines, argv)
-    with open(RESULTS / f"{args.name}.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    save_csv(args.name, rows)
     picture(rows, RESULTS / f"{args.name}.png")
     return 0
 

@@ -24,7 +24,6 @@ beat their ``named bound``.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -33,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from _results import RESULTS, commit, save, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _results import RESULTS, commit, save, save_csv, suite_instances  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from planner import load_instance, plan
 
 SOLVERS = ("greedy", "milp", "cpsat", "auto")
@@ -169,10 +168,7 @@ def main(argv=None):
               "", "Goals (issue 12):", ""] + goals(rows)
     print("\n".join(lines[-len(goals(rows)):]), flush=True)
     save(args.name, lines, argv)
-    with open(RESULTS / f"{args.name}.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    save_csv(args.name, rows)
     picture(rows, RESULTS / f"{args.name}.png")
     return 0
 

@@ -155,3 +155,21 @@ def brute_force_any_schedule(instance, max_gpus=None):
             if best is None or value < best:
                 best, best_plan = value, q
     return best, best_plan, lean_only
+
+
+def with_jobs(minst, jobs, **options):
+    """A copy of the multi-job instance ``minst`` with the job tables ``jobs`` (dicts) and
+    ``options`` added to its ``[options]``."""
+    from planner.problem.jobs import MultiInstance
+
+    data = minst.to_dict()
+    data["jobs"] = jobs
+    data["options"] = {**data.get("options", {}), **options}
+    return MultiInstance.from_dict(data)
+
+
+def job_table(minst, i, **changes):
+    """Job ``i`` of ``minst`` as a table (dict) with ``changes``; keys set to None are dropped."""
+    d = minst.jobs[i].model_dump(exclude_none=True)
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not None}

@@ -130,3 +130,19 @@ def test_picture_draws_every_objective(tmp_path, objective):
             B.Row("a", objective, "static_split", value=0.5, min_rho=0.25, met_weight=1.0, cost=100.0)]
     B.picture(rows, objective, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+def test_readme_several_jobs_table_matches_the_committed_results():
+    """The README's several-jobs table is what benchmarks/readme_multijob.py makes of the committed
+    results files, and it carries every objective's goal lines (maxmin, deadline, cost, scale)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_multijob.py"
+    spec = importlib.util.spec_from_file_location("readme_multijob", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--check"]) == 0, "run benchmarks/readme_multijob.py"
+    text = (path.parents[1] / "README.md").read_text()
+    block = text[text.index(mod.START):text.index(mod.END)]
+    for objective in ("maxmin", "deadline", "cost", "scale"):
+        assert f"| {objective} |" in block

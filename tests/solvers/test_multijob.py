@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import job_table, with_jobs
+
 import planner
 from planner.cli import main
 from planner.problem.io import load_multi_instance
-from planner.problem.jobs import MultiInstance
 from planner.scoring.evaluator import evaluate
 from planner.scoring.multievaluate import better, multi_bound, multievaluate
 from planner.solvers.multijob import baselines as B
@@ -30,17 +31,6 @@ def two_jobs():
     return load_multi_instance("two-jobs")
 
 
-def _with_jobs(minst, jobs, **options):
-    data = minst.to_dict()
-    data["jobs"] = jobs
-    data["options"] = {**data.get("options", {}), **options}
-    return MultiInstance.from_dict(data)
-
-
-def _job(minst, i, **changes):
-    d = minst.jobs[i].model_dump(exclude_none=True)
-    d.update(changes)
-    return {k: v for k, v in d.items() if v is not None}
 
 
 def _decision(p):
@@ -55,7 +45,7 @@ def _fast(minst, **kw):
 
 
 def test_one_job_is_planner_plan_with_everything(two_jobs):
-    one = _with_jobs(two_jobs, [_job(two_jobs, 0)])
+    one = with_jobs(two_jobs, [job_table(two_jobs, 0)])
     mp = planner.multiplan(one, time_limit=5.0, seed=3)
     want = planner.plan(one.job_instance(0), solver="greedy", time_limit=5.0, seed=3)
     (a,) = mp.jobs
@@ -121,7 +111,7 @@ QUOTAS = [
 
 @pytest.mark.parametrize("first,second", QUOTAS)
 def test_quotas_and_allowed_domains_never_violated(two_jobs, first, second):
-    minst = _with_jobs(two_jobs, [_job(two_jobs, 0, **first), _job(two_jobs, 1, **second)])
+    minst = with_jobs(two_jobs, [job_table(two_jobs, 0, **first), job_table(two_jobs, 1, **second)])
     refs = references(minst)
     plans = [_fast(minst, references=refs, time_limit=5.0)]
     plans += [fn(minst, refs) for fn in B.BASELINES.values()]
@@ -139,7 +129,7 @@ def test_quotas_and_allowed_domains_never_violated(two_jobs, first, second):
 
 
 def test_a_quota_no_plan_fits_is_infeasible(two_jobs):
-    minst = _with_jobs(two_jobs, [_job(two_jobs, 0, max_gpus=2), _job(two_jobs, 1)])  # "small" needs 3
+    minst = with_jobs(two_jobs, [job_table(two_jobs, 0, max_gpus=2), job_table(two_jobs, 1)])  # "small" needs 3
     with pytest.raises(planner.InfeasibleError):
         _fast(minst, time_limit=3.0)
 
@@ -238,7 +228,7 @@ def test_clip_keeps_allowed_domains_and_quota(two_jobs, gpus, allowed, quota):
     GPUs, at most max_gpus, and no GPU taken away that the rules allow."""
     from planner.solvers.multijob.columns import clip
 
-    minst = _with_jobs(two_jobs, [_job(two_jobs, 0, allowed_domains=allowed, max_gpus=quota), _job(two_jobs, 1)])
+    minst = with_jobs(two_jobs, [job_table(two_jobs, 0, allowed_domains=allowed, max_gpus=quota), job_table(two_jobs, 1)])
     out = clip(minst, 0, gpus)
     ok = set(minst.allowed(0))
     cap = {d.name: d.gpus for d in minst.domains}
@@ -263,7 +253,7 @@ def test_a_slice_cut_in_two_keeps_its_larger_part(two_jobs):
 
 def test_cli_exit_3_when_no_allocation_fits(two_jobs, tmp_path):
     """A quota below the least GPUs a job runs on: no multi-plan (SPEC 9: exit 3, one line)."""
-    minst = _with_jobs(two_jobs, [_job(two_jobs, 0, max_gpus=2), _job(two_jobs, 1)])
+    minst = with_jobs(two_jobs, [job_table(two_jobs, 0, max_gpus=2), job_table(two_jobs, 1)])
     path = tmp_path / "tight.json"
     path.write_text(json.dumps(minst.to_dict()))
     r = CliRunner().invoke(main, ["multiplan", str(path), "--time-limit", "3", "--deterministic", "-q"])
@@ -275,8 +265,8 @@ def test_wan_blind_maxmin_admits_what_fits_when_the_least_shares_do_not(two_jobs
     """With one share step (every job's least share is the whole cluster) three jobs cannot
     all hold one: the policy admits the first by least level, weight and file order, leaves
     the others out, and never hands out more than the cluster."""
-    jobs = [_job(two_jobs, 0, name=n) for n in ("a", "b", "c")]
-    minst = _with_jobs(two_jobs, jobs, multi_objective="deadline")
+    jobs = [job_table(two_jobs, 0, name=n) for n in ("a", "b", "c")]
+    minst = with_jobs(two_jobs, jobs, multi_objective="deadline")
     refs = references(minst, time_limit=5.0)
     mp = B.wan_blind_maxmin(minst, refs, steps=1)
     admitted = [a.name for a in mp.jobs if a.admitted]

@@ -9,6 +9,8 @@ import random
 
 import pytest
 
+from helpers import job_table, with_jobs
+
 from planner.problem.io import load_multi_instance
 from planner.problem.jobs import MultiInstance
 from planner.scoring.evaluator import evaluate
@@ -24,17 +26,6 @@ def two_jobs():
     return load_multi_instance("two-jobs")
 
 
-def _mix(minst, jobs, **options):
-    data = minst.to_dict()
-    data["jobs"] = jobs
-    data["options"] = {**data.get("options", {}), **options}
-    return MultiInstance.from_dict(data)
-
-
-def _job(minst, i, **changes):
-    d = minst.jobs[i].model_dump(exclude_none=True)
-    d.update(changes)
-    return {k: v for k, v in d.items() if v is not None}
 
 
 class _C:
@@ -79,9 +70,9 @@ def test_smallest_meeting_within_its_budget_still_meets():
 def _deadline_mix(two_jobs, objective, hours):
     """Three jobs on tiny-3dc's cluster, each with a deadline: two copies of ``small`` (one of
     weight 3) and ``wide`` (weight 2, alpha and beta only); beta at alpha's price."""
-    jobs = [_job(two_jobs, 0, deadline_hours=hours[0]), _job(two_jobs, 1, deadline_hours=hours[1]),
-            _job(two_jobs, 0, name="small3", weight=3.0, deadline_hours=hours[2])]
-    minst = _mix(two_jobs, jobs, multi_objective=objective)
+    jobs = [job_table(two_jobs, 0, deadline_hours=hours[0]), job_table(two_jobs, 1, deadline_hours=hours[1]),
+            job_table(two_jobs, 0, name="small3", weight=3.0, deadline_hours=hours[2])]
+    minst = with_jobs(two_jobs, jobs, multi_objective=objective)
     data = minst.to_dict()  # beta priced as alpha: the two alike (one class, copies between them)
     data["domains"] = [dict(d, price_per_gpu_hour=1.0) if d["name"] == "beta" else d for d in data["domains"]]
     return MultiInstance.from_dict(data)
@@ -182,11 +173,11 @@ def test_multiplan_under_cost_meets_every_deadline(two_jobs):
 def test_edf_order_is_by_deadline(two_jobs):
     """EDF takes jobs by increasing deadline (none last, ties in file order), and the first
     job in that order gets its WAN-blind plan on the whole cluster."""
-    jobs = [_job(two_jobs, 0, name="late", deadline_hours=9.0), _job(two_jobs, 0, name="none"),
-            _job(two_jobs, 0, name="early", deadline_hours=0.5), _job(two_jobs, 0, name="tie", deadline_hours=9.0)]
+    jobs = [job_table(two_jobs, 0, name="late", deadline_hours=9.0), job_table(two_jobs, 0, name="none"),
+            job_table(two_jobs, 0, name="early", deadline_hours=0.5), job_table(two_jobs, 0, name="tie", deadline_hours=9.0)]
     for j in jobs:
         j.pop("deadline_hours", None) if j["name"] == "none" else None
-    minst = _mix(two_jobs, jobs, multi_objective="deadline")
+    minst = with_jobs(two_jobs, jobs, multi_objective="deadline")
     assert [minst.jobs[j].name for j in B.edf_order(minst)] == ["early", "late", "tie", "none"]
     from planner.solvers.multijob import references
 

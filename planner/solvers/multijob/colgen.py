@@ -99,6 +99,21 @@ SHARINGS = ("reserved", "shared")
 ALLOCATORS = ("master", "rl")  # multiplan's allocator: the column master, or the PPO allocator (.rl)
 
 
+def _add_use(col, gpus: dict, links: dict, uplinks: dict, factor: float) -> None:
+    """Add ``factor`` x the column's use (GPUs per domain, link and uplink shares) to the three
+    tallies, in place (a missing key counts 0): ``factor`` -1 takes a column from what is free,
+    an LP weight averages columns.
+
+    >>> free = {"a": 8}; _add_use(col, free, {}, {}, -1.0)             # doctest: +SKIP
+    """
+    for d, n in col.gpus.items():
+        gpus[d] = gpus.get(d, 0) + factor * n
+    for k, v in col.link_share.items():
+        links[k] = links.get(k, 0.0) + factor * v
+    for d, u in col.uplink_share.items():
+        uplinks[d] = uplinks.get(d, 0.0) + factor * u
+
+
 def capacity(minst) -> Capacity:
     """The shared resources of the cluster (GPUs per domain, link keys, uplinks)."""
     return Capacity(gpus={d.name: d.gpus for d in minst.domains}, links=link_keys(minst),
@@ -708,12 +723,7 @@ def _price(minst, pool, best, lp, objective, weights, cap: Capacity, make) -> No
     for c in picked.values():
         if c is None:
             continue
-        for d, n in c.gpus.items():
-            free_g[d] -= n
-        for k, v in c.link_share.items():
-            free_l[k] -= v
-        for d, u in c.uplink_share.items():
-            free_u[d] -= u
+        _add_use(c, free_g, free_l, free_u, -1)
     # the jobs whose row binds
     if objective == "maxmin":
         vals = {j: (c.rho / weights[j] if c is not None else -1.0) for j, c in picked.items()}
@@ -810,12 +820,7 @@ def lp_rounding(columns, x: dict, J: int) -> dict[int, tuple[dict, dict, dict]]:
             c = columns[k]
             if c.job != j:
                 continue
-            for d, n in c.gpus.items():
-                g[d] = g.get(d, 0.0) + v * n
-            for key, b in c.link_share.items():
-                links[key] = links.get(key, 0.0) + v * b
-            for d, u in c.uplink_share.items():
-                ups[d] = ups.get(d, 0.0) + v * u
+            _add_use(c, g, links, ups, v)
         gi = {d: int(math.floor(n + 1e-9)) for d, n in g.items()}
         gi = {d: n for d, n in gi.items() if n > 0}
         down = {key: math.floor(v * scale) / scale for key, v in links.items()}
@@ -859,12 +864,7 @@ def _rebalance(minst, pool, picked, weights, level: float, cap: Capacity, make) 
     free_u = {d: 1.0 for d in cap.uplinks}
 
     def take(c, sign=-1):
-        for d, n in c.gpus.items():
-            free_g[d] += sign * n
-        for k, v in c.link_share.items():
-            free_l[k] += sign * v
-        for d, u in c.uplink_share.items():
-            free_u[d] += sign * u
+        _add_use(c, free_g, free_l, free_u, sign)
 
     for c in use.values():
         take(c)
@@ -923,12 +923,7 @@ def _pack(minst, pool, picked, weights, level: float, cap: Capacity, make) -> bo
         ok = [c for c in mine[j] if c.rho / weights[j] >= level]
         reached = reached and bool(ok)
         c = min(ok, key=lambda c: (c.total_gpus, -c.rho)) if ok else max(mine[j], key=lambda c: (c.rho, -c.total_gpus))
-        for d, n in c.gpus.items():
-            free_g[d] -= n
-        for k, v in c.link_share.items():
-            free_l[k] -= v
-        for d, u in c.uplink_share.items():
-            free_u[d] -= u
+        _add_use(c, free_g, free_l, free_u, -1)
     if min(free_g.values()) < 0 or min(free_l.values()) < -1e-9 or min(free_u.values()) < -1e-9:
         return False
     need = {}
