@@ -80,9 +80,8 @@ deterministic one; ``solver.budget`` is ``"work units"``,
 
 ``deterministic=True``: the same work units, never cut by the clock (an
 engine is stopped only past :data:`DETERMINISTIC_BACKSTOP` budgets), so a
-seed gives the same plan whatever the load (on an idle machine the same as
-the seeded default), and on a loaded machine the run may take longer than
-``time_limit``.  ``seed=None``: every part by the clock alone, as before
+seed gives the same plan whatever the load, and the run may take longer than
+``time_limit`` (each part also runs its own budget: "Dominance" below).  ``seed=None``: every part by the clock alone, as before
 issue 29 (the plan depends on the machine's speed and load).
 
 Dominance (issue 29), with ``deterministic=True``: auto keeps the best plan it
