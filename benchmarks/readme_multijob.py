@@ -22,43 +22,39 @@ START, END = "<!-- multijob:start -->", "<!-- multijob:end -->"
 #: (results file, objective) pairs whose goal lines make the table, in this order
 SOURCES = (("multijob_maxmin10.md", "maxmin"), ("multijob_deadline_cost.md", "deadline"),
            ("multijob_deadline_cost.md", "cost"), ("multijob_maxmin.md", "scale"))
-GOALS = (re.compile(r'^- (met|not met|missed): (\w+): (.*?) -- (.*?)$', re.M),  # the benchmark's bullets
-         re.compile(r'"(met|not met|missed): (\w+): (.*?) -- (.*?)"', re.S))  # quoted in a note, wrapped
+GOALS = (re.compile(r'^- \**(met|not met|missed)\**: (\w+): (.*?) -- (.*?)$', re.M),  # the benchmark's bullets
+         re.compile(r'"\**(met|not met|missed)\**: (\w+): (.*?) -- (.*?)"', re.S))  # quoted in a note, wrapped
+COMMAND = re.compile(r"^Command: `([^`]*)`", re.M)
 
 
-def goal_lines(path: Path, objective: str) -> list[tuple[str, str, str]]:
-    """(met or not, goal, measured) for each goal line of ``objective`` in ``path``: the
-    benchmark's bullets, or its line quoted in a results note (which may wrap)."""
+def goal_lines(path: Path, objective: str) -> list[tuple[str, str, str, str]]:
+    """(met or missed, goal, measured, command) for each goal line of ``objective`` in ``path``:
+    the benchmark's bullets, or its line quoted in a results note (which may wrap); the command
+    is the last ``Command:`` line before it (a results file may hold several runs)."""
+    text = path.read_text()
     out = []
-    for m in (m for rx in GOALS for m in rx.finditer(path.read_text())):
+    for m in (m for rx in GOALS for m in rx.finditer(text)):
         if m.group(2) == objective:
             goal, measured = (" ".join(m.group(k).split()) for k in (3, 4))
-            if (m.group(1), goal, measured) not in out:
-                out.append((m.group(1), goal, measured))
+            cmds = [c.group(1) for c in COMMAND.finditer(text, 0, m.start())]
+            row = (m.group(1), goal, measured, cmds[-1] if cmds else "?")
+            if row not in out:
+                out.append(row)
     return out
 
 
-def command_of(path: Path) -> str:
-    """The results file's command line (its first line, "Command: `...`")."""
-    for line in path.read_text().splitlines():
-        if line.startswith("Command:"):
-            return line.split("`")[1]
-    return "?"
-
-
 def table() -> str:
-    rows, files = [], []
+    rows, cites = [], []
     for name, objective in SOURCES:
-        path = RESULTS / name
-        if name not in files:
-            files.append(name)
-        for met, goal, measured in goal_lines(path, objective):
+        for met, goal, measured, command in goal_lines(RESULTS / name, objective):
             rows.append(f"| {objective} | {goal} | {measured} | {met} |")
-    cites = "; ".join(f"[{f}](benchmarks/results/{f}) (`{command_of(RESULTS / f)}`)" for f in files)
+            cite = f"[{name}](benchmarks/results/{name}) (`{command}`)"
+            if cite not in cites:
+                cites.append(cite)
     return "\n".join([
         "Several jobs sharing gcp-16 (20-job mixes drawn from AcmeTrace's sizes) and edwc-300dc: "
         "`planner multiplan` against the baselines of issue 27, each goal as the benchmark scored it. "
-        f"From {cites}.", "",
+        f"From {'; '.join(cites)}.", "",
         "| objective | goal | measured | |", "|---|---|---|---|", *rows])
 
 
