@@ -29,6 +29,7 @@ START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 SOLVERS = ("greedy", "milp", "cpsat", "auto")
 DET_SOLVERS = ("greedy", "milp", "cpsat", "anneal", "auto")
 DOMINANCE = ("dominance-det30a", "dominance-det30b")  # the det-compare runs the README quotes
+PICTURE = "dominance-det30.png"  # their picture, under benchmarks/results/
 
 
 def _change(before: float, after: float, cost: bool) -> str:
@@ -101,6 +102,39 @@ def det_table(names: list[str], res: Path) -> str:
     return "\n".join(out)
 
 
+def det_picture(names: list[str], res: Path, out: Path) -> None:
+    """Grouped bars of the ``--det-compare`` runs ``names``: each solver's objective over greedy's."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = {}
+    for name in names:
+        rows.update(json.loads((res / f"{name}.json").read_text()))
+    tags = sorted(rows)
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(tags)), 4.5))
+    width = 0.8 / len(DET_SOLVERS)
+    for i, s in enumerate(DET_SOLVERS):
+        vals = []
+        for t in tags:
+            g = rows[t]["parts"]["greedy"][0]
+            v = max(a[0] for a in rows[t]["auto"]) if s == "auto" else rows[t]["parts"][s][0]
+            vals.append(v / g if v is not None and g else np.nan)
+        ax.bar(np.arange(len(tags)) + (i - (len(DET_SOLVERS) - 1) / 2) * width, vals, width, label=s)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(np.arange(len(tags)), [t.replace("@", " @") + " s" for t in tags], rotation=30, ha="right")
+    ax.set_ylabel("simulated objective / greedy's (lower is better)")
+    ax.set_ylim(0, 1.1)
+    ax.legend(ncols=len(DET_SOLVERS), loc="upper center", bbox_to_anchor=(0.5, 1.12), frameon=False)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
@@ -110,6 +144,8 @@ def main(argv=None) -> int:
     res = ROOT / "benchmarks" / "results"
     names = [n for n in args.dominance.split(",") if n]
     block = det_table(names, res) if names else table(res / f"{args.name}.csv", res / f"{args.name}.md")
+    if names and not args.check:  # the picture beside the table (README: PICTURE)
+        det_picture(names, res, res / PICTURE)
     return update_readme(START, END, block, args.check, "headline table is", "readme_table.py")
 
 if __name__ == "__main__":

@@ -197,3 +197,19 @@ def test_process_workers_are_fresh_interpreters_under_a_watch():
     assert handler is not signal.default_int_handler  # the watch was in force in this process
     for method, requested in out:
         assert method == "spawn" and requested is None
+
+
+def test_readme_headline_table_matches_the_committed_dominance_runs():
+    """The README's headline table is what benchmarks/readme_table.py makes of the committed
+    det-compare runs (SPEC v3), with every solver alone and auto on each row."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_table.py"
+    spec = importlib.util.spec_from_file_location("readme_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--check"]) == 0, "run benchmarks/readme_table.py"
+    text = (path.parents[1] / "README.md").read_text()
+    block = text[text.index(mod.START):text.index(mod.END)]
+    assert "SPEC v3" in block and "| instance | B s | greedy | milp | cpsat | anneal | auto |" in block
