@@ -173,3 +173,23 @@ def job_table(minst, i, **changes):
     d = minst.jobs[i].model_dump(exclude_none=True)
     d.update(changes)
     return {k: v for k, v in d.items() if v is not None}
+
+
+def benchmark_module(name: str):
+    """The script ``benchmarks/NAME.py`` loaded as a module (the README's table makers)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def readme_block(mod) -> str:
+    """The README's text between a table maker's markers (``mod.START``, ``mod.END``)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return text[text.index(mod.START):text.index(mod.END)]

@@ -5,6 +5,7 @@ import pytest
 
 from planner import check_plan, load_instance
 from planner import bench
+from helpers import benchmark_module, readme_block
 
 KEYS = ("instance", "method", "iteration_s", "estimate_s", "x_bound", "status")
 
@@ -96,16 +97,9 @@ def test_dynamic_rows_held_out_trace_and_rl_policy():
 
 def test_readme_bench_tables_match_the_committed_results():
     """The README's bench tables are what benchmarks/readme_bench_table.py makes of the committed CSVs."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_bench_table.py"
-    spec = importlib.util.spec_from_file_location("readme_bench_table", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = benchmark_module("readme_bench_table")
     assert mod.main(["--check"]) == 0, "run benchmarks/readme_bench_table.py"
-    text = (path.parents[1] / "README.md").read_text()
-    block = text[text.index(mod.START):text.index(mod.END)]
+    block = readme_block(mod)
     assert "| **median** |" in block and "controller" in block
 
 
@@ -202,14 +196,7 @@ def test_process_workers_are_fresh_interpreters_under_a_watch():
 def test_readme_headline_table_matches_the_committed_dominance_runs():
     """The README's headline table is what benchmarks/readme_table.py makes of the committed
     det-compare runs (SPEC v3), with every solver alone and auto on each row."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_table.py"
-    spec = importlib.util.spec_from_file_location("readme_table", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = benchmark_module("readme_table")
     assert mod.main(["--check"]) == 0, "run benchmarks/readme_table.py"
-    text = (path.parents[1] / "README.md").read_text()
-    block = text[text.index(mod.START):text.index(mod.END)]
+    block = readme_block(mod)
     assert "SPEC v3" in block and "| instance | B s | greedy | milp | cpsat | anneal | auto |" in block

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from benchmarks import multijob as B
+from helpers import benchmark_module, readme_block
 
 
 def row(mix, method, value=None, min_rho=None, time_s=1.0, master_lp=None, met_weight=None, met=None,
@@ -134,15 +135,8 @@ def test_picture_draws_every_objective(tmp_path, objective):
 def test_readme_several_jobs_table_matches_the_committed_results():
     """The README's several-jobs table is what benchmarks/readme_multijob.py makes of the committed
     results files, and it carries every objective's goal lines (maxmin, deadline, cost, scale)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "readme_multijob.py"
-    spec = importlib.util.spec_from_file_location("readme_multijob", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = benchmark_module("readme_multijob")
     assert mod.main(["--check"]) == 0, "run benchmarks/readme_multijob.py"
-    text = (path.parents[1] / "README.md").read_text()
-    block = text[text.index(mod.START):text.index(mod.END)]
+    block = readme_block(mod)
     for objective in ("maxmin", "deadline", "cost", "scale"):
         assert f"| {objective} |" in block
