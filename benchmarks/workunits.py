@@ -180,6 +180,19 @@ def check(names, budget: float) -> list[str]:
     return out
 
 
+def per_instance(title: str, what: str, rows: list, fitted) -> list[str]:
+    """A results section: per instance (``rows[i][0]``), the count of ``rows``, their measured
+    seconds (``rows[i][3]``) and the fit's seconds (``fitted[i]``)."""
+    per: dict = {}
+    for r, f in zip(rows, fitted):
+        d = per.setdefault(r[0], [0, 0.0, 0.0])
+        d[0] += 1
+        d[1] += r[3]
+        d[2] += float(f)
+    return ["", f"## {title}, per instance", "", f"| instance | {what} | seconds | fitted (s) |", "|---|---|---|---|",
+            *(f"| {k} | {v[0]} | {v[1]:.2f} | {v[2]:.2f} |" for k, v in per.items())]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instances", default=INSTANCES)
@@ -244,23 +257,8 @@ def main(argv=None) -> int:
              "## Annealing runs", "", "| instance | simulations | sim ops | candidates | wall (s) | fitted (s) |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.2f} | {float(A[i] @ ca):.2f} |" for i, r in enumerate(an)]
-    per = {}
-    for i, r in enumerate(cp):
-        d = per.setdefault(r[0], [0, 0.0, 0.0])
-        d[0] += 1
-        d[1] += r[3]
-        d[2] += float(Cm[i] @ cc)
-    lines += ["", "## CP-SAT shape solves, per instance", "", "| instance | shapes | seconds | fitted (s) |",
-              "|---|---|---|---|"]
-    lines += [f"| {k} | {v[0]} | {v[1]:.2f} | {v[2]:.2f} |" for k, v in per.items()]
-    per = {}
-    for i, r in enumerate(hi):
-        d = per.setdefault(r[0], [0, 0.0, 0.0])
-        d[0] += 1
-        d[1] += r[3]
-        d[2] += float(H[i] @ ch)
-    lines += ["", "## HiGHS solves, per instance", "", "| instance | solves | seconds | fitted (s) |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v[0]} | {v[1]:.2f} | {v[2]:.2f} |" for k, v in per.items()]
+    lines += per_instance("CP-SAT shape solves", "shapes", cp, Cm @ cc)
+    lines += per_instance("HiGHS solves", "solves", hi, H @ ch)
     if chk:
         lines += ["", f"## Check: a deterministic budget of {args.check:g} s with the constants in the code", ""] + chk
     path = save(args.name, lines)

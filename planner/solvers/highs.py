@@ -44,8 +44,6 @@ class MatrixResult:
     objective: float | None
     bound: float | None
     started: bool = False  # the partial start was completed into a MIP start
-    iterations: int = 0  # simplex iterations HiGHS reported (the completion of the start included)
-    nodes: int = 0  # branch-and-bound nodes
     checks: int = 0  # the MIP solver's limit checks (interrupt callbacks): its deterministic work count
     size: int = 0  # the matrix's rows + columns + nonzeros
     work: float = 0.0  # deterministic seconds spent (:func:`highs_work`), the model's hand-over included
@@ -112,7 +110,8 @@ class MatrixHighs:
     """HiGHS on a Pyomo model's matrix; ``time_limit`` seconds (None: none),
     ``seed``, ``threads``, relative ``gap`` (None: HiGHS's default).  Fixed
     variables are constants.  ``work_limit``: deterministic seconds
-    (:func:`highs_work`: simplex iterations and nodes weighted by the matrix's size),
+    (:func:`highs_work`: a pure LP's simplex iterations and the MIP's limit checks, weighted by
+    the matrix's size),
     checked in HiGHS's interrupt callbacks, so that with one thread a seed gives the
     same result whatever the load (when ``time_limit`` is not reached first)."""
 
@@ -174,7 +173,7 @@ class MatrixHighs:
                 h.setOptionValue("time_limit", max(0.01, self.options["time_limit"] - (time.perf_counter() - t0)))
 
         time_left()
-        started, its0 = False, 0
+        started = False
         if start:
             pos = {id(v): i for i, v in enumerate(cols)}
             given = [(pos[id(v)], float(x)) for v, x in start.items() if id(v) in pos]
@@ -183,7 +182,6 @@ class MatrixHighs:
                 val = np.array([x for _, x in given], dtype=float)
                 h.changeColsBounds(len(idx), idx, val, val)
                 h.run()
-                its0 = int(max(0, h.getInfo().simplex_iteration_count))
                 if h.getInfo().primal_solution_status == 2:
                     sol = h.getSolution()
                     started = True
@@ -197,8 +195,6 @@ class MatrixHighs:
             h.run()
         ms = h.getModelStatus()
         info = h.getInfo()
-        iterations = its0 + int(max(0, info.simplex_iteration_count))
-        nodes = int(max(0, info.mip_node_count))
         S = highspy.HighsModelStatus
         status = {S.kOptimal: "optimal", S.kInfeasible: "infeasible", S.kTimeLimit: "time_limit"}.get(ms, "other")
         if count["cut"] and status == "other":
@@ -216,5 +212,5 @@ class MatrixHighs:
             bound = None
         values = np.asarray(h.getSolution().col_value, dtype=float) if has_sol else None
         work = highs_work(size, count["lp"], count["checks"])
-        return MatrixResult(status, objective, bound, started, iterations, nodes, count["checks"], size, work,
+        return MatrixResult(status, objective, bound, started, count["checks"], size, work,
                             count["cut"], list(cols), values)

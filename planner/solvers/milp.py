@@ -77,8 +77,8 @@ def milp(instance, time_limit: float | None = 60.0, seed: int = 0, threads: int 
 
     ``time_limit`` seconds in all (None: no limit); with ``deterministic``
     (one thread) it is deterministic seconds of HiGHS work summed over the shapes'
-    solves (:func:`planner.solvers.highs.highs_work`: the models' size, simplex
-    iterations and nodes, calibrated to seconds in :mod:`planner.solvers.workunits`),
+    solves (:func:`planner.solvers.highs.highs_work`: the models' size, a pure LP's
+    simplex iterations and the MIP's limit checks, calibrated to seconds in :mod:`planner.solvers.workunits`),
     so that a seed gives the same plan and bound whatever the load (the wall time
     varies; ``solver.deterministic_time`` reports what was spent).  ``gap`` relative
     optimality tolerance, ``threads`` and ``seed`` for HiGHS (deterministic

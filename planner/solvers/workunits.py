@@ -28,6 +28,14 @@ Example
 
 from __future__ import annotations
 
+#: Provenance: the constants below are from runs of ``benchmarks/workunits.py`` at 80b954e on a
+#: loaded machine (that run's file named uncommitted code).  The committed re-run at 7068479
+#: (``benchmarks/results/workunits.md``, quiet machine) fits SIM_CALL_S 0.00169, SIM_OPS_PER_S
+#: 1.57e5, HIGHS_BUILD_PER_S 8.02e4, HIGHS_CHECK_PER_S 1.56e6, CPSAT_BUILD_PER_S 3.7e4,
+#: CPSAT_DET_PER_S 0.179.  They are not adopted: the simulation and CP-SAT figures are within
+#: 30% of these, and the refit's HiGHS check rate (4x these) would let HiGHS run 4x longer per
+#: deterministic second, while that run's "Check" shows a deterministic ``milp`` already takes
+#: 1.0-3.7x its budget in wall time (its shape search's uncounted work).
 #: the exact simulation: seconds per call, and stage x micro-batch products per second
 SIM_CALL_S = 0.00235
 SIM_OPS_PER_S = 154_000.0
@@ -44,8 +52,8 @@ HIGHS_BUILD_PER_S = 90_600.0
 HIGHS_ITER_PER_S = 3.91e7
 HIGHS_CHECK_PER_S = 4.0e5
 #: a deterministic ``milp``'s wall time over its HiGHS work: the shape search's own work (greedy,
-#: the shapes' bounds, warm starts, scoring) is not counted; workunits.md's "Check": 0.9-2.6 on
-#: seven instances (3.6 on cost-edwc).  ``auto`` gives the MILP engine its window over this.
+#: the shapes' bounds, warm starts, scoring) is not counted; workunits.md's "Check" (7068479): 1.0-2.3
+#: on seven instances (3.1 on cost-edwc).  ``auto`` gives the MILP engine its window over this.
 MILP_SEARCH_OVERHEAD = 2.5
 #: CP-SAT deterministic time per second; its models' building, variables + constraints per second
 CPSAT_DET_PER_S = 0.161
