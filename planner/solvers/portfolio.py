@@ -147,7 +147,9 @@ STARTS = 4  # plans (distinct shapes) annealed while the engines run
 TUNE_SHARE = 0.25  # of each start's annealing share: in-flight limits first (cheap, systematic)
 TUNE_ENGINE = 0.03  # of the budget: in-flight limits of each engine's plan
 SYNC_SHARE = 0.10  # with [options] dp_sync (SPEC 11): of the budget, the sync choice on greedy's and the whole-replica plans
-DETERMINISTIC_BACKSTOP = 10.0  # deterministic mode: an engine is stopped only past this many budgets
+# deterministic mode: an engine is stopped only past this many budgets of wall clock, and then
+# ``cut_by_clock`` names it (aws-multiregion at 20 s: 3.9 budgets idle, 9.3 beside two busy loops)
+DETERMINISTIC_BACKSTOP = 30.0
 STOP_GRACE_S = 15.0  # on Ctrl-C or the memory cap, how long an engine may take to hand over its plan
 ALONE_CPSAT_SHARE = 0.75  # plan(solver="cpsat")'s share of its budget before the schedule refinement (registry)
 HEURISTIC_ENGINES = ("anneal",)  # engines that prove nothing: no bound, no status taken from them
@@ -549,6 +551,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
                     except Exception:  # noqa: BLE001 - no plan from it then
                         res = None
                     cut(name)
+                elif deterministic and not stop.requested():  # past the backstop: no longer the deterministic run
+                    cut(name)
                 if res is None:
                     lines[name] = "cut off at the deadline"
                     log.warning("auto: %s overran its deadline and was stopped", name)
@@ -560,6 +564,8 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
                 continue
             res, more = (res[0], res[1:]) if isinstance(res, list) else (res, [])  # cpsat_alone: + refined
             info = res.solver
+            if counted and info is not None and (info.model_extra or {}).get("cut_by_clock"):
+                cut(name)  # the engine's own wall-clock backstop (anneal_alone's) stopped it
             among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
             lines[name] = (f"{info.status}{among}, objective {'-' if info.objective is None else format(info.objective, '.6g')}, bound "
                            f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"

@@ -150,6 +150,26 @@ def test_the_wall_clock_cuts_a_slow_engine_and_says_so():
     assert p.solver.engines["slow"].startswith(("cut by the clock", "cut off"))
 
 
+def clocked(instance, **_):
+    """An engine whose own wall-clock backstop cut it (as anneal_alone's can on a loaded machine)."""
+    return anneal(instance, greedy(instance), time_limit=1e-6, max_work=100.0)
+
+
+@pytest.mark.parametrize("engine", [sleepy, clocked])
+def test_a_deterministic_run_past_its_backstop_says_so(monkeypatch, engine):
+    # deterministic mode waits for the work units; past the backstop (a machine loaded far beyond
+    # what it allows) the engine is cut, and the plan must not pass for the deterministic one
+    from planner.solvers import portfolio
+
+    monkeypatch.setattr(portfolio, "DETERMINISTIC_BACKSTOP", 1.0)
+    inst = slow_wan()
+    t = time.perf_counter()
+    p = auto(inst, time_limit=2.0, seed=0, deterministic=True, engines={"slow": engine}, refine_schedule=False)
+    assert time.perf_counter() - t <= 2.0 + 10.0
+    assert check_plan(inst, p) == []
+    assert p.solver.budget == "deterministic" and p.solver.cut_by_clock == ["slow"]
+
+
 def test_cli_budget_comes_from_the_nominal_time_limit():
     # the work units are a function of --time-limit alone, not of how long the start-up took
     import json
