@@ -68,7 +68,8 @@ def run(name: str, budget: float | None, seed: int, deterministic: bool, solver:
     return {"instance": name, "solver": "greedy" if budget is None else solver, "budget_s": budget or 0.0,
             "objective": inst.options.objective, "score": score, "bound": bound, "gap": gap, "wall_s": wall,
             "status": info.status if info is not None else "", "incumbent": (info.model_extra or {}).get(
-                "incumbent", "") if info is not None else ""}
+                "incumbent", "") if info is not None else "",
+            "cut_by_clock": ";".join((info.model_extra or {}).get("cut_by_clock") or []) if info is not None else ""}
 
 
 def goals(rows: list[dict], budgets: list[float]) -> list[str]:
@@ -149,7 +150,8 @@ def main(argv=None) -> int:
             r = f.result()
             rows.append(r)
             print(f"[{i}/{len(futs)}] {r['instance']} {r['solver']} {r['budget_s']:g} s: {r['score']:.6g} "
-                  f"(bound {r['bound']}, {r['wall_s']:.1f} s wall)", file=sys.stderr, flush=True)
+                  f"(bound {r['bound']}, {r['wall_s']:.1f} s wall{', cut: ' + r['cut_by_clock'] if r['cut_by_clock'] else ''})",
+                  file=sys.stderr, flush=True)
     load = os.getloadavg()
     cols = ["instance", "objective", "greedy"] + [f"{s} 60 s" for s in parts] + [f"auto {b:g} s" for b in budgets] + \
            [f"bound {b:g} s" for b in budgets] + [f"gap {b:g} s" for b in budgets]
@@ -167,6 +169,10 @@ def main(argv=None) -> int:
                                        + [f"{a['score']:.5g}" for a in autos]
                                        + ["-" if a["bound"] is None else f"{a['bound']:.5g}" for a in autos]
                                        + ["-" if a["gap"] is None else f"{a['gap']:.1%}" for a in autos]) + " |")
+    cuts = [f"{r['instance']} at {r['budget_s']:g} s ({r['cut_by_clock'].replace(';', ', ')})"
+            for r in rows if r.get("cut_by_clock")]
+    lines += ["", "Parts the wall clock cut (`solver.cut_by_clock`; the seeded default's backstop, a loaded "
+              "machine): " + ("; ".join(cuts) if cuts else "none") + "."]
     lines += ["", f"Load average at the end (1, 5, 15 min): {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} on "
               f"{os.cpu_count()} cores.", "", "Goals (issue 29, longer runs pay):", ""] + goals(rows, budgets)
     print("\n".join(lines))
