@@ -102,7 +102,7 @@ parts' runs.
 Example
 -------
 >>> p = plan(instance, solver="auto", time_limit=60)          # doctest: +SKIP
->>> p.solver.incumbent, p.solver.status, p.predicted.iteration_time_s
+>>> p.solver.incumbent, p.solver.status, p.predicted.iteration_time_s  # doctest: +SKIP
 ('cpsat+anneal', 'time_limit', 19.6)
 """
 
@@ -215,29 +215,18 @@ def anneal_alone(instance, time_limit: float, seed: int = 0, max_work: float | N
     return p
 
 
-def _cores() -> int:
-    """The CPUs this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def alone_engines(pinned: bool) -> dict[str, Callable[..., Plan]]:
+    """The heuristic parts a deterministic auto also runs *alone*, each as one more engine in its
+    own process, so that auto returns a plan no worse than theirs (issue 29): the annealing alone
+    (:func:`anneal_alone`, greedy's plan annealed with the whole budget in deterministic seconds).
+    None when the user pins the plan (the annealing alone takes no pins).  (The seeded default
+    and the clock-budgeted auto share one budget and run none: on 2 cores it would take time from
+    the exact engines.)
 
-
-def alone_engines(deterministic: bool, pinned: bool, engines: int, cores: int | None = None
-                  ) -> dict[str, Callable[..., Plan]]:
-    """The heuristic parts auto also runs *alone*, each as one more engine in its own process,
-    so that auto returns a plan no worse than theirs (issue 29): the annealing alone
-    (:func:`anneal_alone`, greedy's plan annealed with the whole budget in
-    deterministic seconds in deterministic mode).  In deterministic mode
-    always (the work is counted, not clocked); by the clock only when a core is free for it
-    beside this process and the ``engines`` exact engines (``cores``: default the CPUs this
-    process may use), else it would take time from them.  None when the user pins the plan
-    (the annealing alone takes no pins).
-
-    >>> sorted(alone_engines(True, False, 1)), alone_engines(False, False, 2, cores=2)
+    >>> sorted(alone_engines(False)), alone_engines(True)
     (['anneal'], {})
     """
-    cores = _cores() if cores is None else cores
-    if pinned or not (deterministic or cores >= engines + 2):
-        return {}
-    return {"anneal": anneal_alone}
+    return {} if pinned else {"anneal": anneal_alone}
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
@@ -371,7 +360,7 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
     if default_engines and deterministic:  # each part's own run (issue 29, "Dominance")
         if engines.get("cpsat") is cpsat:
             engines["cpsat"] = cpsat_alone  # CP-SAT's alone budget and refinement, in its own process
-        engines.update(alone_engines(deterministic, bool(pin_opts), len(engines)))
+        engines.update(alone_engines(bool(pin_opts)))
 
     errors: list[BaseException] = []
     candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)

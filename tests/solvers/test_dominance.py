@@ -59,12 +59,9 @@ def test_cpsat_alone_engine_returns_the_plans_cpsat_alone_computes():
     assert 0 < ALONE_CPSAT_SHARE < 1
 
 
-def test_alone_engines_run_when_their_work_is_counted_or_a_core_is_free():
-    assert set(alone_engines(True, False, 2, cores=1)) == {"anneal"}  # deterministic: always
-    assert alone_engines(False, False, 2, cores=2) == {}  # by the clock, no free core: it would slow the others
-    assert set(alone_engines(False, False, 2, cores=4)) == {"anneal"}
-    assert alone_engines(True, True, 1, cores=8) == {}  # pinned: the annealing alone takes no pins
-    assert alone_engines(True, False, 1)["anneal"] is anneal_alone
+def test_alone_engines_are_the_annealing_alone_unless_pinned():
+    assert alone_engines(False) == {"anneal": anneal_alone}
+    assert alone_engines(True) == {}  # pinned: the annealing alone takes no pins
 
 
 def test_a_start_handed_to_the_shape_search_is_used(monkeypatch):
