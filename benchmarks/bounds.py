@@ -9,7 +9,7 @@ or the cost per iteration over e for a cost instance):
   the cost bound), over the largest quality factor: ``objective_lower_bound`` before
   issue 29;
 * **first pass**: ``objective_lower_bound`` with the per-shape part of the first pass
-  (``shape_bound(..., joint=False, little=False)``: pipeline, one crossing stage or
+  (``shape_bound(..., joint=False, little=False, cuts=False)``: pipeline, one crossing stage or
   boundary at a time, slower types);
 * **new**: ``objective_lower_bound`` now (second pass: the in-flight term, the joint WAN
   terms -- whole replicas, every used domain's out-traffic -- and K from the slots);
@@ -99,7 +99,7 @@ def first_pass_bound(inst) -> float:
     one = bounds.fastest_type_instance(inst)
     out = []
     for bits, e in bounds.sync_classes(inst):
-        shapes = shape_bound(one, bits, objective, slow=slow_types(inst), joint=False, little=False).value
+        shapes = shape_bound(one, bits, objective, slow=slow_types(inst), joint=False, little=False, cuts=False).value
         out.append(max(base, shapes if shapes < float("inf") else 0.0) / e)
     return min(out)
 

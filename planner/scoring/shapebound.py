@@ -80,6 +80,33 @@ partial replicas and stages force (:func:`spread_bound`, :func:`row_term`).  The
 takes the larger of its bound above and the smaller of these two (every-step sync
 classes only: with DiLoCo or streaming a stage's per-step sync may stay in a domain).
 
+**Network cuts (third pass).**  A cut (X, Y) splits the domains in two; C (``total``) is
+the capacity of the links across, one way, capped by each side's summed uplinks, w
+(``widest``) the most one transfer across can get (the widest link across, each side's
+largest uplink), l_X the smallest latency of a link across (:func:`network_cuts`).  When
+R S exceeds the slots of each side, every plan of the shape has cells on both sides, so
+
+* (A) no stage has replicas on both sides: then each side holds whole stages (R cells
+  each; impossible unless both sides take R and S <= s_X // R + s_Y // R), some boundary
+  is crossed by all R replicas the same way, and T >= sum c + (m + 1) R A_min / C + 2 l_X
+  (:func:`boundary_cut_term`); or
+* (B) some c >= c_min stages have replicas on both sides, c_min the fewest for which the
+  other S - c stages, whole on a side, fit beside one cell per crossing stage on each side:
+  S - c <= (s_X - c) // R + (s_Y - c) // R.  Each crossing stage's ring has a hop from X to
+  Y over a link across, with latency >= l_X and share <= w, so its stage j pays
+  T >= E_j + phi G_j / w + 2 (K - 1) l_X; and on each resource q across, the crossing stage
+  with the largest volume there has a cross part >= (the volumes on q) / cap(q) (SPEC 5's
+  shares), so with j0 the crossing stage of smallest E, T - E_j0 - 2 (K - 1) l_X >= (every
+  crossing stage's V) / C, their parameters being at least max(the c_min smallest units',
+  all minus (S - c_min) times the most a stage holds).  The programme designates j0 (any
+  stage may be it) paying the larger of the two.
+
+Both hold together with (1) and (3), so each cut gives min((A), (B)) and the shape takes
+the largest over the cuts (all bipartitions up to 16 domains, each domain against the
+rest above; the (B) programme is run for the two cuts that promise most, the others use
+the generic crossing programme: smaller, still valid).  For DiLoCo and streaming, (B)
+forces nothing; with R = 1, (B) is impossible.
+
 **GPU types** (SPEC v3 (g)).  With ``slow`` (:func:`slow_types`): when R S exceeds
 the slots of the domains with the fastest type, the R S (replica, stage) pairs
 put at least R S - those slots on slower types, so some replica has at least
@@ -351,6 +378,90 @@ def whole_replicas_bound(R: int, S: int, slots, caps: DomainCaps, volume, floor:
     return float(floor + 2 * (D_min - 1) * lat_min + volume(D_min) / cap1[last])
 
 
+#: bipartitions of the domains are enumerated in full up to this many domains (2^(D-1) - 1
+#: of them); above it only the cuts around one domain are taken (each is valid on its own)
+CUT_ENUMERATION_MAX_DOMAINS = 16
+
+
+@dataclass(frozen=True)
+class NetworkCuts:
+    """The bipartitions (X, Y) of the domains that links join, as arrays over cuts
+    (third pass, the module docstring's network cuts): ``in_x`` (cuts x domains, bool), ``total`` the sum
+    of the capacities of the links across, one direction (bytes/s) capped by the
+    uplinks of each side (the sum of X's, of Y's; inf where a domain has none),
+    ``widest`` the largest capacity one transfer across can have (min of the widest
+    link across, X's largest uplink, Y's largest uplink; bytes/s), ``latency`` the
+    smallest latency of a link across (s).  Example: a line a - b - c with links of 1 and
+    0.25 GB/s: the cut {a, b} | {c} has total = widest = 0.25e9."""
+
+    in_x: np.ndarray
+    total: np.ndarray
+    widest: np.ndarray
+    latency: np.ndarray
+
+
+def network_cuts(instance) -> NetworkCuts:
+    """:class:`NetworkCuts` of ``instance``: every bipartition up to
+    :data:`CUT_ENUMERATION_MAX_DOMAINS` domains, else each domain against the rest;
+    cuts no link crosses are dropped."""
+    doms = instance.domains
+    D = len(doms)
+    index = {d.name: i for i, d in enumerate(doms)}
+    if D < 2 or not instance.links:
+        empty = np.zeros(0)
+        return NetworkCuts(np.zeros((0, D), bool), empty, empty, empty)
+    if D <= CUT_ENUMERATION_MAX_DOMAINS:
+        masks = np.arange(1, 2 ** (D - 1))  # the last domain always in Y: each cut once
+        in_x = ((masks[:, None] >> np.arange(D)[None, :]) & 1).astype(bool)
+    else:
+        in_x = np.eye(D, dtype=bool)
+    a = np.array([index[link.a] for link in instance.links])
+    b = np.array([index[link.b] for link in instance.links])
+    bw = np.array([link.bandwidth_gbps for link in instance.links]) * GBPS
+    lat = np.array([link.latency_ms for link in instance.links]) * MS
+    across = in_x[:, a] != in_x[:, b]
+    up = np.array([np.inf if d.uplink_gbps is None else d.uplink_gbps * GBPS for d in doms])
+    up_x = np.where(in_x, up[None, :], 0.0)
+    up_y = np.where(~in_x, up[None, :], 0.0)
+    total = np.minimum(across @ bw, np.minimum(up_x.sum(axis=1), up_y.sum(axis=1)))
+    widest = np.minimum(np.where(across, bw[None, :], 0.0).max(axis=1),
+                        np.minimum(up_x.max(axis=1), up_y.max(axis=1)))
+    latency = np.where(across, lat[None, :], np.inf).min(axis=1)
+    keep = across.any(axis=1) & (total > 0) & (widest > 0)
+    return NetworkCuts(in_x[keep], total[keep], widest[keep], latency[keep])
+
+
+def boundary_cut_term(c_sum: float, m: int, R: int, a_min: float, total, latency):
+    """Case (A) of the module docstring's network cuts: a lower bound on T (s) of every plan of R replicas
+    in which no stage has replicas on both sides of a cut (of capacity ``total`` bytes/s
+    one way, smallest latency ``latency`` s) and both sides hold stages: ``c_sum`` +
+    (m + 1) R ``a_min`` / ``total`` + 2 ``latency`` (arrays over cuts).
+
+    Proof.  Every stage's replicas lie on one side, so the set of stages in X is the
+    same for every replica, neither empty nor all: some boundary k has stage k on one
+    side and k + 1 on the other in every replica, and its R forward channels all cross
+    the cut the same way.  Channel r's route leaves its side through some link direction
+    q_r across (and uses the egress uplink of its first domain and the ingress uplink of
+    its last, one on each side), and its bandwidth is at most cap(q) / n(q) with n(q) >=
+    n_F(q), the forward channels using q (SPEC 5).  If every channel had x_r = A_k /
+    bandwidth_r < R A_k / C, then n_F(q) < R cap(q) / C on every q used, and summed over
+    the link directions used (or the uplinks used) sum_q n_F(q) < R, though each channel
+    is counted at least once: so some channel has x >= R A_k / C, C = ``total`` (the
+    links across, one way; and each side's uplinks).  That replica then runs, as in
+    (b) of the module docstring: its first send waits for a forward through stages
+    0..k, its m sends take m x one after the other, the last arrives >= the route's
+    latency later (>= ``latency``: the route holds a link across), its micro-batch goes
+    forward and back through stages k+1.., its gradient crosses back (x again, the same
+    bandwidth both ways, and the latency), and goes back through k..0: T >= sum c +
+    (m + 1) x + 2 l, with A_k >= ``a_min``.
+
+    >>> float(boundary_cut_term(0.1, 3, 2, 1e6, np.array([1e8]), np.array([0.005]))[0])   # 0.1 + 4 * 2e-2 + 0.01
+    0.19
+    """
+    with np.errstate(divide="ignore"):
+        return c_sum + (m + 1) * R * a_min / np.asarray(total) + 2 * np.asarray(latency)
+
+
 @dataclass(frozen=True)
 class SlowTypes:
     """The GPU types of a mixed instance other than the fastest (SPEC v3 (g)), as one
@@ -435,7 +546,8 @@ def _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m):
 
 
 def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
-                slow: SlowTypes | None = None, joint: bool = True, little: bool = True) -> ShapeBound:
+                slow: SlowTypes | None = None, joint: bool = True, little: bool = True,
+                cuts: bool = True) -> ShapeBound:
     """The smallest per-shape bound over every shape of ``instance`` (see module
     docstring): on T (seconds) for ``objective="time"``, on the cost per iteration
     for ``"cost"``.  ``instance`` must be a one-type instance (the optimistic one).
@@ -473,6 +585,49 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     Pint = Ppre[None, :] - Ppre[:, None]  # [a, e): parameters of units a..e-1
     Sint = Spre[None, :] - Spre[:, None]
     valid = np.triu(np.ones((n + 1, n + 1), bool), k=1)
+    cut_figs = network_cuts(instance) if cuts else None
+
+    def _cut_value(S, V0, sx, sy, A, cut_ring, v, ring, R, t, slot_prices, K, p_cap, top: int = 2):
+        """The largest over the cuts both of whose sides are too small for the R S cells
+        of the module docstring's network-cut bound on the shape with S stages (on T, or on the cost for
+        ``objective="cost"``); ``V0`` the programme without crossing, ``v``/``ring`` the
+        generic one, ``sx``/``sy`` the slots of each cut's sides; the ``top`` cuts with
+        the largest (A) get their own (B) programme."""
+        forced = (R * S > sx) & (R * S > sy)
+        sx, sy = sx[forced], sy[forced]
+        # (A) needs whole stages on both sides: R cells each, S columns in all
+        a_ok = (S > 1) & (sx >= R) & (sy >= R) & (sx // R + sy // R >= S)
+        a_T = np.where(a_ok, np.maximum(V0, A[forced]), np.inf)
+        if R == 1:  # a stage with one replica cannot sit on both sides: (A) holds
+            b_T = np.full_like(a_T, np.inf)
+        elif ring_bits is None:  # the per-step sync may stay on one side: (B) forces nothing
+            b_T = np.full_like(a_T, V0)
+        else:
+            # the fewest crossing stages: the others are whole on a side, each crossing one
+            # takes a slot on both sides
+            cs = np.arange(1, S + 1)[:, None]
+            ok = (sx[None] >= cs) & (sy[None] >= cs) & (S - cs <= (sx[None] - cs) // R + (sy[None] - cs) // R)
+            c_min = np.where(ok.any(axis=0), ok.argmax(axis=0) + 1, 0)
+            b_gen = float(v[1:, S - 1].min()) if ring is not None else V0
+            b_T = np.where(c_min > 0, b_gen, np.inf)
+            widest, latency, total = (cut_figs.widest[forced], cut_figs.latency[forced], cut_figs.total[forced])
+            # which cuts get a programme: by the larger of what (B) could add at most
+            K2 = max(K, 2)
+            phi = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2
+            shared = np.maximum(P_small[np.minimum(c_min, n)], float(Ppre[-1]) - (S - c_min) * p_cap)
+            reach = b_gen + phi * shared * ring_bits / 8.0 / total + 2 * (K2 - 1) * latency
+            for i in np.argsort(-np.where(c_min > 0, np.minimum(a_T, reach), -np.inf), kind="stable")[:top]:
+                if c_min[i] > 0:
+                    b_T[i] = max(b_T[i], cut_ring(S, int(c_min[i]), widest[i], latency[i], total[i]))
+        if objective == "cost":
+            price = t * float(slot_prices[:R * S].sum()) / 3600.0
+            wan = instance.options.wan_price_per_gb / 1e9
+            a_wan = 2.0 * gbs * s * float(out_cut.min()) * wan if n > 1 else 0.0
+            b_wan = 2.0 * float(P.min()) * ring_bits / 8.0 * wan if ring_bits is not None and R > 1 else 0.0
+            values = np.minimum(a_T * price + a_wan, b_T * price + b_wan)
+        else:
+            values = np.minimum(a_T, b_T)
+        return float(values.max()) if values.size else 0.0
 
     # the shapes' cheap compute bound first, to visit the most promising first
     todo = []
@@ -541,6 +696,30 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             sync = np.where(Pint > 0, phi * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
             ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
         v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit))
+        p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
+        cut_side = cut_A = None
+        cut_rings: dict = {}  # (S, c_min, a cut's figures) -> the programme with that crossing term
+        if cut_figs is not None and len(cut_figs.total):
+            sx = cut_figs.in_x @ np.asarray(slots_all)
+            cut_side = (sx, sum(slots_all) - sx)
+            a_min_cut = float(out_cut.min()) * tokens if n > 1 else 0.0
+            cut_A = boundary_cut_term(float(c.sum()), m, R, a_min_cut, cut_figs.total, cut_figs.latency)
+
+        def _cut_ring(S, c_min, widest, latency, total, K=K, fits=fits, Fpre=Fpre, Cint=Cint, base=base,
+                      x_min=x_min, p_cap=p_cap):
+            """Case (B) of the module docstring's network cuts at one cut, S stages, at least ``c_min`` crossing:
+            the programme whose designated stage pays max(its own sync over ``widest``, the
+            ``c_min`` smallest crossing volumes over ``total``) and 2 (K - 1) ``latency``."""
+            key = (S, c_min, float(widest), float(latency), float(total))
+            if key not in cut_rings:
+                K2 = max(K, 2)
+                phi = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2
+                shared = max(float(P_small[min(c_min, n)]), float(Ppre[-1]) - (S - c_min) * p_cap)
+                own = np.maximum(phi * Pint * ring_bits / 8.0 / widest, phi * shared * ring_bits / 8.0 / total)
+                sync = np.where(Pint > 0, own + 2 * (K2 - 1) * latency, 0.0)
+                ring_c = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
+                cut_rings[key] = float(_pipeline_dp(base, ring_c, S, x_min, 1)[1:, S - 1].min())
+            return cut_rings[key]
         counted += 1
         v_slow = None
         if c_slow is not None and R * S_max > fast_slots:
@@ -550,7 +729,6 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
             v_slow = _pipeline_dp(base, slow_base, S_max, x_min, max(1, -(-(R * S_max - fast_slots) // R)),
                                   ring_steps=2)
-        p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
         phi_min = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (max(K, 2) - 1) / max(K, 2)
         row_bytes = m * float(out_cut.min()) * tokens if n > 1 else 0.0
         floor = m * float(c.min()) + 2 * (max(K, 2) - 1) * net.lat_min
@@ -616,6 +794,10 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                                 if (spread := _joint(S, 0.0)) < np.inf else np.inf)
                 else:
                     value = max(value, _joint(S, value))
+            if (cut_side is not None and value < best_value
+                    and ((R * S > cut_side[0]) & (R * S > cut_side[1])).any()):
+                value = max(value, _cut_value(S, V0, *cut_side, cut_A, _cut_ring, v, ring, R, t, slot_prices,
+                                                  K, p_cap))
             if v_slow is not None and R * S > fast_slots:
                 k = -(-(R * S - fast_slots) // R)
                 typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())

@@ -265,7 +265,7 @@ def _shared_link_instance():
 
 def test_the_joint_part_binds_where_whole_replicas_share_a_link():
     inst = _shared_link_instance()
-    first = shape_bound(inst, 4, joint=False, little=False)
+    first = shape_bound(inst, 4, joint=False, little=False, cuts=False)
     new = shape_bound(inst, 4)
     # R = 2, S = 2: whole replicas pay 0.15 s + 0.3 GB / 1 GB/s, partial ones 0.3 s + 0.15 GB / 1 GB/s
     assert new.parts[(1, 1, 2, 2)] == pytest.approx(0.45 + 2e-3, rel=1e-3)
@@ -292,7 +292,7 @@ def test_the_in_flight_term_binds_under_tight_memory():
     # micro-batches' round trips one after the other; Little's law sees it, the fill does not
     inst = _memory_bound_instance()
     c = 3 * 1e9 * 256 / 5e13
-    first = shape_bound(inst, 4, joint=False, little=False)
+    first = shape_bound(inst, 4, joint=False, little=False, cuts=False)
     new = shape_bound(inst, 4)
     assert first.value == pytest.approx(3 * c, rel=1e-3)  # c_0 + m c_1 (+ 2 tiny x)
     assert new.value == pytest.approx(11 * c / 3, rel=1e-3)  # f_0 + m (c_1 + g_0) / 1
@@ -363,8 +363,108 @@ def test_tighter_than_the_first_pass_on_packaged_instances():
         inst = load_instance(name)
         one, slow, obj = fastest_type_instance(inst), slow_types(inst), inst.options.objective
         for bits, _ in sync_classes(inst):
-            first = shape_bound(one, bits, obj, slow=slow, joint=False, little=False).value
+            first = shape_bound(one, bits, obj, slow=slow, joint=False, little=False, cuts=False).value
             new = shape_bound(one, bits, obj, slow=slow).value
             assert new >= first * (1 - 1e-12), name
             gains[name] = new / first
     assert gains["azure-multiregion"] > 1.02 and gains["tiny-mixed"] > 1.02 and gains["cost-edwc"] > 1.02, gains
+
+
+# --- third pass: network cuts ------------------------------------------------------------
+
+from planner.scoring.shapebound import boundary_cut_term, network_cuts  # noqa: E402
+
+
+def _line4(seed: int, middle: float = 0.05):
+    """Four 1-GPU domains a - b - c - d in a line (sometimes an extra a - c link), the middle
+    link b - c slow (``middle`` Gbit/s) and long; three units that need >= 3 GPUs of memory, so
+    every plan has cells on both sides of {a, b} | {c, d}.  Random uplinks, overhead,
+    reduce-broadcast, a cost objective on some seeds, a slower type in c on others."""
+    rng = random.Random(seed)
+    units = []
+    for i in range(3):
+        params = rng.uniform(1e8, 3e8)
+        units.append({"name": f"u{i}", "params": params, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
+                      "out_bytes_per_token": rng.uniform(1e3, 4e4),
+                      "stored_bytes_per_token": 16 * params * rng.uniform(0.05, 0.3) / 256})
+    model = ModelSpec(name="rand", units=units)
+    total = sum(16 * u["params"] for u in units)
+    biggest = max(16 * u["params"] + 2 * 256 * u["stored_bytes_per_token"] for u in units)
+    memory = max(biggest, total / 2.2) * rng.uniform(1.0, 1.05) / 0.9e9  # < half the model per GPU
+    gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": memory, "mfu": 0.5,
+           "unit_overhead_ms": rng.choice([0.0, 1.0])}
+    doms = []
+    for name in "abcd":
+        d = {"name": name, "gpus": 1, "gpus_per_node": 1, "intra_bandwidth_gbps": 100.0,
+             "price_per_gpu_hour": rng.uniform(0.5, 3)}
+        if rng.random() < 0.3:
+            d["uplink_gbps"] = rng.uniform(0.5, 20.0)
+        doms.append(d)
+    links = [("a", "b", rng.uniform(2, 20), rng.uniform(0, 5)), ("b", "c", middle, rng.uniform(5, 40)),
+             ("c", "d", rng.uniform(2, 20), rng.uniform(0, 5))]
+    if seed % 3 == 2:
+        links.append(("a", "c", middle * rng.uniform(0.5, 2), rng.uniform(5, 40)))
+    inst = make_instance(doms, links, model=model, gpu=gpu, global_batch_size=2, seq_len=256,
+                         micro_batch_sizes=[1, 2], tensor_parallel=[1],
+                         gradient_sync=rng.choice(["ring", "ring", "reduce_broadcast"]),
+                         options={"objective": "cost" if seed % 4 == 3 else "time", "wan_price_per_gb": 0.01})
+    if seed % 5 == 1:  # SPEC v3 (g): a slower type in c
+        data = inst.to_dict()
+        data["workload"]["model"] = inst.workload.model
+        data["gpus"] = [{"name": "S", "peak_tflops": 100.0 * rng.uniform(0.3, 0.8), "mfu": 0.5,
+                         "memory_gb": memory * rng.uniform(1.0, 1.2)}]
+        data["domains"][2]["gpu"] = "S"
+        inst = type(inst).from_dict(data)
+    return inst
+
+
+def test_network_cuts_of_a_line():
+    inst = make_instance([("a", 2), ("b", 2), ("c", 2)], [("a", "b", 8.0, 1.0), ("b", "c", 2.0, 5.0)])
+    cuts = network_cuts(inst)
+    sides = {tuple(np.array(["a", "b", "c"])[row]): (tot, wide, lat)
+             for row, tot, wide, lat in zip(cuts.in_x, cuts.total, cuts.widest, cuts.latency)}
+    # each bipartition once, the last domain on the Y side; {a, c} | {b} is crossed by both links
+    assert sides == {("a",): (1e9, 1e9, 1e-3), ("b",): (1.25e9, 1e9, 1e-3), ("a", "b"): (0.25e9, 0.25e9, 5e-3)}
+    # (A): 2 replicas' 3 transfers of 1 MB and one back over 0.1 GB/s, after 0.1 s of compute
+    assert boundary_cut_term(0.1, 3, 2, 1e6, np.array([1e8]), np.array([0.005]))[0] == pytest.approx(0.19)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_cut_part_is_below_every_plan_of_four_domain_lines(seed):
+    # brute force on four 1-GPU domains where every plan crosses the slow middle of the line
+    inst = _line4(seed)
+    best = _best(inst, seed)
+    assert best is not None
+    assert objective_lower_bound(inst) <= best * (1 + 1e-9), (objective_lower_bound(inst), best)
+    from planner.scoring.bounds import fastest_type_instance
+    from planner.scoring.shapebound import slow_types
+
+    for bits, _ in sync_classes(inst):
+        value = shape_bound(fastest_type_instance(inst), bits, inst.options.objective, slow=slow_types(inst)).value
+        assert value <= best * (1 + 1e-9), (value, best)
+
+
+def test_the_cut_part_binds_on_four_domain_lines():
+    # non-vacuous: the cuts raise the per-shape bound on most draws, by more than 10% on some,
+    # and never lower it
+    from planner.scoring.bounds import fastest_type_instance
+    from planner.scoring.shapebound import slow_types
+
+    gains = []
+    for seed in range(10):
+        inst = _line4(seed)
+        one, slow, obj = fastest_type_instance(inst), slow_types(inst), inst.options.objective
+        for bits, _ in sync_classes(inst):
+            without = shape_bound(one, bits, obj, slow=slow, cuts=False).value
+            new = shape_bound(one, bits, obj, slow=slow).value
+            assert new >= without * (1 - 1e-12)
+            gains.append(new / without)
+    assert sum(g > 1.01 for g in gains) >= 5 and max(gains) > 1.1, gains
+
+
+def test_the_cut_part_raises_tiny_line():
+    # tiny-line's middle link (2 Gbit/s, 5 ms) splits {a, b} | {c, d}; before: 34.9 ms
+    inst = load_instance("tiny-line")
+    bits = sync_classes(inst)[0][0]
+    assert shape_bound(inst, bits, cuts=False).value == pytest.approx(0.03491, rel=1e-3)
+    assert shape_bound(inst, bits).value > 0.0385

@@ -1,0 +1,83 @@
+"""Issue 29, third pass: the network-cut part of the per-shape bound
+(planner/scoring/shapebound.py, ``cuts``) on each packaged instance up to 16 domains,
+against the best known objective of benchmarks/bounds.py's ``known_best`` (the committed
+figures: portfolio.md, gpu_types_goals.md, bounds.md's best known column; no solver run).
+
+Columns: the bound of the second pass (``objective_lower_bound`` with
+``shape_bound(..., cuts=False)``), the bound now, the best known, both gaps
+(best - bound) / best, and the seconds the new bound takes (cold cache).
+
+    python benchmarks/bounds_cuts.py          # writes benchmarks/results/bounds_cuts.md
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _results import commit, save  # noqa: E402
+from bounds import MAX_DOMAINS, known_best  # noqa: E402
+from planner import load_instance  # noqa: E402
+from planner.problem.io import available  # noqa: E402
+from planner.scoring import bounds  # noqa: E402
+from planner.scoring.shapebound import shape_bound, slow_types  # noqa: E402
+
+
+def second_pass_bound(inst) -> float:
+    """``objective_lower_bound`` with the second pass's per-shape part (no cuts), per sync class."""
+    objective = inst.options.objective
+    if objective == "time":
+        base = max(v for k, v in bounds.lower_bound(inst).parts.items() if k != "shapes")
+    else:
+        base = bounds.cost_lower_bound(inst)
+    one = bounds.fastest_type_instance(inst)
+    out = []
+    for bits, e in bounds.sync_classes(inst):
+        shapes = shape_bound(one, bits, objective, slow=slow_types(inst), cuts=False).value
+        out.append(max(base, shapes if shapes < float("inf") else 0.0) / e)
+    return min(out)
+
+
+def main(argv=None) -> int:
+    known = known_best()
+    rows, before, after = [], [], []
+    for name in available("instances"):
+        inst = load_instance(name)
+        if len(inst.domains) > MAX_DOMAINS:
+            continue
+        t0 = time.perf_counter()
+        new = bounds.objective_lower_bound(inst)
+        took = time.perf_counter() - t0
+        old = second_pass_bound(load_instance(name))
+        best, source = known.get(name, (float("inf"), ""))
+        if not best < float("inf"):
+            rows.append(f"| {name} | {old:.4g} | {new:.4g} | no plan | | | {took:.2f} |")
+            continue
+        g_old, g_new = (best - old) / best, (best - new) / best
+        before.append(g_old)
+        after.append(g_new)
+        rows.append(f"| {name} | {old:.4g} | {new:.4g} | {best:.4g} ({source}) | {100 * g_old:.1f}% | "
+                    f"{100 * g_new:.1f}% | {took:.2f} |")
+        print(rows[-1], flush=True)
+    lines = [f"Commit {commit()}.  Objective: T_eff / e seconds (cost instances: cost per iteration / e).  "
+             "Gap = (best - bound) / best; best known from the committed results (no solver run).",
+             "",
+             "| instance | second pass | with cuts | best known | second-pass gap | gap with cuts | bound s |",
+             "|---|---|---|---|---|---|---|",
+             *rows,
+             "",
+             f"Median gap over {len(after)} instances: second pass {100 * statistics.median(before):.1f}%, "
+             f"with cuts {100 * statistics.median(after):.1f}% (goal: 10%)."]
+    out = save("bounds_cuts", lines, argv)
+    print(lines[-1])
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
