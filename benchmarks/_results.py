@@ -48,17 +48,18 @@ def suite_instances() -> list[str]:
     return suite()
 
 
-def update_readme(start: str, end: str, block: str, check: bool, what: str, script: str) -> int:
-    """Put ``block`` between the markers ``start`` and ``end`` of README.md; with ``check``,
-    only say (exit status 1) whether it is out of date.  ``what``/``script`` name the block and
-    the script that makes it in that message."""
-    readme = RESULTS.parents[1] / "README.md"
+def update_readme(start: str, end: str, block: str, check: bool, what: str, script: str,
+                  doc: str = "README.md") -> int:
+    """Put ``block`` between the markers ``start`` and ``end`` of README.md (or ``doc``, a path
+    from the top of the tree); with ``check``, only say (exit status 1) whether it is out of
+    date.  ``what``/``script`` name the block and the script that makes it in that message."""
+    readme = RESULTS.parents[1] / doc
     text = readme.read_text()
     a, b = text.index(start) + len(start), text.index(end)
     updated = text[:a] + "\n" + block + "\n" + text[b:]
     if check:
         if updated != text:
-            print(f"README.md's {what} out of date: run benchmarks/{script}")
+            print(f"{doc}'s {what} out of date: run benchmarks/{script}")
             return 1
         return 0
     readme.write_text(updated)

@@ -1,15 +1,18 @@
-"""Regenerate the README's headline table from committed results.
+"""Regenerate the README's headline table, and docs/benchmarks.md's dominance table, from committed results.
 
-    .venv/bin/python benchmarks/readme_table.py [--check] [--dominance NAME,NAME ...]
+    .venv/bin/python benchmarks/readme_table.py [--check] [--convergence NAME,...] [--dominance NAME,...]
 
-By default the table comes from ``benchmarks/dominance.py --det-compare`` runs (SPEC v3: every
-part alone and auto with the same deterministic budget, load-independent), the files named in
-:data:`DOMINANCE` (``NAME.md`` with its command and commit, ``NAME.json`` with every figure);
-``--dominance ''`` falls back to benchmarks/results/portfolio.csv (a SPEC v2 wall-clock run).
+The README's headline table comes from ``benchmarks/convergence.py`` runs (SPEC v3: greedy, then
+``auto`` with the seeded default at each budget, its plan, bound and gap; issue 29, "longer runs
+pay"), the files named in :data:`CONVERGENCE` (``NAME.md`` with its command and commit,
+``NAME.csv`` with every figure), with their merged picture :data:`PICTURE`.  docs/benchmarks.md's
+dominance table comes from ``benchmarks/dominance.py --det-compare`` runs (every part alone and
+auto with the same deterministic budget, load-independent), the files named in :data:`DOMINANCE`
+(``NAME.md``, ``NAME.json``), with the picture :data:`DET_PICTURE`.
 
-The table sits in README.md between the markers ``<!-- headline:start -->``
-and ``<!-- headline:end -->``; nothing else of the README is touched.  With
-``--check`` it only says (exit 1) whether the README is out of date.
+Each table sits between its markers (``<!-- headline:start -->`` / ``<!-- headline:end -->`` in
+README.md, ``<!-- dominance:start -->`` / ``<!-- dominance:end -->`` in docs/benchmarks.md);
+nothing else is touched.  With ``--check`` it only says (exit 1) whether either is out of date.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from planner.presentation.report import speed_change  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
-SOLVERS = ("greedy", "milp", "cpsat", "auto")
+DOM_START, DOM_END = "<!-- dominance:start -->", "<!-- dominance:end -->"
+DOM_DOC = "docs/benchmarks.md"  # where the dominance table sits
 DET_SOLVERS = ("greedy", "milp", "cpsat", "anneal", "auto")
-DOMINANCE = ("dominance-det30a", "dominance-det30b")  # the det-compare runs the README quotes
-PICTURE = "dominance-det30.png"  # their picture, under benchmarks/results/
+CONVERGENCE = ("convergence-a", "convergence-b")  # the convergence runs the README quotes
+PICTURE = "convergence.png"  # their merged picture, under benchmarks/results/
+DOMINANCE = ("dominance-det30a", "dominance-det30b")  # the det-compare runs docs/benchmarks.md quotes
+DET_PICTURE = "dominance-det30.png"  # their picture, under benchmarks/results/
 
 
 def _change(before: float, after: float, cost: bool) -> str:
@@ -46,27 +52,64 @@ def _is_cost(name: str) -> bool:
     return planner.load_instance(name).options.objective == "cost"
 
 
-def table(csv_path: Path, md_path: Path) -> str:
-    rows = list(csv.DictReader(csv_path.open()))
-    by = {(r["instance"], r["solver"]): r for r in rows}
-    names = sorted({r["instance"] for r in rows})
-    first = md_path.read_text().splitlines()[0].strip()  # "Command: `...`"
-    out = [f"Simulated iteration time (s; cost per iteration on cost instances), each solver with the "
-           f"same time limit, from [{md_path.relative_to(ROOT)}]({md_path.relative_to(ROOT)}) "
-           f"({first[0].lower() + first[1:]}), scored under SPEC v2, the model of that run's commit (v3 is the "
-           f"default since; this run has not been repeated under it). Gap: auto's proven gap on `T_est` at the time of the run (recorded before the bound rule of SPEC section 7 (v3); today this is `estimate_gap`, and `gap` is against a bound valid for every plan); where auto returns an explicit schedule (tuned in-flight limits), against the instance's lower bound, since the engines bound only plans with 1f1b or gpipe.", "",
-           "| instance | " + " | ".join(SOLVERS) + " | auto vs greedy | auto gap |",
-           "|---|" + "---|" * (len(SOLVERS) + 2)]
-    for n in names:
-        cells = []
-        for s in SOLVERS:
-            r = by.get((n, s))
-            cells.append(f"{float(r['score']):.4g}" if r else "-")
-        a, g = by.get((n, "auto")), by.get((n, "greedy"))
-        gain = _change(float(g['score']), float(a['score']), _is_cost(n)) if a and g else "-"
-        gap = f"{float(a['gap']):.1%}" if a else "-"
-        out.append(f"| {n} | " + " | ".join(cells) + f" | {gain} | {gap} |")
-    return "\n".join(out)
+def _cite(res: Path, name: str, prefix: str = "benchmarks/results/") -> str:
+    """'[NAME.md](...) (command: `...`)' for the results file NAME.md."""
+    first = (res / f"{name}.md").read_text().splitlines()[0].strip()  # "Command: `...`"
+    return f"[{name}.md]({prefix}{name}.md) ({first[0].lower() + first[1:]})"
+
+
+def conv_rows(names: list[str], res: Path) -> list[dict]:
+    """The rows of the convergence runs ``names`` (NAME.csv), numbers as floats."""
+    rows = []
+    for name in names:
+        for r in csv.DictReader((res / f"{name}.csv").open()):
+            for k in ("budget_s", "score", "bound", "gap", "wall_s"):
+                r[k] = float(r[k]) if r[k] not in ("", "None") else None
+            rows.append(r)
+    return rows
+
+
+def conv_table(names: list[str], res: Path) -> str:
+    """The headline table of the convergence runs ``names``: greedy, auto at each budget, the bound
+    and gap at the largest, and the goals of issue 29 on the merged rows."""
+    from convergence import goals
+
+    rows = conv_rows(names, res)
+    codes = sorted({ln.split("commit ", 1)[1].split(".", 1)[0] for name in names
+                    for ln in (res / f"{name}.md").read_text().splitlines() if "commit " in ln})
+    budgets = sorted({r["budget_s"] for r in rows if r["solver"] == "auto"})
+    top = max(budgets)
+    by = {(r["instance"], r["solver"], r["budget_s"]): r for r in rows}
+    out = ["`auto` (the seeded default, `--seed 0`) at each time limit against greedy, scored by the evaluator "
+           "under SPEC v3: simulated iteration time (s; T_eff / e with `[options] dp_sync`; cost per iteration "
+           "on cost instances), with the plan's bound, valid for every plan (SPEC section 7), and the gap "
+           f"(objective - bound) / objective at {top:g} s; from {'; '.join(_cite(res, n) for n in names)}; "
+           f"code `{', '.join(codes)}`, one run at a time on the 2-core machine.  The parts alone against auto, "
+           "with the same deterministic budget: [docs/benchmarks.md](docs/benchmarks.md#dominance).", "",
+           "| instance | greedy | " + " | ".join(f"auto {b:g} s" for b in budgets)
+           + f" | bound | gap | auto {top:g} s vs greedy |",
+           "|---|---|" + "---|" * (len(budgets) + 3)]
+    for n in sorted({r["instance"] for r in rows}):
+        g, a = by[(n, "greedy", 0.0)], by[(n, "auto", top)]
+        cells = [f"{by[(n, 'auto', b)]['score']:.4g}" + ("*" if by[(n, "auto", b)].get("cut_by_clock") else "")
+                 for b in budgets]
+        bound = "-" if a["bound"] is None else f"{a['bound']:.4g}"
+        gap = "-" if a["gap"] is None else f"{a['gap']:.1%}"
+        out.append(f"| {n} | {g['score']:.4g} | " + " | ".join(cells)
+                   + f" | {bound} | {gap} | {_change(g['score'], a['score'], _is_cost(n))} |")
+    out += ["", "\\* the wall clock cut a part of that run (the seeded default's backstop: the machine was shared; "
+            "the results file lists the parts)."] if any(r.get("cut_by_clock") for r in rows) else []
+    return "\n".join(out + ["", "Goals (issue 29, longer runs pay):", ""] + goals(rows, budgets))
+
+
+def conv_picture(names: list[str], res: Path, out: Path) -> None:
+    """The convergence runs' merged picture (convergence.picture on every row)."""
+    from convergence import picture
+
+    rows = conv_rows(names, res)
+    for r in rows:
+        r["bound"] = r["bound"] or 0.0
+    picture(rows, out)
 
 
 def det_table(names: list[str], res: Path) -> str:
@@ -75,10 +118,9 @@ def det_table(names: list[str], res: Path) -> str:
 
     rows, cites = {}, []
     for name in names:
-        first = (res / f"{name}.md").read_text().splitlines()[0].strip()
         code = next((ln.split(";")[0].split(":", 1)[1].strip() for ln in (res / f"{name}.md").read_text().splitlines()
                      if ln.startswith("Code:")), "?")
-        cites.append(f"[{name}.md](benchmarks/results/{name}.md) ({first[0].lower() + first[1:]}; code `{code}`)")
+        cites.append(_cite(res, name, "../benchmarks/results/")[:-1] + f"; code `{code}`)")
         rows.update(json.loads((res / f"{name}.json").read_text()))
     budgets = sorted({float(k.rsplit("@", 1)[1]) for k in rows})
     out = [f"Each solver alone and `auto` with the same deterministic budget of {', '.join(f'{b:g}' for b in budgets)} s "
@@ -138,15 +180,20 @@ def det_picture(names: list[str], res: Path, out: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--name", default="portfolio", help="the portfolio run, with --dominance ''")
+    ap.add_argument("--convergence", default=",".join(CONVERGENCE), help="comma-separated convergence runs")
     ap.add_argument("--dominance", default=",".join(DOMINANCE), help="comma-separated det-compare runs")
     args = ap.parse_args(argv)
     res = ROOT / "benchmarks" / "results"
-    names = [n for n in args.dominance.split(",") if n]
-    block = det_table(names, res) if names else table(res / f"{args.name}.csv", res / f"{args.name}.md")
-    if names and not args.check:  # the picture beside the table (README: PICTURE)
-        det_picture(names, res, res / PICTURE)
-    return update_readme(START, END, block, args.check, "headline table is", "readme_table.py")
+    conv = [n for n in args.convergence.split(",") if n]
+    dom = [n for n in args.dominance.split(",") if n]
+    if not args.check:  # the pictures beside the tables
+        conv_picture(conv, res, res / PICTURE)
+        det_picture(dom, res, res / DET_PICTURE)
+    a = update_readme(START, END, conv_table(conv, res), args.check, "headline table is", "readme_table.py")
+    b = update_readme(DOM_START, DOM_END, det_table(dom, res), args.check, "dominance table is", "readme_table.py",
+                      doc=DOM_DOC)
+    return a or b
+
 
 if __name__ == "__main__":
     sys.exit(main())

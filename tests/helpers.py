@@ -187,9 +187,10 @@ def benchmark_module(name: str):
     return mod
 
 
-def readme_block(mod) -> str:
-    """The README's text between a table maker's markers (``mod.START``, ``mod.END``)."""
+def readme_block(mod, start: str | None = None, end: str | None = None, doc: str = "README.md") -> str:
+    """The README's (or ``doc``'s) text between a table maker's markers (``mod.START``,
+    ``mod.END``, or ``start``, ``end``)."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    return text[text.index(mod.START):text.index(mod.END)]
+    text = (Path(__file__).resolve().parents[1] / doc).read_text()
+    return text[text.index(start or mod.START):text.index(end or mod.END)]

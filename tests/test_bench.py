@@ -193,10 +193,18 @@ def test_process_workers_are_fresh_interpreters_under_a_watch():
         assert method == "spawn" and requested is None
 
 
-def test_readme_headline_table_matches_the_committed_dominance_runs():
+def test_readme_headline_and_dominance_tables_match_the_committed_runs():
     """The README's headline table is what benchmarks/readme_table.py makes of the committed
-    det-compare runs (SPEC v3), with every solver alone and auto on each row."""
+    convergence runs (SPEC v3: greedy, auto at each budget, bound and gap), and docs/benchmarks.md's dominance table what it makes of the det-compare
+    runs, with every solver alone and auto on each row."""
     mod = benchmark_module("readme_table")
     assert mod.main(["--check"]) == 0, "run benchmarks/readme_table.py"
-    block = readme_block(mod)
-    assert "SPEC v3" in block and "| instance | B s | greedy | milp | cpsat | anneal | auto |" in block
+    head = readme_block(mod)
+    assert "SPEC v3" in head and "| instance | greedy | auto 15 s | auto 60 s | auto 600 s | bound | gap |" in head
+    from pathlib import Path
+
+    rows = mod.conv_rows(list(mod.CONVERGENCE), Path(mod.ROOT) / "benchmarks" / "results")
+    assert all(f"| {r['instance']} |" in head for r in rows)  # every instance the runs measured
+    assert {r["solver"] for r in rows} == {"greedy", "auto"}
+    dom = readme_block(mod, mod.DOM_START, mod.DOM_END, mod.DOM_DOC)
+    assert "SPEC v3" in dom and "| instance | B s | greedy | milp | cpsat | anneal | auto |" in dom
