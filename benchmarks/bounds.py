@@ -91,6 +91,12 @@ def old_bound(inst) -> float:
 
 def first_pass_bound(inst) -> float:
     """``objective_lower_bound`` with the first pass's per-shape part (per sync class)."""
+    return pass_bound(inst, joint=False, little=False, cuts=False)
+
+
+def pass_bound(inst, **off) -> float:
+    """``objective_lower_bound`` with the per-shape part's terms ``off`` switched off (per sync class):
+    ``joint``, ``little`` (the second pass), ``cuts`` (the third)."""
     objective = inst.options.objective
     if objective == "time":
         base = max(v for k, v in bounds.lower_bound(inst).parts.items() if k != "shapes")
@@ -99,7 +105,7 @@ def first_pass_bound(inst) -> float:
     one = bounds.fastest_type_instance(inst)
     out = []
     for bits, e in bounds.sync_classes(inst):
-        shapes = shape_bound(one, bits, objective, slow=slow_types(inst), joint=False, little=False, cuts=False).value
+        shapes = shape_bound(one, bits, objective, slow=slow_types(inst), **off).value
         out.append(max(base, shapes if shapes < float("inf") else 0.0) / e)
     return min(out)
 

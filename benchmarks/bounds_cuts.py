@@ -21,26 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _results import commit, save  # noqa: E402
-from bounds import MAX_DOMAINS, known_best  # noqa: E402
+from bounds import MAX_DOMAINS, known_best, pass_bound  # noqa: E402
 from planner import load_instance  # noqa: E402
 from planner.problem.io import available  # noqa: E402
 from planner.scoring import bounds  # noqa: E402
-from planner.scoring.shapebound import shape_bound, slow_types  # noqa: E402
 
 
 def second_pass_bound(inst) -> float:
     """``objective_lower_bound`` with the second pass's per-shape part (no cuts), per sync class."""
-    objective = inst.options.objective
-    if objective == "time":
-        base = max(v for k, v in bounds.lower_bound(inst).parts.items() if k != "shapes")
-    else:
-        base = bounds.cost_lower_bound(inst)
-    one = bounds.fastest_type_instance(inst)
-    out = []
-    for bits, e in bounds.sync_classes(inst):
-        shapes = shape_bound(one, bits, objective, slow=slow_types(inst), cuts=False).value
-        out.append(max(base, shapes if shapes < float("inf") else 0.0) / e)
-    return min(out)
+    return pass_bound(inst, cuts=False)
 
 
 def main(argv=None) -> int:
