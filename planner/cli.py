@@ -256,7 +256,9 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options.update(robust=robust, robust_stat=robust_stat)
     from .solvers import stop
 
-    left = _time_left(time_limit)
+    # --deterministic: the budgets come from the nominal limit, not from what the start-up left (which
+    # depends on the load: a deterministic auto's parts each get this budget alone, issue 29)
+    left = time_limit if deterministic else _time_left(time_limit)
     if solver == "auto" and time_limit is not None:
         # issue 29: the work units from the nominal limit, not from what the start-up left (load-dependent)
         from .solvers.registry import IDLE_STARTUP_S, auto_work_s

@@ -170,6 +170,29 @@ def test_a_deterministic_run_past_its_backstop_says_so(monkeypatch, engine):
     assert p.solver.budget == "deterministic" and p.solver.cut_by_clock == ["slow"]
 
 
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_cli_deterministic_budget_ignores_the_start_up(monkeypatch, deterministic):
+    # a slow start-up (a loaded machine) leaves less of --time-limit; with --deterministic the
+    # planner still gets the nominal limit (its parts' alone budgets), else what is left
+    from click.testing import CliRunner
+
+    import planner.cli as cli
+
+    got, real = {}, cli.run_plan
+
+    def fake_plan(inst, solver, time_limit, **_):
+        got["time_limit"] = time_limit
+        return real(inst, solver="greedy")
+
+    monkeypatch.setattr(cli, "_own_process", lambda: True)
+    monkeypatch.setattr(cli._stop, "process_age_s", lambda: 2.0)
+    monkeypatch.setattr(cli, "run_plan", fake_plan)
+    args = ["plan", "tiny-line", "--solver", "milp", "--time-limit", "5", "--json", "-q"]
+    res = CliRunner().invoke(cli.main, args + (["--deterministic"] if deterministic else []))
+    assert res.exit_code == 0, res.output
+    assert got["time_limit"] == pytest.approx(5.0 if deterministic else 3.0)
+
+
 def test_cli_budget_comes_from_the_nominal_time_limit():
     # the work units are a function of --time-limit alone, not of how long the start-up took
     import json
