@@ -113,6 +113,8 @@ def picture(rows: list[dict], path: Path) -> None:
         ax.plot(xs, [(r["bound"] or 0) / g["score"] for r in pts], "s--", label="bound")
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
         ax.set_title(n, fontsize=9)
         ax.set_ylim(0, 1.05)
         ax.tick_params(labelsize=7)
