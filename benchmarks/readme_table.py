@@ -97,6 +97,10 @@ def conv_table(names: list[str], res: Path) -> str:
         gap = "-" if a["gap"] is None else f"{a['gap']:.1%}"
         out.append(f"| {n} | {g['score']:.4g} | " + " | ".join(cells)
                    + f" | {bound} | {gap} | {_change(g['score'], a['score'], _is_cost(n))} |")
+    from convergence import default_instances
+
+    missing = sorted(set(default_instances()) - {r["instance"] for r in rows})
+    out += ["", f"Not measured yet: {', '.join(missing)} (packaged, up to 16 domains)."] if missing else []
     out += ["", "\\* the wall clock cut a part of that run (the seeded default's backstop: the machine was shared; "
             "the results file lists the parts)."] if any(r.get("cut_by_clock") for r in rows) else []
     return "\n".join(out + ["", "Goals (issue 29, longer runs pay):", ""] + goals(rows, budgets))
