@@ -27,11 +27,6 @@ from planner.problem.io import available  # noqa: E402
 from planner.scoring import bounds  # noqa: E402
 
 
-def second_pass_bound(inst) -> float:
-    """``objective_lower_bound`` with the second pass's per-shape part (no cuts), per sync class."""
-    return pass_bound(inst, cuts=False)
-
-
 def main(argv=None) -> int:
     known = known_best()
     rows, before, after = [], [], []
@@ -42,7 +37,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         new = bounds.objective_lower_bound(inst)
         took = time.perf_counter() - t0
-        old = second_pass_bound(load_instance(name))
+        old = pass_bound(load_instance(name), cuts=False)  # the second pass
         best, source = known.get(name, (float("inf"), ""))
         if not best < float("inf"):
             rows.append(f"| {name} | {old:.4g} | {new:.4g} | no plan | | | {took:.2f} |")

@@ -256,11 +256,11 @@ def plan_cmd(instance, solver, time_limit, seed, gap, threads, stages, replicas,
         options.update(robust=robust, robust_stat=robust_stat)
     from .solvers import stop
 
-    # --deterministic: the budgets come from the nominal limit, not from what the start-up left (which
-    # depends on the load: a deterministic auto's parts each get this budget alone, issue 29)
+    # issue 29: budgets in work units come from the nominal limit, not from what the start-up left
+    # (load-dependent): with --deterministic the whole budget (each part of auto gets it alone),
+    # for a seeded auto its work units
     left = time_limit if deterministic else _time_left(time_limit)
     if solver == "auto" and time_limit is not None:
-        # issue 29: the work units from the nominal limit, not from what the start-up left (load-dependent)
         from .solvers.registry import IDLE_STARTUP_S, auto_work_s
 
         options["work_s"] = auto_work_s(time_limit, IDLE_STARTUP_S)

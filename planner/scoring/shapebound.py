@@ -545,6 +545,13 @@ def _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m):
     return np.where(fits, Cpre[:, None] + f_int + m * (suffix + g_int) / w, np.inf)
 
 
+def _least_params(P_small, total: float, p_cap: float, q, S: int):
+    """The fewest parameters ``q`` of ``S`` stages hold together (arrays or scalars): at least
+    the ``q`` smallest units' (``P_small`` their prefix sums) and all ``total`` but what the other
+    S - q stages can hold (``p_cap`` each at most)."""
+    return np.maximum(P_small[np.minimum(q, len(P_small) - 1)], total - (S - q) * p_cap)
+
+
 def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 slow: SlowTypes | None = None, joint: bool = True, little: bool = True,
                 cuts: bool = True) -> ShapeBound:
@@ -587,7 +594,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     valid = np.triu(np.ones((n + 1, n + 1), bool), k=1)
     cut_figs = network_cuts(instance) if cuts else None
 
-    def _cut_value(S, V0, sx, sy, A, cut_ring, v, ring, R, t, slot_prices, K, p_cap, top: int = 2):
+    def _cut_value(S, V0, sx, sy, A, cut_ring, v, ring, R, t, slot_prices, K2, phi, p_cap, top: int = 2):
         """The largest over the cuts both of whose sides are too small for the R S cells
         of the module docstring's network-cut bound on the shape with S stages (on T, or on the cost for
         ``objective="cost"``); ``V0`` the programme without crossing, ``v``/``ring`` the
@@ -612,9 +619,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             b_T = np.where(c_min > 0, b_gen, np.inf)
             widest, latency, total = (cut_figs.widest[forced], cut_figs.latency[forced], cut_figs.total[forced])
             # which cuts get a programme: by the larger of what (B) could add at most
-            K2 = max(K, 2)
-            phi = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2
-            shared = np.maximum(P_small[np.minimum(c_min, n)], float(Ppre[-1]) - (S - c_min) * p_cap)
+            shared = _least_params(P_small, float(Ppre[-1]), p_cap, c_min, S)
             reach = b_gen + phi * shared * ring_bits / 8.0 / total + 2 * (K2 - 1) * latency
             for i in np.argsort(-np.where(c_min > 0, np.minimum(a_T, reach), -np.inf), kind="stable")[:top]:
                 if c_min[i] > 0:
@@ -689,11 +694,12 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
         # a stage's replicas span at least K domains: the fewest whose slots hold R
         K = (int(np.searchsorted(np.cumsum(sorted(slots, reverse=True)), R) + 1) if joint
              else -(-R // slots_one))
+        K2 = max(K, 2)
+        phi_min = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2  # a ring over K2 domains
         ring = None
         if forced and R > 1 and ring_bits is not None and net.cap > 0:
-            phi = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (max(K, 2) - 1) / max(K, 2)
-            lat = 2 * (max(K, 2) - 1) * net.lat_min
-            sync = np.where(Pint > 0, phi * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
+            lat = 2 * (K2 - 1) * net.lat_min
+            sync = np.where(Pint > 0, phi_min * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
             ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
         v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit))
         p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
@@ -705,16 +711,14 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             a_min_cut = float(out_cut.min()) * tokens if n > 1 else 0.0
             cut_A = boundary_cut_term(float(c.sum()), m, R, a_min_cut, cut_figs.total, cut_figs.latency)
 
-        def _cut_ring(S, c_min, widest, latency, total, K=K, fits=fits, Fpre=Fpre, Cint=Cint, base=base,
-                      x_min=x_min, p_cap=p_cap):
+        def _cut_ring(S, c_min, widest, latency, total, K2=K2, phi=phi_min, fits=fits, Fpre=Fpre, Cint=Cint,
+                      base=base, x_min=x_min, p_cap=p_cap):
             """Case (B) of the module docstring's network cuts at one cut, S stages, at least ``c_min`` crossing:
             the programme whose designated stage pays max(its own sync over ``widest``, the
             ``c_min`` smallest crossing volumes over ``total``) and 2 (K - 1) ``latency``."""
             key = (S, c_min, float(widest), float(latency), float(total))
             if key not in cut_rings:
-                K2 = max(K, 2)
-                phi = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2
-                shared = max(float(P_small[min(c_min, n)]), float(Ppre[-1]) - (S - c_min) * p_cap)
+                shared = float(_least_params(P_small, float(Ppre[-1]), p_cap, c_min, S))
                 own = np.maximum(phi * Pint * ring_bits / 8.0 / widest, phi * shared * ring_bits / 8.0 / total)
                 sync = np.where(Pint > 0, own + 2 * (K2 - 1) * latency, 0.0)
                 ring_c = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
@@ -729,9 +733,8 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
             v_slow = _pipeline_dp(base, slow_base, S_max, x_min, max(1, -(-(R * S_max - fast_slots) // R)),
                                   ring_steps=2)
-        phi_min = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (max(K, 2) - 1) / max(K, 2)
         row_bytes = m * float(out_cut.min()) * tokens if n > 1 else 0.0
-        floor = m * float(c.min()) + 2 * (max(K, 2) - 1) * net.lat_min
+        floor = m * float(c.min()) + 2 * (K2 - 1) * net.lat_min
 
         fill = float(c.sum()) + 2 * net.lat_min
 
@@ -752,7 +755,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 return whole
             one = fill + row_bytes / net.cap if net.cap > 0 else 0.0  # one channel over the WAN
             q = np.arange(S + 1)
-            params = np.maximum(P_small[np.minimum(q, n)], float(Ppre[-1]) - (S - q) * p_cap)
+            params = _least_params(P_small, float(Ppre[-1]), p_cap, q, S)
             cols = phi_min * params * ring_bits / 8.0 if R > 1 else None
             spread = spread_bound(R, S, slots_all, caps, row_bytes, cols, floor, fill, above=max(current, one))
             return min(whole, max(spread, one))
@@ -797,7 +800,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             if (cut_side is not None and value < best_value
                     and ((R * S > cut_side[0]) & (R * S > cut_side[1])).any()):
                 value = max(value, _cut_value(S, V0, *cut_side, cut_A, _cut_ring, v, ring, R, t, slot_prices,
-                                                  K, p_cap))
+                                                  K2, phi_min, p_cap))
             if v_slow is not None and R * S > fast_slots:
                 k = -(-(R * S - fast_slots) // R)
                 typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())

@@ -531,16 +531,14 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
                 res = _result(ex, fut, wait)
             except cf.TimeoutError:
                 res = None
-                if counted and not deterministic and not stop.requested():
-                    # the backstop: the engine is asked for its incumbent (SIGINT, as on Ctrl-C)
-                    for proc in _workers(ex):
-                        os.kill(proc.pid, signal.SIGINT)
-                    try:
-                        res = fut.result(timeout=max(0.5, min(STOP_GRACE_S, end - time.perf_counter() - 1.0)))
-                    except Exception:  # noqa: BLE001 - no plan from it then
-                        res = None
-                    cut(name)
-                elif deterministic and not stop.requested():  # past the backstop: no longer the deterministic run
+                if counted and not stop.requested():  # the backstop: no longer the reproducible run
+                    if not deterministic:  # the engine is asked for its incumbent (SIGINT, as on Ctrl-C)
+                        for proc in _workers(ex):
+                            os.kill(proc.pid, signal.SIGINT)
+                        try:
+                            res = fut.result(timeout=max(0.5, min(STOP_GRACE_S, end - time.perf_counter() - 1.0)))
+                        except Exception:  # noqa: BLE001 - no plan from it then
+                            res = None
                     cut(name)
                 if res is None:
                     lines[name] = "cut off at the deadline"
