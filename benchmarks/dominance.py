@@ -225,7 +225,8 @@ def fmt(x) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budgets", default="30,60", help="comma-separated seconds")
-    ap.add_argument("--instances", default=None, help="comma-separated names (default: the suite)")
+    ap.add_argument("--instances", default=None,
+                    help="comma-separated names (default: the suite; 'none': the generated ones only)")
     ap.add_argument("--generated", type=int, default=20, help="synthetic instances to add")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--det", action="store_true", help="also auto --deterministic, twice")
@@ -248,6 +249,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     budgets = [float(b) for b in args.budgets.split(",")]
     names = args.instances.split(",") if args.instances else suite_instances()
+    names = [] if names == ["none"] else names
     skip = set(filter(None, args.skip.split(",")))
     cases = [(n, load_instance(n)) for n in names if n not in skip] + generated(args.generated, args.gen_first)
     if args.merge:
