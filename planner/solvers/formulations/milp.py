@@ -421,23 +421,58 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         return _pruned_model(M, D, objective, dropped, cost_scale)
     D.stage_lb = lbs
     Q = max(lbs)
-    S_min = min(lbs)
     D.Q, D.w = Q, D.w[:Q]
     R, m, t = shape.replicas, D.m, shape.tp
-    doms = D.domains
-    # T never exceeds this in a plan worth finding (big-M values derive from it)
+    T_cap = _t_cap(D, R, Q, objective, cost_cutoff, lbs)
+
+    # the model, one group of variables and constraints at a time (docs/formulations.md)
+    used, P, C, F, G = _partition(M, D, lbs)  # sets, stage count, partition, memory
+    M.Rr = pyo.RangeSet(0, R - 1)  # replicas
+    stop.checkpoint()  # a large shape builds for seconds: stop here when out of time
+    _placement(M, D, R, Q, used, require, symmetry)
+    stop.checkpoint()
+    arcs, solo, lat = _pipeline_transfers(M, D)
+    X_cap = T_cap / (m + 1)  # T >= (m-1) tau + Q_0 >= (m+1) X
+    if D.spec >= 3:
+        _boundary_sharing_v3(M, D, R, Q, X_cap)
+    _link_sharing(M, D, R, Q, X_cap)
+    if cuts and Q > 1:
+        _crossing_cuts(M, D, Q)
+    stop.checkpoint()
+    _sync(M, D, R, Q, P, t, cuts)
+    stop.checkpoint()
+    _estimate(M, D, R, Q, m, C, F, G)
+    stop.checkpoint()
+    _stage_cuts(M, lbs)
+    stop.checkpoint()
+    _objective(M, D, objective, R, Q, P, t, cost_scale, cost_cutoff, used)
+    return M
+
+
+def _t_cap(D: Data, R: int, Q: int, objective: str, cost_cutoff: float | None, lbs: dict[int, float]) -> float:
+    """The largest T (model units) of a plan worth finding; the big-M values derive from it.
+
+    T_cap = min(t_upper_bound, cutoff * ts) for the time objective, and
+    min(t_upper_bound, cutoff * 3600 ts / (p_min t R S_min)) for the cost (a plan with T
+    above it costs more than the cutoff even on the cheapest GPUs)."""
+    t, ts = D.shape.tp, D.ts
+    S_min = min(lbs)
     T_cap = t_upper_bound(D, R, Q)
     if cost_cutoff is not None and objective == "time":
         T_cap = min(T_cap, cost_cutoff * ts * (1 + 1e-9))
-    pmin = min(D.price[d] for d in doms)
+    pmin = min(D.price[d] for d in D.domains)
     if cost_cutoff is not None and objective == "cost" and pmin > 0:
         T_cap = min(T_cap, cost_cutoff * 3600.0 * ts / (pmin * t * R * S_min) * (1 + 1e-9))
+    return T_cap
 
-    used, P, C, F, G = _partition(M, D, lbs)
-    M.Rr = pyo.RangeSet(0, R - 1)  # replicas
 
-    stop.checkpoint()  # a large shape builds for seconds: stop here when out of time
-    # ---- placement: replica r's slot q in domain d --------------------------------
+def _placement(M, D: Data, R: int, Q: int, used: dict, require, symmetry: str) -> None:
+    """Placement: z[r, q, d] = 1 when replica r's slot q is in domain d.
+
+    sum_d z[r, q, d] = used_q (every used slot of every replica somewhere) and
+    sum_{r, q} z[r, q, d] <= cap_d (stage slots per domain); replicas ordered
+    (``symmetry="order"``), each ``require``d domain hosts a stage."""
+    doms = D.domains
     M.z = pyo.Var(M.Rr, M.Qs, M.Dm, domain=pyo.Binary)
     M.place = pyo.Constraint(M.Rr, M.Qs, rule=lambda M, r, q: sum(M.z[r, q, d] for d in M.Dm) == used[q])
     M.capacity = pyo.Constraint(M.Dm, rule=lambda M, d: sum(M.z[r, q, d] for r in M.Rr for q in M.Qs)
@@ -457,11 +492,15 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     if D.typed:  # GPU types: each (replica, slot) at its domain's type's figures and memory
         _typed_compute(M, D, R, Q)
 
-    stop.checkpoint()
-    # ---- pipeline transfers: arcs ---------------------------------------------------
-    # arc[r,q,d,e] = replica r's boundary q goes from d (slot q+1) to e (slot q); a
-    # transportation polytope between the two slots' placements, so every cost below is
-    # an exact linear function of the arcs when z is integral
+
+def _pipeline_transfers(M, D: Data) -> tuple[list, dict, dict]:
+    """Pipeline transfers: arc[r, q, d, e] = replica r's boundary q goes from d (slot q+1)
+    to e (slot q); X[r, q] >= sum_arcs solo * arc (its transfer alone) and
+    Lat[r, q] >= sum_routes lat * arc.  Returns (arcs, solo, lat) of :func:`arc_figures`.
+
+    The arcs form a transportation polytope between the two slots' placements, so every
+    cost below is an exact linear function of the arcs when z is integral."""
+    doms = D.domains
     arcs, solo, lat = arc_figures(D)
     M.Arcs = pyo.Set(initialize=arcs, dimen=2)
     M.arc = pyo.Var(M.Rr, M.B, M.Arcs, bounds=(0, 1))
@@ -479,10 +518,15 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
     # a boundary's transfer is at least its intra-domain time or its route's narrowest link alone
     M.x_solo = pyo.Constraint(M.Rr, M.B, rule=lambda M, r, q:
                               M.X[r, q] >= sum(solo[de] * M.arc[r, q, de[0], de[1]] for de in arcs))
-    X_cap = T_cap / (m + 1)  # T >= (m-1) tau + Q_0 >= (m+1) X
-    if D.spec >= 3:
-        _boundary_sharing_v3(M, D, R, Q, X_cap)
-    # link sharing: users of link l; a crossing flow's time is A * users / bandwidth
+    return arcs, solo, lat
+
+
+def _link_sharing(M, D: Data, R: int, Q: int, X_cap: float) -> None:
+    """Link sharing (SPEC v2): users_l = the boundaries whose route crosses link l, and a
+    crossing boundary's X[r, q] >= A * users_l / bw_l (big-M on v[r, q, l]).
+
+    Under v3 the sets are declared empty (:func:`_boundary_sharing_v3` shares the
+    resources instead); ``X_cap`` bounds X, hence the users a link can have."""
     link_pairs = pairs_of_link(D) if D.spec < 3 else {}
     users_max = {}
     for l in link_pairs:
@@ -509,17 +553,21 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
             for q in range(Q - 1):
                 M.share.add(M.X[r, q] >= k * M.users[l] - k * users_max[l] * (1 - M.v[r, q, l]))
 
-    if cuts and Q > 1:
-        # each replica crosses at least (domains it uses - 1) boundaries
-        M.o_r = pyo.Var(M.Rr, M.Dm, bounds=(0, 1))
-        M.o_r_lb = pyo.Constraint(M.Rr, M.Qs, M.Dm, rule=lambda M, r, q, d: M.o_r[r, d] >= M.z[r, q, d])
-        M.o_r_cap = pyo.Constraint(M.Rr, M.Dm, rule=lambda M, r, d: sum(M.z[r, q, d] for q in M.Qs)
-                                   <= min(D.cap[d], Q) * M.o_r[r, d])
-        M.crossings = pyo.Constraint(M.Rr, rule=lambda M, r: sum(
-            M.arc[r, q, d, e] for q in M.B for (d, e) in D.routes) >= sum(M.o_r[r, d] for d in M.Dm) - 1)
 
-    stop.checkpoint()
-    # ---- gradient synchronisation per slot ------------------------------------------
+def _crossing_cuts(M, D: Data, Q: int) -> None:
+    """Crossing cuts (valid inequalities): each replica crosses at least (domains it uses - 1)
+    boundaries, sum_{q, d != e} arc[r, q, d, e] >= sum_d o_r[r, d] - 1 with o_r[r, d] >= z[r, q, d]."""
+    M.o_r = pyo.Var(M.Rr, M.Dm, bounds=(0, 1))
+    M.o_r_lb = pyo.Constraint(M.Rr, M.Qs, M.Dm, rule=lambda M, r, q, d: M.o_r[r, d] >= M.z[r, q, d])
+    M.o_r_cap = pyo.Constraint(M.Rr, M.Dm, rule=lambda M, r, d: sum(M.z[r, q, d] for q in M.Qs)
+                               <= min(D.cap[d], Q) * M.o_r[r, d])
+    M.crossings = pyo.Constraint(M.Rr, rule=lambda M, r: sum(
+        M.arc[r, q, d, e] for q in M.B for (d, e) in D.routes) >= sum(M.o_r[r, d] for d in M.Dm) - 1)
+
+
+def _sync(M, D: Data, R: int, Q: int, P: dict, t: int, cuts: bool) -> None:
+    """Gradient synchronisation per slot: AR[q] = intra ring + cross-domain ring of slot q
+    over the replicas' domains (:func:`_gradient_sync`, SPEC 5); AR = 0 with one replica."""
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
         _gradient_sync(M, D, R, Q, P, t, cuts and D.spec < 3,
@@ -529,8 +577,12 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         for q in range(Q):
             M.AR[q].setub(0.0)
 
-    stop.checkpoint()
-    # ---- T_est per replica (SPEC 7) ---------------------------------------------------
+
+def _estimate(M, D: Data, R: int, Q: int, m: int, C: dict, F: dict, G: dict) -> None:
+    """T_est per replica (SPEC 7): for every replica r and slot q,
+    T >= (m - 1) tau_r + Ff_q + Kc[r, Q-1] - Kc[r, q] + (Cs_q + 2 Kc[r, q]) + AR_q,
+    with tau_r the replica's period (:func:`_gpipe_period`, :func:`_1f1b_period`)."""
+    gpipe = D.shape.schedule == "gpipe"
     M.tau = pyo.Var(M.Rr, domain=pyo.NonNegativeReals)
     M.T = pyo.Var(domain=pyo.NonNegativeReals)
     M.est = pyo.ConstraintList()
@@ -541,98 +593,123 @@ def build(instance, shape: Shape | None = None, objective: str | None = None,
         M.Kc[r, 0].setub(0.0)
         for q in range(Q - 1):
             M.est.add(M.Kc[r, q + 1] == M.Kc[r, q] + M.X[r, q] + M.Lat[r, q])
-    if D.typed:
-        # replica r's own figures (_typed_compute): Fr, Gr per slot, Csr (slots <= q), Ffr (slots > q)
-        Fq = lambda r, q: M.Fr[r, q]  # noqa: E731
-        Gq = lambda r, q: M.Gr[r, q]  # noqa: E731
-        Cs = lambda r, q: M.Csr[r, q]  # noqa: E731
-        Ff = lambda r, q: M.Ffr[r, q]  # noqa: E731
-    else:
-        Cs = lambda r, q: M.Cs[q]  # noqa: E731
-        Ff = lambda r, q: M.Ff[q]  # noqa: E731
-        if shape.schedule == "gpipe":
-            M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
-            M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
-            for q in range(Q):
-                M.est.add(M.Fmax >= F[q])
-                M.est.add(M.Gmax >= G[q])
-        else:
-            M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
-            for q in range(Q):
-                M.est.add(M.Cmax >= C[q])
+    fig = _stage_figures(M, D, Q, C, F, G)
+    Cs, Ff = fig["Cs"], fig["Ff"]
     for r in range(R):
         # round trip from slot q: compute of slots <= q, both ways over boundaries < q
         Qrt = {q: Cs(r, q) + 2 * M.Kc[r, q] for q in range(Q)}
-        if shape.schedule == "gpipe":
-            alpha = pyo.Var(domain=pyo.NonNegativeReals)
-            beta = pyo.Var(domain=pyo.NonNegativeReals)
-            M.add_component(f"alpha_{r}", alpha)
-            M.add_component(f"beta_{r}", beta)
-            if D.typed:
-                for q in range(Q):
-                    M.est.add(alpha >= Fq(r, q))
-                    M.est.add(beta >= Gq(r, q))
-            else:
-                M.est.add(alpha >= M.Fmax)
-                M.est.add(beta >= M.Gmax)
-            for q in range(Q - 1):
-                M.est.add(alpha >= M.X[r, q])
-                M.est.add(beta >= M.X[r, q])
-            M.est.add(M.tau[r] == alpha + beta)
-            if D.spec >= 3:
-                # SPEC v3 (e): a gpipe flush's backward phase at slot q is set by the slots
-                # downstream of it (q' <= q) and the boundaries between them (q' < q)
-                bq = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
-                M.add_component(f"beta_q_{r}", bq)
-                for q in range(Q):
-                    for q2 in range(q + 1):
-                        M.est.add(bq[q] >= (Gq(r, q2) if D.typed else G[q2]))
-                    for q2 in range(q):
-                        M.est.add(bq[q] >= M.X[r, q2])
-                    M.est.add(beta >= bq[q])
+        if gpipe:
+            _gpipe_period(M, D, r, Q, G, fig)
         else:
-            if D.typed:
-                for q in range(Q):
-                    M.est.add(M.tau[r] >= Fq(r, q) + Gq(r, q))
-            else:
-                M.est.add(M.tau[r] >= M.Cmax)
-            # Little's law on every window of slots [lo, hi] (stages S-1-hi .. S-1-lo) whose
-            # front slot holds fewer than m micro-batches (SPEC 7 v2): it then holds
-            # w_hi - w_lo + 1 = hi - lo + 1 of them while one goes from hi to lo and back.
-            # Slot indexing makes w_q = min(m, q + 1) independent of S, so each row is linear;
-            # a window reaching into unused front slots is the window from the front stage
-            # with a larger divisor, hence weaker: the rows are exactly v2's
-            for hi in range(Q):
-                if D.w[hi] >= m:
-                    continue  # the front slot holds every micro-batch: never binds (dropped)
-                for lo in range(hi + 1):
-                    compute = Cs(r, hi) - (Cs(r, lo - 1) if lo else 0.0)
-                    M.est.add(M.tau[r] * (D.w[hi] - D.w[lo] + 1)
-                              >= compute + 2 * (M.Kc[r, hi] - M.Kc[r, lo]))
-            for q in range(Q - 1):
-                M.est.add(M.tau[r] >= M.X[r, q])
+            _1f1b_period(M, D, r, Q, m, fig)
         # T >= T_r - D_j + AR_j, written with positive terms only: (m-1) tau + forward
         # compute before slot q + communication from q on (one way) + round trip from q + AR_q
         for q in range(Q):
             tau_q = M.tau[r]
-            if D.spec >= 3 and shape.schedule == "gpipe":
+            if D.spec >= 3 and gpipe:
                 tau_q = M.component(f"alpha_{r}") + M.component(f"beta_q_{r}")[q]
             M.est.add(M.T >= (m - 1) * tau_q + Ff(r, q) + (M.Kc[r, Q - 1] - M.Kc[r, q]) + Qrt[q] + M.AR[q])
 
-    stop.checkpoint()
-    # ---- valid lower bounds per number of stages (cuts) ---------------------------------
+
+def _stage_figures(M, D: Data, Q: int, C: dict, F: dict, G: dict) -> dict:
+    """Each replica's stage figures as functions of (r, q): Cs (compute of slots <= q), Ff
+    (forward compute of the slots before q) and, with GPU types, Fq, Gq (slot q's forward and
+    backward time at its domain's type, :func:`_typed_compute`).  One type: the shared
+    figures of :func:`_partition`, and their maxima Fmax >= F_q, Gmax >= G_q (gpipe) or
+    Cmax >= C_q (1f1b)."""
+    if D.typed:
+        # replica r's own figures (_typed_compute): Fr, Gr per slot, Csr (slots <= q), Ffr (slots > q)
+        return {"Fq": lambda r, q: M.Fr[r, q], "Gq": lambda r, q: M.Gr[r, q],
+                "Cs": lambda r, q: M.Csr[r, q], "Ff": lambda r, q: M.Ffr[r, q]}
+    if D.shape.schedule == "gpipe":
+        M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
+        M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
+        for q in range(Q):
+            M.est.add(M.Fmax >= F[q])
+            M.est.add(M.Gmax >= G[q])
+    else:
+        M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
+        for q in range(Q):
+            M.est.add(M.Cmax >= C[q])
+    return {"Fq": None, "Gq": None, "Cs": lambda r, q: M.Cs[q], "Ff": lambda r, q: M.Ff[q]}
+
+
+def _gpipe_period(M, D: Data, r: int, Q: int, G: dict, fig: dict) -> None:
+    """gpipe period of replica r: tau_r = alpha_r + beta_r with alpha_r >= max(F_q, X_q)
+    and beta_r >= max(G_q, X_q); under SPEC v3 (e) slot q's backward phase beta_q_r[q]
+    >= G_q', X_q'' over the slots q' <= q downstream and the boundaries q'' < q between."""
+    Fq, Gq = fig["Fq"], fig["Gq"]
+    alpha = pyo.Var(domain=pyo.NonNegativeReals)
+    beta = pyo.Var(domain=pyo.NonNegativeReals)
+    M.add_component(f"alpha_{r}", alpha)
+    M.add_component(f"beta_{r}", beta)
+    if D.typed:
+        for q in range(Q):
+            M.est.add(alpha >= Fq(r, q))
+            M.est.add(beta >= Gq(r, q))
+    else:
+        M.est.add(alpha >= M.Fmax)
+        M.est.add(beta >= M.Gmax)
+    for q in range(Q - 1):
+        M.est.add(alpha >= M.X[r, q])
+        M.est.add(beta >= M.X[r, q])
+    M.est.add(M.tau[r] == alpha + beta)
+    if D.spec >= 3:
+        # SPEC v3 (e): a gpipe flush's backward phase at slot q is set by the slots
+        # downstream of it (q' <= q) and the boundaries between them (q' < q)
+        bq = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
+        M.add_component(f"beta_q_{r}", bq)
+        for q in range(Q):
+            for q2 in range(q + 1):
+                M.est.add(bq[q] >= (Gq(r, q2) if D.typed else G[q2]))
+            for q2 in range(q):
+                M.est.add(bq[q] >= M.X[r, q2])
+            M.est.add(beta >= bq[q])
+
+
+def _1f1b_period(M, D: Data, r: int, Q: int, m: int, fig: dict) -> None:
+    """1f1b period of replica r: tau_r >= c_q (every stage), tau_r >= X_q (every boundary)
+    and Little's law on the windows [lo, hi] whose front slot holds fewer than m
+    micro-batches: tau_r (w_hi - w_lo + 1) >= compute of lo..hi + 2 (Kc_hi - Kc_lo)."""
+    Fq, Gq, Cs = fig["Fq"], fig["Gq"], fig["Cs"]
+    if D.typed:
+        for q in range(Q):
+            M.est.add(M.tau[r] >= Fq(r, q) + Gq(r, q))
+    else:
+        M.est.add(M.tau[r] >= M.Cmax)
+    # Little's law on every window of slots [lo, hi] (stages S-1-hi .. S-1-lo) whose
+    # front slot holds fewer than m micro-batches (SPEC 7 v2): it then holds
+    # w_hi - w_lo + 1 = hi - lo + 1 of them while one goes from hi to lo and back.
+    # Slot indexing makes w_q = min(m, q + 1) independent of S, so each row is linear;
+    # a window reaching into unused front slots is the window from the front stage
+    # with a larger divisor, hence weaker: the rows are exactly v2's
+    for hi in range(Q):
+        if D.w[hi] >= m:
+            continue  # the front slot holds every micro-batch: never binds (dropped)
+        for lo in range(hi + 1):
+            compute = Cs(r, hi) - (Cs(r, lo - 1) if lo else 0.0)
+            M.est.add(M.tau[r] * (D.w[hi] - D.w[lo] + 1)
+                      >= compute + 2 * (M.Kc[r, hi] - M.Kc[r, lo]))
+    for q in range(Q - 1):
+        M.est.add(M.tau[r] >= M.X[r, q])
+
+
+def _stage_cuts(M, lbs: dict[int, float]) -> None:
+    """Valid lower bounds per number of stages (cuts): T >= sum_S lb_S sigma_S, and
+    T >= min_S lb_S as a bound (shared by both models)."""
     if any(v > 0 for v in lbs.values()):
         M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
         # also as a bound on T: the solver reports it even when stopped before its root LP
         M.T.setlb(min(lbs.values()))
 
-    stop.checkpoint()
-    # ---- objective ---------------------------------------------------------------------
+
+def _objective(M, D: Data, objective: str, R: int, Q: int, P: dict, t: int,
+               cost_scale: float | None, cost_cutoff: float | None, used: dict) -> None:
+    """Objective: minimise T (time) or the cost per iteration (:func:`_cost_objective`)."""
     if objective == "cost":
         _cost_objective(M, D, R, Q, P, t, cost_scale, cost_cutoff, used)
     else:
         M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
-    return M
 
 
 def _typed_compute(M, D, R, Q):
