@@ -39,8 +39,8 @@ import pyomo.environ as pyo
 
 from ...problem.space import PlanSpace, Shape, ShapeInfeasible
 from .. import stop
-from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, arc_figures, pairs_of_link,
-                   read_partition, shape_data, t_upper_bound)
+from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, _stage_cuts, arc_figures,
+                   pairs_of_link, read_partition, shape_data, t_upper_bound)
 
 
 def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None = None, ts: float = 1.0,
@@ -77,7 +77,6 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     Q = max(lbs)
     D.Q, D.w = Q, D.w[:Q]
     R, m, t = shape.replicas, D.m, shape.tp
-    doms = D.domains
     gpipe = shape.schedule == "gpipe"
     T_cap = t_upper_bound(D, R, Q)
     if cutoff is not None:
@@ -89,24 +88,55 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
         # adds the per-type presence of each slot, its memory, and the rows it makes valid
         D.f = [min(D.ft[k][u] for k in D.ft) for u in range(len(D.units))]
         D.g = [min(D.gt[k][u] for k in D.gt) for u in range(len(D.units))]
-    used, P, C, F, G = _partition(M, D, lbs)
-    c_tot = sum(D.f) + sum(D.g)
 
+    # the model, one group of variables and constraints at a time (docs/formulations.md)
+    used, P, C, F, G = _partition(M, D, lbs)  # sets, stage count, partition, memory
+    c_tot = sum(D.f) + sum(D.g)
     stop.checkpoint()  # a large shape builds for seconds: stop here when out of time
-    # ---- counts: n[q,d] replicas put slot q in domain d ------------------------------
+    typed = _counts(M, D, R, Q, used, require)
+    stop.checkpoint()
+    arcs, solo, lat = _flows(M, D, R)
+    if cuts and Q > 1:
+        _run_length_cuts(M, D, Q)
+    stop.checkpoint()
+    umax, k_of = _link_sharing(M, D, R, Q, m, T_cap, c_tot)
+    stop.checkpoint()
+    _boundary_transfer(M, D, Q, solo, umax, k_of)
+    b_min, below, above = _boundary_floor(M, Q, used, solo)
+    # front slots of the windows that count: w_hi = hi + 1 < m (1f1b; none for gpipe)
+    windows_from = [] if gpipe else [hi for hi in range(Q) if D.w[hi] < m]
+    _compute_period(M, D, Q, m, C, F, G, used, b_min, windows_from)
+    one = _boundary_periods(M, D, Q, m, arcs, lat, used, b_min, windows_from)
+    _average_replica(M, D, R, Q, m, arcs, solo, lat, c_tot)
+    stop.checkpoint()
+    _sync(M, D, R, Q, P, t, cuts_v2)
+    _slot_rows(M, D, Q, m, C, G, arcs, one, b_min, above, below, used, typed)
+    stop.checkpoint()
+    _stage_cuts(M, lbs)
+    M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)  # objective: T, a lower bound on T_est
+    return M
+
+
+def _counts(M, D, R, Q, used, require) -> dict | None:
+    """Counts: n[q, d] replicas put slot q in domain d; sum_d n[q, d] = R used_q,
+    sum_q n[q, d] <= cap_d, each ``require``d domain hosts a stage.  With GPU types the
+    per-type presence of each slot too; returns :func:`_typed_counts`'s table or None."""
     M.n = pyo.Var(M.Qs, M.Dm, domain=pyo.NonNegativeIntegers,
                   bounds=lambda M, q, d: (0, min(R, D.cap[d])))
     M.place = pyo.Constraint(M.Qs, rule=lambda M, q: sum(M.n[q, d] for d in M.Dm) == R * used[q])
     M.capacity = pyo.Constraint(M.Dm, rule=lambda M, d: sum(M.n[q, d] for q in M.Qs) <= D.cap[d])
     for i, d in enumerate(require):
-        if d in doms:
+        if d in D.domains:
             setattr(M, f"require_{i}", pyo.Constraint(expr=sum(M.n[q, d] for q in M.Qs) >= 1))
-    if D.typed:
-        typed = _typed_counts(M, D, R, Q)
+    return _typed_counts(M, D, R, Q) if D.typed else None
 
-    stop.checkpoint()
-    # ---- flows: f[q,d,e] replicas go from d (slot q+1) to e (slot q) -----------------------
-    # integral flows of a layered network with integral margins split into R paths
+
+def _flows(M, D, R) -> tuple[list, dict, dict]:
+    """Flows: f[q, d, e] replicas go from d (slot q+1) to e (slot q), sum_e f[q, d, e] =
+    n[q+1, d], sum_d f[q, d, e] <= n[q, e]; u[q, d, e] = 1 when some replica takes the arc
+    (f <= R u, u <= f).  Returns (arcs, solo, lat) of :func:`~.milp.arc_figures`.
+
+    Integral flows of a layered network with integral margins split into R paths."""
     arcs, solo, lat = arc_figures(D)
     M.Arcs = pyo.Set(initialize=arcs, dimen=2)
     M.f = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeIntegers, bounds=(0, R))
@@ -115,24 +145,34 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     # (<=: the boundary above the front stage carries nothing)
     M.flow_in = pyo.Constraint(M.B, M.Dm, rule=lambda M, q, e: sum(
         M.f[q, a, b] for a, b in arcs if b == e) <= M.n[q, e])
-    # u[q,d,e] = 1 when some replica takes the arc
     M.u = pyo.Var(M.B, M.Arcs, domain=pyo.Binary)
     M.u_ub = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.f[q, a, b] <= R * M.u[q, a, b])
     M.u_lb = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.u[q, a, b] <= M.f[q, a, b])
-    if cuts and Q > 1:
-        # run lengths: a replica's run of consecutive slots in d holds at most
-        # L_d = min(cap_d, Q) slots and stays inside d for all but one of them, so the
-        # staying flows in d are at most (1 - 1/L_d) of d's slots (the LP's "spread"
-        # point, half a replica in d over every slot, violates it)
-        def runs(M, d):
-            L_d = min(D.cap[d], Q)
-            return sum(M.f[k, d, d] for k in M.B) <= (1 - 1 / L_d) * sum(M.n[q, d] for q in M.Qs)
-        M.run_length = pyo.Constraint(M.Dm, rule=runs)
+    return arcs, solo, lat
 
-    stop.checkpoint()
-    # ---- link sharing of pipeline flows -------------------------------------------------
-    # v2: users of link l = the flows whose route uses it; v3: per resource q, the forward
-    # (n_F) and backward (n_B) channels using it, n(q) their max (gpipe-shaped) or sum
+
+def _run_length_cuts(M, D, Q) -> None:
+    """Run lengths (valid inequalities): sum_k f[k, d, d] <= (1 - 1/L_d) sum_q n[q, d] with
+    L_d = min(cap_d, Q).
+
+    A replica's run of consecutive slots in d holds at most L_d slots and stays inside d
+    for all but one of them, so the staying flows in d are at most (1 - 1/L_d) of d's slots
+    (the LP's "spread" point, half a replica in d over every slot, violates it)."""
+    def runs(M, d):
+        L_d = min(D.cap[d], Q)
+        return sum(M.f[k, d, d] for k in M.B) <= (1 - 1 / L_d) * sum(M.n[q, d] for q in M.Qs)
+    M.run_length = pyo.Constraint(M.Dm, rule=runs)
+
+
+def _link_sharing(M, D, R, Q, m, T_cap, c_tot) -> tuple[dict, dict]:
+    """Link sharing of pipeline flows and the objective T: T >= coef A users_l / cap_l + c_tot
+    for every link (v2) or resource (v3), coef = 2m (gpipe) or m + 1.
+
+    v2: users of link l = the flows whose route uses it; v3: per resource q, the forward
+    (n_F) and backward (n_B) channels using it, n(q) their max (gpipe-shaped) or sum.
+    Returns (umax, k_of): each link's most users below T_cap and one flow's time alone."""
+    v3 = D.spec >= 3
+    gpipe = D.shape.schedule == "gpipe"
     if v3:
         fw_of: dict = {}
         for de in D.routes:
@@ -173,9 +213,13 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             for l in link_pairs}
     for l in link_pairs:
         M.users[l].setub(max(umax[l], 0))
+    return umax, k_of
 
-    stop.checkpoint()
-    # ---- one boundary of one replica: the arc's transfer X, and its period -------------------
+
+def _boundary_transfer(M, D, Q, solo, umax, k_of) -> None:
+    """One boundary of one replica: the arc's transfer Xa[q, d, e] >= solo u[q, d, e] and,
+    on every shared link (resource) l of the route, >= A users_l / cap_l when u[q, d, e]."""
+    v3 = D.spec >= 3
     M.Xa = pyo.Var(M.B, M.Arcs, domain=pyo.NonNegativeReals)
     M.Xa_solo = pyo.Constraint(M.B, M.Arcs, rule=lambda M, q, a, b: M.Xa[q, a, b] >= solo[(a, b)] * M.u[q, a, b])
     M.Xa_share = pyo.ConstraintList()
@@ -186,19 +230,26 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             for q in range(Q - 1):
                 M.Xa_share.add(M.Xa[q, d, e] >= k_of[l] * M.users[l] - k_of[l] * umax[l] * (1 - M.u[q, d, e]))
 
-    # every boundary of every replica costs at least b_min (its transfer on the fastest arc);
-    # below[q] = boundaries below a used slot q (counted twice in its round trip), above[q]
-    # = boundaries from q on (counted once after its drain), both 0 when q is unused
+
+def _boundary_floor(M, Q, used, solo) -> tuple[float, dict, dict]:
+    """(b_min, below, above): every boundary of every replica costs at least b_min (its
+    transfer on the fastest arc); below[q] = boundaries below a used slot q (counted twice
+    in its round trip), above[q] = boundaries from q on (counted once after its drain), both
+    0 when q is unused (expressions in sigma)."""
     b_min = min(solo.values()) if Q > 1 else 0.0
     admissible = list(M.Sset)
     below = {q: q * used[q] for q in range(Q)}
     above = {q: sum((S - 1 - q) * M.sigma[S] for S in admissible if S > q) for q in range(Q)}
-    # compute period tau0 (every replica): slowest stage; Little's law with b_min transfers
+    return b_min, below, above
+
+
+def _compute_period(M, D, Q, m, C, F, G, used, b_min, windows_from) -> None:
+    """Compute period tau0 (every replica): the slowest stage, tau0 >= max F + max G
+    (gpipe) or max C (1f1b), and Little's law on the 1f1b windows [lo, hi] with every
+    boundary at b_min: tau0 (hi - lo + 1) >= compute of lo..hi + 2 b_min (hi - lo) used_hi."""
     M.tau0 = pyo.Var(domain=pyo.NonNegativeReals)
-    # front slots of the windows that count: w_hi = hi + 1 < m (1f1b; none for gpipe)
-    windows_from = [] if gpipe else [hi for hi in range(Q) if D.w[hi] < m]
     M.est = pyo.ConstraintList()
-    if gpipe:
+    if D.shape.schedule == "gpipe":
         M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
         M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
         for q in range(Q):
@@ -217,10 +268,17 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             for lo in range(hi + 1):
                 M.est.add(M.tau0 * (hi - lo + 1) >= M.Cs[hi] - (M.Cs[lo - 1] if lo else 0.0)
                           + 2 * b_min * (hi - lo) * used[hi])
-    # one boundary of one replica.  one[k,a] = X + l of arc a at boundary k when used;
-    # V[k] = the largest over the arcs (some replica's).  Every term of T_est below is, for
-    # a fixed boundary k, non-decreasing in the replica's X and X + l there, so the max over
-    # replicas splits into a max over arcs (terms in X) and a term in V[k] (Little's law)
+
+
+def _boundary_periods(M, D, Q, m, arcs, lat, used, b_min, windows_from) -> dict:
+    """One boundary k of one replica: V[k] >= Xa + lat u over the arcs (the largest X + l),
+    tl[k] its replica's period (>= tau0, Little's law with V[k] twice), and
+    W1[k] / W2[k] >= (m - 1) period + (X + l) once / twice.  Returns one[k, a] = X + l.
+
+    Every term of T_est below is, for a fixed boundary k, non-decreasing in the replica's
+    X and X + l there, so the max over replicas splits into a max over arcs (terms in X)
+    and a term in V[k] (Little's law)."""
+    gpipe = D.shape.schedule == "gpipe"
     one = {(k, a): M.Xa[k, a] + lat[a] * M.u[k, a] for k in range(Q - 1) for a in arcs}
     M.V = pyo.Var(M.B, domain=pyo.NonNegativeReals)
     M.V_def = pyo.Constraint(M.B, M.Arcs, rule=lambda M, k, a, b: M.V[k] >= one[(k, (a, b))])
@@ -248,13 +306,17 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             for per in periods:
                 M.est.add(M.W1[k] >= (m - 1) * per + o)
                 M.est.add(M.W2[k] >= (m - 1) * per + 2 * o)
+    return one
 
-    # the average replica's one-way communication (the most-crossing replica has at least
-    # this much): Kbar = sum of the flows' alone-transfer + latency / R
+
+def _average_replica(M, D, R, Q, m, arcs, solo, lat, c_tot) -> None:
+    """The average replica: T >= (m - 1) tau_bar + c_tot + 2 Kbar, Kbar = sum_{q, a}
+    (solo_a + lat_a) f[q, a] / R its one-way communication (the most-crossing replica has at
+    least this much), tau_bar >= tau0 and (1f1b, S < m) tau_bar S >= c_tot + 2 Kbar."""
     Kbar = sum((solo[a] + lat[a]) * M.f[q, a] for q in range(Q - 1) for a in arcs) / R
     M.tau_bar = pyo.Var(domain=pyo.NonNegativeReals)
     M.est.add(M.tau_bar >= M.tau0)
-    if not gpipe:
+    if D.shape.schedule != "gpipe":
         k_hi = (Q - 1) * max(solo[a] + lat[a] for a in arcs) if Q > 1 else 0.0
         for S in M.Sset:
             if S >= m:
@@ -263,20 +325,30 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
             M.est.add(M.tau_bar * S >= c_tot + 2 * Kbar - big * S * (1 - M.sigma[S]))
     M.est.add(M.T >= (m - 1) * M.tau_bar + c_tot + 2 * Kbar)
 
-    stop.checkpoint()
-    # ---- gradient synchronisation per slot (exact, on the counts) ---------------------------
+
+def _sync(M, D, R, Q, P, t, cuts_v2) -> None:
+    """Gradient synchronisation per slot, exact on the counts: AR[q] = intra ring + cross
+    ring over the domains with n[q, d] > 0 (:func:`~.milp._gradient_sync`); 0 with one replica."""
     M.AR = pyo.Var(M.Qs, domain=pyo.NonNegativeReals)
     if R > 1:
         _gradient_sync(M, D, R, Q, P, t, cuts_v2, count=lambda q, d: M.n[q, d], members=None)
     else:
         for q in range(Q):
             M.AR[q].setub(0.0)
+
+
+def _slot_rows(M, D, Q, m, C, G, arcs, one, b_min, above, below, used, typed) -> None:
+    """T >= T_r - D_j + AR_j per slot q with the communication at its floor:
+    T >= (m - 1) tau0 + Ff_q + Cs_q + AR_q + b_min (above_q + 2 below_q), and the same with
+    one boundary k's communication (W1[k] or W2[k]) and the others at b_min; gpipe under
+    v3 by :func:`_gpipe_rows_v3`, GPU types by :func:`_typed_rows`."""
+    gpipe = D.shape.schedule == "gpipe"
     # T >= T_r - D_j + AR_j with the communication dropped: (m - 1) tau0 + forward compute
     # before slot q + compute from q on + AR_q
     if D.typed:
         # per_q: slot q's period common to every replica (fastest figures), as in the rows below
         per_q = {q: M.tau0 for q in range(Q)}
-    if v3 and gpipe:
+    if D.spec >= 3 and gpipe:
         _gpipe_rows_v3(M, D, Q, m, G, arcs, one, b_min, above, below, used)
         if D.typed:
             per_q = {q: M.Fmax + M.Gd[q] for q in range(Q)}
@@ -292,14 +364,6 @@ def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None
     if D.typed:
         _typed_rows(M, D, Q, m, C, typed, per_q, gpipe,
                     {q: b_min * (above[q] + 2 * below[q]) for q in range(Q)})
-
-    stop.checkpoint()
-    # ---- valid lower bounds per number of stages --------------------------------------------
-    if any(v > 0 for v in lbs.values()):
-        M.stage_cut = pyo.Constraint(expr=M.T >= sum(lbs[S] * M.sigma[S] for S in M.Sset))
-        M.T.setlb(min(lbs.values()))
-    M.obj = pyo.Objective(expr=M.T, sense=pyo.minimize)
-    return M
 
 
 def _typed_counts(M, D, R, Q) -> dict:
