@@ -258,9 +258,9 @@ def _admissible(instance, shape, D: Data, space, forbid, objective, stage_bounds
     lb: dict[int, float] = {}
     D.cost_lb = {}
     if cuts and objective == "cost":
-        D.cost_lb = cost_stage_bounds(instance, shape, space, forbid, D.Q)
+        D.cost_lb = cost_stage_bounds(instance, shape, space, forbid, D.Q, spec=D.spec)
     if cuts:
-        lb = {S: v * ts for S, v in stage_count_bounds(instance, shape, space, forbid, D.Q).items()}
+        lb = {S: v * ts for S, v in stage_count_bounds(instance, shape, space, forbid, D.Q, spec=D.spec).items()}
         if stage_bounds is not None:
             lb = {S: max(v, stage_bounds[S]) for S, v in lb.items() if S in stage_bounds}
     elif stage_bounds is not None:
