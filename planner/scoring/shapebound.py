@@ -135,6 +135,7 @@ import numpy as np
 
 from ..problem.network import GBPS, MS
 from ..problem.space import divisors
+from .syncbound import stage0_cut_term
 
 #: bytes of weights, gradients and Adam state per parameter (SPEC 3)
 STATE_BYTES = 16.0
@@ -711,6 +712,9 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
         if forced and R > 1 and ring_bits is not None and net.cap > 0:
             lat = 2 * (K2 - 1) * net.lat_min
             sync = np.where(Pint > 0, phi_min * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
+            if per_step is not None:  # with the intra part of its largest domain (syncbound)
+                sync = np.maximum(sync, per_step.stage_floor(instance, R, t, Pint, slots_all, net.cap,
+                                                             net.lat_min, crossing=True))
             ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
         v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit), every=every)
         p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
@@ -812,6 +816,13 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                     and ((R * S > cut_side[0]) & (R * S > cut_side[1])).any()):
                 value = max(value, _cut_value(S, V0, *cut_side, cut_A, _cut_ring, v, ring, R, t, slot_prices,
                                                   K2, phi_min, p_cap))
+            if per_step is not None and per_step.groups is not None and S > 1 and n > 1 and value < best_value:
+                # stage 0 in few domains: the replicas not whole there send activations out
+                conf = stage0_cut_term(cut_figs, slots_all, R, S, m, float(c.sum()),
+                                       float(out_cut.min()) * tokens, per_step.groups, per_step.groups_lo)
+                if objective == "cost":
+                    conf *= t * float(slot_prices[:R * S].sum()) / 3600.0
+                value = max(value, conf)
             if v_slow is not None and R * S > fast_slots:
                 k = -(-(R * S - fast_slots) // R)
                 typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())

@@ -93,12 +93,14 @@ class SyncFloor:
         every-step sync)."""
         return R if self.groups is None else -(-R // self.groups)
 
-    def stage_floor(self, instance, R: int, t: int, P, slots, cap: float, lat_min: float) -> np.ndarray:
+    def stage_floor(self, instance, R: int, t: int, P, slots, cap: float, lat_min: float,
+                    crossing: bool = False) -> np.ndarray:
         """``[a, e]``: a lower bound (s) on AR_j (AR^in_j for a group class) of a stage
         holding parameters ``P[a, e]`` (an array, e.g. units a..e-1) in a plan of R replicas
         at tp ``t`` (module docstring, (S)); row a = 0 is stage 0.  ``slots``: cells of t
         GPUs per domain; ``cap``, ``lat_min``: the routes' largest capacity (bytes/s) and
-        the smallest link latency (s).
+        the smallest link latency (s).  ``crossing``: of a stage whose replicas span at
+        least two domains (K >= 2 in (S); every row alike).
 
         Example: 32 replicas in one domain of 200 Gbit/s, t = 4, 1e9 parameters at 16
         bits: phi(32) 2e9 / 4 / 25e9 = 0.03875 s.
@@ -116,7 +118,7 @@ class SyncFloor:
         held = np.cumsum(sorted((int(k) for k in slots if k > 0), reverse=True))
         k_min = int(np.searchsorted(held, n) + 1)  # the fewest domains whose slots hold n
         best = np.full_like(P, np.inf)
-        for K in range(min(k_min, n), min(n, len(held)) + 1):
+        for K in range(max(min(k_min, n), 2 if crossing else 1), min(n, len(held)) + 1):
             term = float(phi(-(-n // K), rb)) * local
             if K > 1 and cap > 0:
                 term = term + float(phi(K, rb)) * pay / cap + 2 * (K - 1) * lat_min
@@ -124,7 +126,7 @@ class SyncFloor:
         if not np.isfinite(best).all():  # no K possible (the shape has no plan): charge nothing
             best = np.where(np.isfinite(best), best, 0.0)
         out = np.where(P > 0, best, 0.0)
-        if self.groups is not None:  # the largest group's stage 0 sits in one domain
+        if self.groups is not None and not crossing:  # the largest group's stage 0 sits in one domain
             out[0] = np.where(P[0] > 0, float(phi(n, rb)) * local[0], 0.0)
         return out
 
@@ -177,3 +179,49 @@ def sync_subclasses(instance, classes) -> list[tuple[int | None, SyncFloor, floa
                 runs.append([M, M, eM[M]])
         out += [(None, SyncFloor(16, groups=hi, groups_lo=lo), e) for lo, hi, e in runs]
     return out
+
+
+def stage0_cut_term(cuts, slots, R: int, S: int, m: int, c_sum: float, a_min: float, groups: int | None,
+                    groups_lo: int = 1) -> float:
+    """A lower bound on T (s) of every plan of R replicas of S stages whose stage 0 sits in
+    M domains, ``groups_lo`` <= M <= ``groups`` (DiLoCo and streaming with few groups),
+    from the activations leaving those domains; 0 when it gives nothing.
+
+    Proof.  Let U be the domains holding stage 0 (|U| = M), s_U their slots (``slots``:
+    cells of t GPUs per domain).  A replica wholly in U takes S cells there, the others
+    one each (their stage 0), so at most w = floor((s_U - R) / (S - 1)) replicas are
+    whole in U, and p >= R - w replicas have a first stage outside U: its boundary's
+    forward channel goes from a domain of U to one outside, so its route crosses the cut
+    (U, rest) on a link from U's side (and leaves through U's uplinks).  As in
+    :func:`planner.scoring.shapebound.boundary_cut_term` (its channels may be of
+    different boundaries: n_F(q) counts every forward channel), some such channel has
+    bandwidth <= C_U / p, C_U the cut's capacity one way, and its replica pays
+    T >= sum c + (m + 1) p A_min / C_U + 2 l_U.  U is unknown: the bound is the
+    smallest over the sides of the cuts (``cuts``: :func:`planner.scoring.shapebound.network_cuts`,
+    every bipartition joined by a link; a side with no link across cannot send to the rest,
+    so it holds whole replicas only) with between ``groups_lo`` and ``groups`` domains and
+    room for stage 0.  0 with S = 1, without groups, when U may be every domain, or when
+    the cuts are not all enumerated (over 16 domains).
+
+    Example: four domains of 32 slots, full mesh of 1.25 GB/s links, R = 64, S = 2, at
+    most 2 groups: U is two domains, no replica is whole in U, the cut carries 5 GB/s one
+    way: T >= sum c + 17 * 64 A / 5e9 + 2 l with m = 16.
+    """
+    if S < 2 or groups is None or cuts is None:
+        return 0.0
+    slots = np.asarray(slots, int)
+    D = len(slots)
+    if groups >= D or len(cuts.total) != 2 ** (D - 1) - 1:
+        return 0.0  # U may be every domain (no cut), or a side without links: no bound
+    sides = np.concatenate([cuts.in_x, ~cuts.in_x])
+    total = np.concatenate([cuts.total, cuts.total])
+    latency = np.concatenate([cuts.latency, cuts.latency])
+    size = sides.sum(axis=1)
+    s_u = sides @ slots
+    ok = (size >= max(1, groups_lo)) & (size <= groups) & (s_u >= R)
+    if not ok.any():
+        return 0.0
+    p = R - np.floor((s_u - R) / (S - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.where(p > 0, c_sum + (m + 1) * p * a_min / total + 2 * latency, 0.0)
+    return float(value[ok].min())

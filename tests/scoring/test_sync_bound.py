@@ -79,7 +79,7 @@ def test_every_plan_is_above_its_class_bound(seed):
     time = inst.options.objective == "time"
     classes = sync_subclasses(inst, bounds.sync_classes(inst))
     one = bounds.fastest_type_instance(inst)
-    values = {(bits, floor): shape_bound(one, bits, per_step=floor).value for bits, floor, _ in classes}
+    shapes = {(bits, floor): shape_bound(one, bits, per_step=floor) for bits, floor, _ in classes}
     options = sync_options(inst)
     overall = objective_lower_bound(inst)
     rng = random.Random(seed)
@@ -88,7 +88,7 @@ def test_every_plan_is_above_its_class_bound(seed):
         if check_plan(inst, p):
             continue
         # the plain sync and three options drawn per plan (every option over the draws)
-        for sync in [options[0], *rng.sample(options[1:], 3)] if p.replicas > 1 else options[:1]:
+        for sync in [options[0], *rng.sample(options[1:], 3)]:
             q = p.model_copy(update={"dp_sync": sync})
             if check_plan(inst, q):
                 continue
@@ -97,9 +97,11 @@ def test_every_plan_is_above_its_class_bound(seed):
             M = sync_groups(q)
             bits, floor, e_max = _class_of(classes, sync, M)
             assert ev.quality[0] <= e_max * (1 + 1e-12), (q, ev.quality, e_max)
-            if time:  # the class's shape bound holds for T_in, so for T_eff / e_max
+            if time:  # the class's bound, and its shape's, hold for T_in, so for T_eff / e_max
                 T_in = float(ev.iteration_times()[0])
-                assert values[(bits, floor)] <= T_in * (1 + 1e-9), (q, values[(bits, floor)], T_in)
+                sb = shapes[(bits, floor)]
+                own = sb.parts.get((q.tp, q.micro_batch_size, q.replicas, q.num_stages), 0.0)
+                assert max(sb.value, own) <= T_in * (1 + 1e-9), (q, sb.value, own, T_in)
             assert overall <= score * (1 + 1e-9), (q, overall, score)
             seen += 1
     assert seen >= 20
@@ -170,3 +172,27 @@ def test_diloco_13b_gains_and_stays_below_its_best_plan():
     bound = objective_lower_bound(inst)
     assert bound <= score * (1 + 1e-9)
     assert bound > 5.355 * 1.05, bound  # the third pass: 5.355 (no sync, e = 1 for every M)
+
+
+def test_stage0_cut_term_closed_form():
+    # four domains of 32 slots (tp 4), every pair on a 10 Gbit/s link of 20 ms: with at most
+    # 2 groups, U is two domains (64 slots): no replica of 64 is whole in U, and the cut
+    # from U carries 4 links = 5e9 B/s one way
+    from planner.scoring.shapebound import network_cuts
+    from planner.scoring.syncbound import stage0_cut_term
+
+    names = "abcd"
+    inst = make_instance([(d, 128) for d in names],
+                         [(a, b, 10.0, 20.0) for i, a in enumerate(names) for b in names[i + 1:]],
+                         tensor_parallel=[4])
+    cuts = network_cuts(inst)
+    value = stage0_cut_term(cuts, [32] * 4, 64, 2, 16, 1.0, 1e7, 2, 2)
+    assert value == pytest.approx(1.0 + 17 * 64 * 1e7 / 5e9 + 0.04)
+    # one group: U is one domain of 32 slots, 3 links out (3.75e9 B/s); with S = 4 no replica
+    # fits whole beside the 32 stage-0 cells either
+    assert stage0_cut_term(cuts, [32] * 4, 32, 4, 32, 1.0, 1e7, 1, 1) == pytest.approx(
+        1.0 + 33 * 32 * 1e7 / 3.75e9 + 0.04)
+    # room for every replica whole in U, or U may be every domain, or one stage: nothing
+    assert stage0_cut_term(cuts, [32] * 4, 16, 2, 16, 1.0, 1e7, 1, 1) == 0.0
+    assert stage0_cut_term(cuts, [32] * 4, 64, 2, 16, 1.0, 1e7, 4, 3) == 0.0
+    assert stage0_cut_term(cuts, [32] * 4, 64, 1, 16, 1.0, 1e7, 2, 2) == 0.0
