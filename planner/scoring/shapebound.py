@@ -135,7 +135,7 @@ import numpy as np
 
 from ..problem.network import GBPS, MS
 from ..problem.space import divisors
-from .syncbound import stage0_cut_term
+from .syncbound import run_dp, stage0_cut_term
 
 #: bytes of weights, gradients and Adam state per parameter (SPEC 3)
 STATE_BYTES = 16.0
@@ -717,6 +717,10 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                                                              net.lat_min, crossing=True))
             ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
         v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit), every=every)
+        # runs of whole stages (syncbound.run_dp): at most this many in a row share a domain
+        L_run = slots_one // R
+        v_run = (run_dp(base, ring, S_max, x_min, L_run, every) if per_step is not None and ring is not None
+                 and L_run < S_max else None)
         p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
         cut_side = cut_A = None
         cut_rings: dict = {}  # (S, c_min, a cut's figures) -> the programme with that crossing term
@@ -797,6 +801,14 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                         alts.append((max(V0, tb), 2.0 * gbs * s * float(out_cut.min())))
                     else:
                         alts.append((V0, 0.0))
+                if v_run is not None and S > 1 and ring is not None and S > L_run:
+                    # no two adjacent whole stages in different domains: runs of at most L_run,
+                    # else (b) at such a boundary (syncbound.run_dp)
+                    lower = float(v[min(need, len(v) - 1):, S - 1].min()) if need >= 1 else V0
+                    tb = (float(c.sum()) + (m + 1) * R * float(out_cut.min()) * tokens / net.cap
+                          + 2 * net.lat_min)
+                    alts = [(max(alts[0][0], float(v_run[S - 1])), alts[0][1]),
+                            (max(lower, tb), 2.0 * gbs * s * float(out_cut.min()))]
                 if not alts:
                     continue
                 value, wan = min(alts)

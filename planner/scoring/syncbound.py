@@ -225,3 +225,48 @@ def stage0_cut_term(cuts, slots, R: int, S: int, m: int, c_sum: float, a_min: fl
     with np.errstate(divide="ignore", invalid="ignore"):
         value = np.where(p > 0, c_sum + (m + 1) * p * a_min / total + 2 * latency, 0.0)
     return float(value[ok].min())
+
+
+def run_dp(base, ring, stages: int, step: float, L: int, every=None) -> np.ndarray:
+    """``[S - 1]``: for S = 1 .. ``stages``, the smallest over partitions into S stages, each
+    stage *whole* (its R replicas in one domain: term ``base``, or ``every``) or *crossing*
+    (replicas in >= 2 domains: the larger of that and ``ring``, its sync over the WAN), with
+    every maximal run of consecutive whole stages at most ``L`` long, of the largest stage
+    term; stage j adds ``2 j step`` to ``base`` and ``j step`` to ``every`` and ``ring``
+    (as :func:`planner.scoring.shapebound._pipeline_dp`).
+
+    Why runs (every-step sync, R >= 2, the shape not fitting one domain).  Either some
+    boundary joins two whole stages in different domains -- then its R forward channels
+    share one route and the module docstring of :mod:`planner.scoring.shapebound`'s (b)
+    holds -- or none does: then each maximal run of whole stages sits in one domain, whose
+    slots hold L R cells at most (L = the most slots of a domain // R), and the crossing
+    stages between runs each pay their ring term (2).  So every plan of the second kind is
+    bounded by this programme, whatever its placement: where its crossing stages are, the
+    programme may designate them.
+
+    >>> inf = np.inf
+    >>> base = np.array([[inf, 1, 5, 9], [inf, inf, 1, 5], [inf, inf, inf, 1], [inf] * 4])
+    >>> run_dp(base, base + 10, 3, 0.0, 1).tolist()    # S = 2, 3: some stage must cross
+    [9.0, 11.0, 11.0]
+    >>> run_dp(base, base + 10, 3, 0.0, 2).tolist()    # two whole stages may be adjacent
+    [9.0, 5.0, 11.0]
+    """
+    n = base.shape[1] - 1
+    w0 = base[0] if every is None else np.maximum(base[0], every[0])
+    best = np.full((L + 1, n + 1), np.inf)  # [run length of the last stage (0: it crosses), e]
+    best[0] = np.maximum(w0, ring[0])
+    if L >= 1:
+        best[1] = w0
+    out = [best[:, n].min()]
+    for j in range(1, stages):
+        whole = base + 2 * j * step
+        if every is not None:
+            whole = np.maximum(whole, every + j * step)
+        cross = np.maximum(whole, ring + j * step)
+        new = np.full_like(best, np.inf)
+        new[0] = np.maximum(best.min(axis=0)[:, None], cross).min(axis=0)
+        for k in range(1, L + 1):
+            new[k] = np.maximum(best[k - 1][:, None], whole).min(axis=0)
+        best = new
+        out.append(best[:, n].min())
+    return np.array(out)

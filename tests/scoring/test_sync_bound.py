@@ -196,3 +196,65 @@ def test_stage0_cut_term_closed_form():
     assert stage0_cut_term(cuts, [32] * 4, 16, 2, 16, 1.0, 1e7, 1, 1) == 0.0
     assert stage0_cut_term(cuts, [32] * 4, 64, 2, 16, 1.0, 1e7, 4, 3) == 0.0
     assert stage0_cut_term(cuts, [32] * 4, 64, 1, 16, 1.0, 1e7, 2, 2) == 0.0
+
+
+def test_run_dp_closed_forms():
+    # three one-unit stages of term 1 (two units 5, all three 9), crossing adds 10
+    from planner.scoring.syncbound import run_dp
+
+    inf = np.inf
+    base = np.array([[inf, 1, 5, 9], [inf, inf, 1, 5], [inf, inf, inf, 1], [inf] * 4])
+    assert run_dp(base, base + 10, 3, 0.0, 1).tolist() == [9.0, 11.0, 11.0]
+    assert run_dp(base, base + 10, 3, 0.0, 2).tolist() == [9.0, 5.0, 11.0]
+    # no run allowed: every stage crosses; the j-th adds j * step to its ring term
+    assert run_dp(base, base + 10, 3, 0.5, 0).tolist() == [19.0, 15.0, 12.0]  # S = 2: [0, 2) then [2, 3)
+    # every term applies to whole and crossing stages alike
+    assert run_dp(base, base + 10, 2, 0.0, 2, every=base + 20).tolist() == [29.0, 25.0]
+
+
+def test_runs_raise_diloco_13b_every_step_class():
+    # every-step plans of diloco-13b (4 bits): no domain holds two stages' 64 replicas at tp 2,
+    # so the DP's one cheap crossing stage is not enough; the class bound rises
+    inst = load_instance("diloco-13b")
+    plain = shape_bound(inst, 4, per_step=SyncFloor(4)).value
+    assert plain > 6.1, plain   # 5.986 with one crossing stage
+
+
+def _three(seed: int):
+    """Three domains of 2 GPUs (tp 1) on slow links, four units: every
+    plan of 2 replicas x >= 2 stages either crosses a stage or joins whole stages across."""
+    rng = random.Random(100 + seed)
+    out = rng.uniform(1e4, 2e5)
+    units = []
+    for i in range(4):
+        params = rng.uniform(5e7, 4e8)
+        units.append({"name": f"u{i}", "params": params, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
+                      "out_bytes_per_token": out * rng.uniform(0.5, 1.5),
+                      "stored_bytes_per_token": 16 * params * rng.uniform(0.1, 1) / 256})
+    model = ModelSpec(name="rand", units=units)
+    gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": 200.0, "mfu": 0.5}
+    doms = [{"name": f"d{k}", "gpus": 2, "gpus_per_node": 2, "intra_bandwidth_gbps": rng.uniform(5, 200),
+             "price_per_gpu_hour": 1.0} for k in range(3)]
+    links = [(f"d{a}", f"d{b}", rng.choice([0.05, 0.2, 1.0]), rng.uniform(0, 20)) for a, b in ((0, 1), (1, 2), (0, 2))]
+    return make_instance(doms, links, model=model, gpu=gpu, global_batch_size=4, seq_len=256,
+                         micro_batch_sizes=[1, 2], tensor_parallel=[1],
+                         options={"schedules": ["1f1b"], "dp_sync": ["every_step"], "dp_sync_bits": [4, 16]})
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_runs_hold_for_every_plan_of_two_replicas(seed):
+    # each shape's every-step bound (runs of whole stages, crossing stages' rings) is below
+    # the simulated T of every plan of the shape, at 16 and 4 bits
+    inst = _three(seed)
+    sb = {q: shape_bound(inst, q, per_step=SyncFloor(q)) for q in (4, 16)}
+    seen = 0
+    for p in all_plans(inst):
+        if p.replicas != 2 or p.num_stages < 2 or check_plan(inst, p):
+            continue
+        for q in (4, 16):
+            plan = p.model_copy(update={"dp_sync": DpSync(mode="every_step", bits=q)})
+            T = float(Evaluator(inst, plan).iteration_times()[0])
+            own = sb[q].parts.get((1, p.micro_batch_size, 2, p.num_stages), 0.0)
+            assert own <= T * (1 + 1e-9), (plan, own, T)
+            seen += 1
+    assert seen >= 100
