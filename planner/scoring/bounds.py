@@ -285,10 +285,12 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     T_in for every ``dp_sync``; the objective divides by the plan's quality factor e,
     so the bound divides by the largest e the instance allows (SPEC 11 "Solvers";
     1 without ``[options] dp_sync``).  Under SPEC v3 the per-shape part
-    (:mod:`planner.scoring.shapebound`) is taken per class of :func:`sync_classes`:
-    every-step plans pay the crossing stage's sync at the fewest bits a row covers
-    and divide by their class's largest e, DiLoCo and streaming plans pay no sync
-    and divide by theirs; the bound is the smaller of the two."""
+    (:mod:`planner.scoring.shapebound`) is taken per class of
+    :func:`planner.scoring.syncbound.sync_subclasses` (:func:`sync_classes`, DiLoCo and
+    streaming split by their number of groups): every-step plans pay every stage's
+    sync at the fewest bits a row covers and divide by their class's largest e,
+    DiLoCo and streaming plans with M groups pay their groups' inner sync and divide
+    by the largest e of their M; the bound is the smallest."""
     spec = check_spec(spec)
     cache = instance.__dict__.setdefault("_planner_cache", {})
     key = ("objective_lower_bound", spec)

@@ -107,6 +107,15 @@ rest above; the (B) programme is run for the two cuts that promise most, the oth
 the generic crossing programme: smaller, still valid).  For DiLoCo and streaming, (B)
 forces nothing; with R = 1, (B) is impossible.
 
+**The sync every stage pays (fourth pass).**  With ``per_step`` (a
+:class:`planner.scoring.syncbound.SyncFloor`: the class of plans the bound is for),
+every stage also takes (2) with its least per-step sync (the intra part of its
+largest domain, or a cross part) whatever its placement; a crossing stage's ring
+adds its intra part; shapes the class cannot have are skipped; every-step classes
+count runs of whole stages (:func:`planner.scoring.syncbound.run_dp`) and classes of
+few DiLoCo/streaming groups the activations leaving stage 0's domains
+(:func:`planner.scoring.syncbound.stage0_cut_term`).  Proofs in that module.
+
 **GPU types** (SPEC v3 (g)).  With ``slow`` (:func:`slow_types`): when R S exceeds
 the slots of the domains with the fastest type, the R S (replica, stage) pairs
 put at least R S - those slots on slower types, so some replica has at least
@@ -570,8 +579,11 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     :func:`slow_types`); then a shape with more (replica, stage) slots than the fastest
     type's domains hold has a replica with at least ceil(excess / R) stages on a
     slower type, and (1) holds for that replica with those stages' f and g on the slower
-    type (their memory on its largest).  ``inf`` when no shape has a memory-feasible
-    partition.
+    type (their memory on its largest).  ``per_step``: a
+    :class:`planner.scoring.syncbound.SyncFloor`, the class of plans (every-step at its
+    bits, or DiLoCo/streaming with a range of groups) whose per-step sync every stage
+    pays (module docstring, fourth pass); None: the third pass.  ``inf`` when no shape
+    (of the class) has a memory-feasible partition.
 
     >>> shape_bound(inst, ring_bits=4).value                 # doctest: +SKIP
     """
