@@ -67,6 +67,7 @@ from ..problem.plan import SolverInfo
 from ..problem.specversion import check_spec
 from ..problem.space import LEAN, PlanSpace
 from .shapebound import shape_bound, slow_types
+from .syncbound import sync_subclasses
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         bound = lower_bound(fastest_type_instance(instance), spec=spec)
         if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
             # the per-shape part knows which domains have the slower types
-            typed = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+            typed = min(_shape_value(instance, bits, "time", floor) for bits, floor, _ in _subclasses(instance))
             if math.isfinite(typed) and typed > bound.parts.get("shapes", 0.0):
                 parts = {**bound.parts, "shapes": typed}
                 binding = max(parts, key=parts.get)
@@ -151,7 +152,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         parts["wan_volume"] = gbs * s * cut / total_bw
     parts["round_trip"] = fill
     if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
-        shapes = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+        shapes = min(_shape_value(instance, bits, "time", floor) for bits, floor, _ in _subclasses(instance))
         if math.isfinite(shapes):
             parts["shapes"] = shapes
     binding = max(parts, key=parts.get)
@@ -167,16 +168,27 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
 SHAPE_BOUND_MAX_DOMAINS = 40
 
 
-def _shape_value(instance, ring_bits, objective: str) -> float:
+def _shape_value(instance, ring_bits, objective: str, floor=None) -> float:
     """:func:`planner.scoring.shapebound.shape_bound`'s value for ``instance``: on its
-    optimistic one-type copy, told which domains have the slower types (SPEC v3 (g));
-    cached per (ring_bits, objective)."""
+    optimistic one-type copy, told which domains have the slower types (SPEC v3 (g)) and,
+    with ``floor`` (a :class:`planner.scoring.syncbound.SyncFloor`), the sync every stage
+    of the class's plans pays; cached per (ring_bits, objective, floor)."""
     cache = instance.__dict__.setdefault("_planner_cache", {})
-    key = ("shape_bound", ring_bits, objective)
+    key = ("shape_bound", ring_bits, objective, floor)
     if key not in cache:
         cache[key] = shape_bound(fastest_type_instance(instance), ring_bits, objective,
-                                 slow_types(instance)).value
+                                 slow_types(instance), per_step=floor).value
     return cache[key]
+
+
+def _subclasses(instance):
+    """:func:`planner.scoring.syncbound.sync_subclasses` of ``instance`` (cached): the
+    classes of :func:`sync_classes`, DiLoCo and streaming split by their number of groups,
+    each ``(ring_bits, floor, e_max)``."""
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    if "sync_subclasses" not in cache:
+        cache["sync_subclasses"] = sync_subclasses(instance, sync_classes(instance))
+    return cache["sync_subclasses"]
 
 
 def sync_classes(instance) -> list[tuple[int | None, float]]:
@@ -273,10 +285,12 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     T_in for every ``dp_sync``; the objective divides by the plan's quality factor e,
     so the bound divides by the largest e the instance allows (SPEC 11 "Solvers";
     1 without ``[options] dp_sync``).  Under SPEC v3 the per-shape part
-    (:mod:`planner.scoring.shapebound`) is taken per class of :func:`sync_classes`:
-    every-step plans pay the crossing stage's sync at the fewest bits a row covers
-    and divide by their class's largest e, DiLoCo and streaming plans pay no sync
-    and divide by theirs; the bound is the smaller of the two."""
+    (:mod:`planner.scoring.shapebound`) is taken per class of
+    :func:`planner.scoring.syncbound.sync_subclasses` (:func:`sync_classes`, DiLoCo and
+    streaming split by their number of groups): every-step plans pay every stage's
+    sync at the fewest bits a row covers and divide by their class's largest e,
+    DiLoCo and streaming plans with M groups pay their groups' inner sync and divide
+    by the largest e of their M; the bound is the smallest."""
     spec = check_spec(spec)
     cache = instance.__dict__.setdefault("_planner_cache", {})
     key = ("objective_lower_bound", spec)
@@ -292,8 +306,8 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
         else:
             base = cost_lower_bound(instance, spec)
         per_class = []
-        for bits, e_max in sync_classes(instance):
-            shapes = (_shape_value(instance, bits, "time" if time else "cost")
+        for bits, floor, e_max in _subclasses(instance):
+            shapes = (_shape_value(instance, bits, "time" if time else "cost", floor)
                       if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
             per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
         value = min(per_class)

@@ -107,6 +107,15 @@ rest above; the (B) programme is run for the two cuts that promise most, the oth
 the generic crossing programme: smaller, still valid).  For DiLoCo and streaming, (B)
 forces nothing; with R = 1, (B) is impossible.
 
+**The sync every stage pays (fourth pass).**  With ``per_step`` (a
+:class:`planner.scoring.syncbound.SyncFloor`: the class of plans the bound is for),
+every stage also takes (2) with its least per-step sync (the intra part of its
+largest domain, or a cross part) whatever its placement; a crossing stage's ring
+adds its intra part; shapes the class cannot have are skipped; every-step classes
+count runs of whole stages (:func:`planner.scoring.syncbound.run_dp`) and classes of
+few DiLoCo/streaming groups the activations leaving stage 0's domains
+(:func:`planner.scoring.syncbound.stage0_cut_term`).  Proofs in that module.
+
 **GPU types** (SPEC v3 (g)).  With ``slow`` (:func:`slow_types`): when R S exceeds
 the slots of the domains with the fastest type, the R S (replica, stage) pairs
 put at least R S - those slots on slower types, so some replica has at least
@@ -135,6 +144,7 @@ import numpy as np
 
 from ..problem.network import GBPS, MS
 from ..problem.space import divisors
+from .syncbound import run_dp, stage0_cut_term
 
 #: bytes of weights, gradients and Adam state per parameter (SPEC 3)
 STATE_BYTES = 16.0
@@ -497,7 +507,7 @@ def slow_types(instance) -> SlowTypes | None:
                      tuple(types[u].flops_per_s >= top for u in instance.domain_type))
 
 
-def _pipeline_dp(base, ring, stages, step, cap, ring_steps: int = 1):
+def _pipeline_dp(base, ring, stages, step, cap, ring_steps: int = 1, every=None):
     """Smallest over partitions into 1..``stages`` stages of the largest stage term,
     by the number of crossing stages.
 
@@ -505,19 +515,23 @@ def _pipeline_dp(base, ring, stages, step, cap, ring_steps: int = 1):
     cannot exist); stage j adds ``2 j step``.  ``ring[a, e]``: the term of a
     designated ("crossing") stage at index 0, adding ``ring_steps j step`` (term (2)
     of a crossing stage: 1; term (1) on a slower GPU type: 2); such a stage takes the
-    larger of its two terms; or None.  Returns ``v`` of shape (cap + 1, stages): ``v[c, S - 1]`` the
+    larger of its two terms; or None.  ``every[a, e]`` (or None): a term every stage
+    takes the larger of, adding ``j step`` (term (2) with a sync every stage pays:
+    :mod:`planner.scoring.syncbound`).  Returns ``v`` of shape (cap + 1, stages): ``v[c, S - 1]`` the
     value over partitions into S stages with c crossing stages (``cap``: at least
     ``cap``); inf where impossible.  Example: one unit of c = 1, m = 2 (base [[inf,
     2]]), no ring: v = [[2.0]]."""
     n = base.shape[1] - 1
     cap = cap if ring is not None else 0
     best = np.full((cap + 1, n + 1), np.inf)  # [c, e]: units [0, e) in j + 1 stages
-    best[0] = base[0]
+    best[0] = base[0] if every is None else np.maximum(base[0], every[0])
     if cap:
-        best[1] = np.maximum(base[0], ring[0])
+        best[1] = np.maximum(best[0], ring[0])
     v = [best[:, n].copy()]
     for j in range(1, stages):
         term = base + 2 * j * step
+        if every is not None:
+            term = np.maximum(term, every + j * step)
         new = np.maximum(best[:, :, None], term[None]).min(axis=1)  # the stage does not cross
         if cap:
             desig = np.maximum(term, ring + ring_steps * j * step)
@@ -554,7 +568,7 @@ def _least_params(P_small, total: float, p_cap: float, q, S: int):
 
 def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 slow: SlowTypes | None = None, joint: bool = True, little: bool = True,
-                cuts: bool = True) -> ShapeBound:
+                cuts: bool = True, per_step=None) -> ShapeBound:
     """The smallest per-shape bound over every shape of ``instance`` (see module
     docstring): on T (seconds) for ``objective="time"``, on the cost per iteration
     for ``"cost"``.  ``instance`` must be a one-type instance (the optimistic one).
@@ -565,8 +579,11 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     :func:`slow_types`); then a shape with more (replica, stage) slots than the fastest
     type's domains hold has a replica with at least ceil(excess / R) stages on a
     slower type, and (1) holds for that replica with those stages' f and g on the slower
-    type (their memory on its largest).  ``inf`` when no shape has a memory-feasible
-    partition.
+    type (their memory on its largest).  ``per_step``: a
+    :class:`planner.scoring.syncbound.SyncFloor`, the class of plans (every-step at its
+    bits, or DiLoCo/streaming with a range of groups) whose per-step sync every stage
+    pays (module docstring, fourth pass); None: the third pass.  ``inf`` when no shape
+    (of the class) has a memory-feasible partition.
 
     >>> shape_bound(inst, ring_bits=4).value                 # doctest: +SKIP
     """
@@ -688,6 +705,13 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
         base = np.where(fits, Cpre[:, None] + m * Cint, np.inf)
         if little:
             base = np.maximum(base, _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m))
+        every = None  # the sync every stage pays (planner.scoring.syncbound), in a class of plans
+        if per_step is not None:
+            if not per_step.admits(R, slots_all):
+                continue  # no plan of this class has the shape
+            if R > 1:
+                floor_sync = per_step.stage_floor(instance, R, t, Pint, slots_all, net.cap, net.lat_min)
+                every = np.where(fits, Fpre[:, None] + m * Cint + floor_sync, np.inf)
         x_min = float(out_cut.min()) * tokens / net.bw_any if n > 1 else 0.0
         forced = R * S_max > slots_one  # some S of this (t, b, R) cannot sit in one domain
         unsplit = sum(k // R for k in slots)  # stages whose R replicas can share a domain
@@ -700,8 +724,15 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
         if forced and R > 1 and ring_bits is not None and net.cap > 0:
             lat = 2 * (K2 - 1) * net.lat_min
             sync = np.where(Pint > 0, phi_min * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
+            if per_step is not None:  # with the intra part of its largest domain (syncbound)
+                sync = np.maximum(sync, per_step.stage_floor(instance, R, t, Pint, slots_all, net.cap,
+                                                             net.lat_min, crossing=True))
             ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
-        v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit))
+        v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit), every=every)
+        # runs of whole stages (syncbound.run_dp): at most this many in a row share a domain
+        L_run = slots_one // R
+        v_run = (run_dp(base, ring, S_max, x_min, L_run, every) if per_step is not None and ring is not None
+                 and L_run < S_max else None)
         p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
         cut_side = cut_A = None
         cut_rings: dict = {}  # (S, c_min, a cut's figures) -> the programme with that crossing term
@@ -712,7 +743,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             cut_A = boundary_cut_term(float(c.sum()), m, R, a_min_cut, cut_figs.total, cut_figs.latency)
 
         def _cut_ring(S, c_min, widest, latency, total, K2=K2, phi=phi_min, fits=fits, Fpre=Fpre, Cint=Cint,
-                      base=base, x_min=x_min, p_cap=p_cap):
+                      base=base, x_min=x_min, p_cap=p_cap, every=every):
             """Case (B) of the module docstring's network cuts at one cut, S stages, at least ``c_min`` crossing:
             the programme whose designated stage pays max(its own sync over ``widest``, the
             ``c_min`` smallest crossing volumes over ``total``) and 2 (K - 1) ``latency``."""
@@ -722,7 +753,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 own = np.maximum(phi * Pint * ring_bits / 8.0 / widest, phi * shared * ring_bits / 8.0 / total)
                 sync = np.where(Pint > 0, own + 2 * (K2 - 1) * latency, 0.0)
                 ring_c = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
-                cut_rings[key] = float(_pipeline_dp(base, ring_c, S, x_min, 1)[1:, S - 1].min())
+                cut_rings[key] = float(_pipeline_dp(base, ring_c, S, x_min, 1, every=every)[1:, S - 1].min())
             return cut_rings[key]
         counted += 1
         v_slow = None
@@ -732,7 +763,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             Cs = pre(c_slow)
             slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
             v_slow = _pipeline_dp(base, slow_base, S_max, x_min, max(1, -(-(R * S_max - fast_slots) // R)),
-                                  ring_steps=2)
+                                  ring_steps=2, every=every)
         row_bytes = m * float(out_cut.min()) * tokens if n > 1 else 0.0
         floor = m * float(c.min()) + 2 * (K2 - 1) * net.lat_min
 
@@ -782,6 +813,14 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                         alts.append((max(V0, tb), 2.0 * gbs * s * float(out_cut.min())))
                     else:
                         alts.append((V0, 0.0))
+                if v_run is not None and S > 1 and ring is not None and S > L_run:
+                    # no two adjacent whole stages in different domains: runs of at most L_run,
+                    # else (b) at such a boundary (syncbound.run_dp)
+                    lower = float(v[min(need, len(v) - 1):, S - 1].min()) if need >= 1 else V0
+                    tb = (float(c.sum()) + (m + 1) * R * float(out_cut.min()) * tokens / net.cap
+                          + 2 * net.lat_min)
+                    alts = [(max(alts[0][0], float(v_run[S - 1])), alts[0][1]),
+                            (max(lower, tb), 2.0 * gbs * s * float(out_cut.min()))]
                 if not alts:
                     continue
                 value, wan = min(alts)
@@ -801,6 +840,13 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                     and ((R * S > cut_side[0]) & (R * S > cut_side[1])).any()):
                 value = max(value, _cut_value(S, V0, *cut_side, cut_A, _cut_ring, v, ring, R, t, slot_prices,
                                                   K2, phi_min, p_cap))
+            if per_step is not None and per_step.groups is not None and S > 1 and n > 1 and value < best_value:
+                # stage 0 in few domains: the replicas not whole there send activations out
+                conf = stage0_cut_term(cut_figs, slots_all, R, S, m, float(c.sum()),
+                                       float(out_cut.min()) * tokens, per_step.groups, per_step.groups_lo)
+                if objective == "cost":
+                    conf *= t * float(slot_prices[:R * S].sum()) / 3600.0
+                value = max(value, conf)
             if v_slow is not None and R * S > fast_slots:
                 k = -(-(R * S - fast_slots) // R)
                 typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())

@@ -175,7 +175,9 @@ def test_the_bound_divides_by_the_best_quality_factor():
     bound divides by the largest e, so it stays below every plan's objective."""
     rows = [{"modes": ["diloco", "streaming"], "e": 1.5, "source": "test"}]
     inst = wan_bound(quality=rows)
-    plain = wan_bound()
+    # the same classes with e = 1 for every DiLoCo/streaming option (the default rows would
+    # give M = 2 and M = 3 groups different e: the bound splits those plans by M)
+    plain = wan_bound(quality=[{"modes": ["diloco", "streaming"], "e": 1.0, "source": "test"}])
     assert objective_lower_bound(inst) == pytest.approx(objective_lower_bound(plain) / 1.5, rel=1e-12)
     for p in local_plans(inst):
         got = with_best_sync(inst, p, confirm=10_000)
