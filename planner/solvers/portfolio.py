@@ -441,7 +441,7 @@ class _Run:
     def start_engines(self) -> dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]]:
         """1. Each engine started in its own process (one thread or worker each) with the user's
         pins; returns name -> (executor, future).  Spends no time here; each engine gets
-        ``ENGINE_SHARE * work - 1`` deterministic seconds (counted; the MILP's divided by
+        ``ENGINE_SHARE * work - 1`` deterministic seconds, at least 0.5 (counted; the MILP's divided by
         ``MILP_SEARCH_OVERHEAD``; deterministic: the budget each gets alone), else the wall clock
         up to ``engine_deadline`` (60% of the budget)."""
         instance, budget = self.instance, self.budget
@@ -473,9 +473,9 @@ class _Run:
 
     def greedy_first(self) -> None:
         """1. Greedy while the engines start (their interpreters import for a second or more): the
-        first incumbent, and with ``[options] dp_sync`` its plan with its best sync.  Runs to
-        completion (fixed work, well under a second; deterministic: greedy's own cap, a minute),
-        by the clock capped at half the budget; the sync choice by the clock
+        first incumbent, and with ``[options] dp_sync`` its plan with its best sync.  Greedy is fixed
+        work, well under a second, capped at half the budget of wall clock (deterministic: greedy's
+        own cap, a minute); the sync choice runs to completion (counted), by the clock
         ``SYNC_SHARE * budget`` seconds."""
         instance, budget, counted = self.instance, self.budget, self.counted
         try:
