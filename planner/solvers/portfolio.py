@@ -300,6 +300,476 @@ def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
     executor.shutdown(wait=False, cancel_futures=True)
 
 
+class _Run:
+    """One run of :func:`auto`: the instance, the user's options, the budgets and what its
+    phases share; each phase is a method, called in order by :func:`auto`.
+
+    The budgets: ``t0`` (``time.perf_counter()``) and ``wall0`` (``time.time()``) at the start,
+    ``budget`` seconds of wall clock in all, ``end`` = ``t0 + budget``, ``engine_deadline`` the
+    engines' wall-clock window (``wall0 + ENGINE_SHARE * budget``); ``counted`` (a seed, or
+    ``deterministic``): the parts are budgeted in deterministic seconds, ``work`` of them in all
+    (:mod:`planner.solvers.workunits`), the clock a backstop unless ``deterministic``.  What the
+    phases share: ``candidates`` (who, plan, simulated score) in the order offered, ``history``
+    (each new incumbent and its score: ``solver.simulated_s``), ``lines`` (one per part:
+    ``solver.engines``), ``clock["cut"]`` (the parts the clock cut short: ``solver.cut_by_clock``)
+    and ``errors`` (what the parts raised).
+
+    >>> run = _Run(inst, 4.0, 0, True, 1e-3, dict(stages=None, replicas=None, tp=None,
+    ...            micro_batch_size=None, schedule=None), (), (), None, True)   # doctest: +SKIP
+    >>> run.counted, run.work, run.candidates                               # doctest: +SKIP
+    (True, 3.0, [])
+    """
+
+    def __init__(self, instance, time_limit: float | None, seed: int | None, deterministic: bool, gap: float,
+                 pins: dict, forbid, require, refine: Callable[..., Plan] | None, refine_schedule: bool,
+                 work_s: float | None = None):
+        self.t0 = time.perf_counter()
+        self.wall0 = time.time()
+        self.budget = 60.0 if time_limit is None else float(time_limit)
+        self.end = self.t0 + self.budget
+        self.counted = deterministic or seed is not None  # budgets in work units (planner.solvers.workunits)
+        self.deterministic = deterministic
+        self.seed = 0 if seed is None else int(seed)
+        self.work = DET_SHARE * self.budget if work_s is None else float(work_s)  # deterministic seconds in all
+        self.engine_deadline = self.wall0 + ENGINE_SHARE * self.budget
+        self.clock = {"cut": []}  # the parts the wall clock cut short (seeded mode: the backstop)
+        self.instance = instance
+        self.kind = instance.options.objective
+        self.gap = gap
+        self.pins, self.schedule, self.forbid, self.require = pins, pins["schedule"], forbid, require
+        pin_opts = {k: v for k, v in pins.items() if v is not None}
+        if forbid:
+            pin_opts["forbid"] = list(forbid)
+        if require:
+            pin_opts["require"] = list(require)
+        self.pin_opts = pin_opts
+        # R, tp, b: kept
+        self.anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}
+        self.refine, self.refine_schedule = refine, refine_schedule
+        self.do_refine = refine is not None and refine_schedule  # 5. follows the last annealing
+        self.lines: dict[str, str] = {}
+        self.syncing = sync_enabled(instance)  # SPEC 11: the sync option is chosen with the plan
+        self.engines: dict[str, Callable[..., Plan]] = {}
+        self.default_engines = True
+        self.type_aware = frozenset()
+        self.errors: list[BaseException] = []
+        self.candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
+        self.history: list[tuple[str, float]] = []
+
+    # what the phases share: the clock cuts, the candidates, the in-flight tuning and the annealing
+
+    def cut(self, what: str) -> None:
+        """Record that the wall clock cut ``what`` short (once; logged when counted)."""
+        if what not in self.clock["cut"]:
+            self.clock["cut"].append(what)
+            if self.counted:
+                log.warning("auto: %s cut by the clock (a loaded machine): the plan may differ from an idle "
+                            "machine's", what)
+
+    def wall_left(self) -> float:
+        """Seconds of wall clock left of the budget."""
+        return self.end - time.perf_counter()
+
+    def offer(self, who: str, p: Plan) -> float | None:
+        """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected)."""
+        candidates = self.candidates
+        if candidates and not self.deterministic and time.perf_counter() > self.end:
+            # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
+            self.lines.setdefault(who, "not simulated: past the time limit")
+            self.cut(who)
+            return None
+        val = simulated_score(self.instance, p)
+        if val is None or not plan_matches(p, self.pins, self.forbid, self.require):
+            self.lines.setdefault(who, "plan rejected (infeasible or off the pins)")
+            return None
+        better = not candidates or val < _incumbent(candidates)[2] * (1 - TIE)
+        candidates.append((who, p, val))
+        if better:
+            self.history.append((who, val))
+            log.info("auto: incumbent from %s, simulated %.6g %s", who, val,
+                     "s" if self.kind == "time" else "per iteration")
+        return val
+
+    def tune(self, p: Plan, seconds: float, who: str = "in-flight limits") -> Plan:
+        """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or (counted) deterministic
+        seconds, a count of simulations of ``p``'s size, the clock a backstop unless deterministic."""
+        if not self.counted:
+            return tune_inflight(self.instance, p, time_limit=seconds)
+        backstop = None if self.deterministic else max(0.05, self.wall_left())
+        t1 = time.perf_counter()
+        out = tune_inflight(self.instance, p, time_limit=backstop, max_evals=sim_count(p, seconds, least=10))
+        if backstop is not None and time.perf_counter() - t1 >= backstop:
+            self.cut(who)
+        return out
+
+    def anneal_by(self, p: Plan, seconds: float, s: int, who: str, wall: float) -> Plan:
+        """:func:`anneal` from ``p``: ``wall`` seconds, or (counted) ``seconds`` deterministic seconds,
+        the clock (``wall``) a backstop unless deterministic."""
+        if not self.counted:
+            return anneal(self.instance, p, time_limit=max(0.1, wall), seed=s, **self.anneal_pins)
+        out = anneal(self.instance, p, time_limit=None if self.deterministic else max(0.05, wall), seed=s,
+                     max_work=seconds, **self.anneal_pins)
+        if out.solver.model_extra.get("cut_by_clock"):
+            self.cut(who)
+        return out
+
+    # the phases, in order
+
+    def choose_engines(self, engines: dict[str, Callable[..., Plan]] | None, type_aware) -> None:
+        """Set-up: the engines (``engines``, None: :data:`ENGINES`; the hierarchical planner when
+        the flat models are too big; with several GPU types only the ``type_aware`` ones; with
+        ``deterministic`` CP-SAT and the annealing as they run alone).  Spends nothing."""
+        instance = self.instance
+        self.type_aware = type_aware
+        self.default_engines = default_engines = engines is None
+        if engines is None and flat_too_big(instance):
+            engines = {"hier": hier_engine}
+            log.info("auto: %d domains, flat models too big (%d > %d arcs per shape): the hierarchical planner",
+                     len(instance.domains), len(instance.domains) ** 2 * instance.max_stages, FLAT_ARCS_MAX)
+        engines = dict(ENGINES if engines is None else engines)
+        if default_engines and instance.heterogeneous:  # SPEC v3 (g): only engines that plan with the types
+            for name in [n for n in engines if n not in type_aware]:
+                del engines[name]
+                self.lines[name] = "left out: it plans one GPU type for every domain so far"
+                log.info("auto: %s left out (the domains have several GPU types; it plans one)", name)
+        if default_engines and self.deterministic:  # each part's own run (issue 29, "Dominance")
+            if engines.get("cpsat") is cpsat:
+                engines["cpsat"] = cpsat_alone  # CP-SAT's alone budget and refinement, in its own process
+            engines.update(alone_engines(bool(self.pin_opts)))
+        self.engines = engines
+
+    def start_engines(self) -> dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]]:
+        """1. Each engine started in its own process (one thread or worker each) with the user's
+        pins; returns name -> (executor, future).  Spends no time here; each engine gets
+        ``ENGINE_SHARE * work - 1`` deterministic seconds, at least 0.5 (counted; the MILP's divided by
+        ``MILP_SEARCH_OVERHEAD``; deterministic: the budget each gets alone), else the wall clock
+        up to ``engine_deadline`` (60% of the budget)."""
+        instance, budget = self.instance, self.budget
+        det_limit = max(0.5, ENGINE_SHARE * self.work - 1.0)  # deterministic seconds (their start-up is not counted)
+        running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
+        ctx = spawn_context(keep_main=any(from_main(f) for f in self.engines.values()))
+        for name, solve in self.engines.items():
+            opts = dict(seed=self.seed, gap=self.gap, **self.pin_opts)
+            opts.update(threads=1) if solve is milp else opts.update(workers=1)
+            if solve is hier_engine and instance.heterogeneous:
+                opts["type_aware"] = frozenset(self.type_aware)
+            if self.counted:  # the engine's own deterministic budget (the wall clock: collected below)
+                opts.update(deterministic=True, time_limit=None,
+                            det_limit=det_limit / MILP_SEARCH_OVERHEAD if solve is milp else det_limit)
+                if solve is cpsat:
+                    opts.update(calibrated=True)
+            if self.deterministic and self.default_engines:  # each engine's alone budget (issue 29, "Dominance")
+                if solve is cpsat_alone:
+                    opts.update(deterministic=True, time_limit=None, det_limit=budget,
+                                refine=self.refine if self.refine_schedule else None)
+                elif solve is milp:  # plan(solver="milp") refines none
+                    opts.update(det_limit=budget)
+                elif solve is anneal_alone:  # the annealing alone's deterministic seconds; the clock a backstop
+                    opts.update(det_limit=0.9 * DETERMINISTIC_BACKSTOP * budget, max_work=budget)
+            ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+            with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
+                running[name] = (ex, ex.submit(_run_engine, solve, instance, self.engine_deadline, opts))
+        return running
+
+    def greedy_first(self) -> None:
+        """1. Greedy while the engines start (their interpreters import for a second or more): the
+        first incumbent, and with ``[options] dp_sync`` its plan with its best sync.  Greedy is fixed
+        work, well under a second, capped at half the budget of wall clock (deterministic: greedy's
+        own cap, a minute); the sync choice runs to completion (counted), by the clock
+        ``SYNC_SHARE * budget`` seconds."""
+        instance, budget, counted = self.instance, self.budget, self.counted
+        try:
+            # well under a second; capped at half the budget only for huge instances (a cap that binds
+            # would make the result load-dependent)
+            # (deterministic: greedy's own cap, a minute, not a share of a small budget that a loaded machine reaches)
+            g = greedy(instance, time_limit=None if self.deterministic else 0.5 * budget, seed=self.seed)
+            self.lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
+            if self.lines["greedy"] == "time_limit":
+                self.cut("greedy")
+            self.offer("greedy", g)
+            if self.syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
+                gs = choose_sync(instance, g, time_limit=None if counted else SYNC_SHARE * budget, pins=self.pins,
+                                 forbid=self.forbid, require=self.require)
+                if gs is not g:
+                    self.offer("greedy+sync", gs.model_copy(update={"solver": None}))
+        except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
+            self.errors.append(err)
+            self.lines["greedy"] = f"failed: {err}"
+
+    def typed_greedy(self) -> list[tuple[float, int, Plan]]:
+        """1. With several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a
+        plan of the fleet), so that the mixed fleet's plan is never slower than greedy's on one type;
+        each plan offered; returns them as (simulated score, order, plan), the annealing's typed
+        start.  Each greedy runs to completion (counted), by the clock ``max(0.2, 0.05 * budget)``
+        seconds; none past the engines' window by the clock."""
+        typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
+        if self.instance.heterogeneous and (self.counted or time.time() < self.engine_deadline):
+            for gpu, sub in type_subfleets(self.instance):
+                try:
+                    q = greedy(sub, time_limit=None if self.counted else max(0.2, 0.05 * self.budget), seed=self.seed)
+                except (InfeasibleError, TimeLimitError, Stopped):
+                    continue
+                q = q.model_copy(update={"solver": None, "predicted": None})
+                val = self.offer(f"greedy[{gpu}]", q) if plan_matches(q, self.pins, self.forbid, self.require) \
+                    else None
+                if val is not None:
+                    typed_starts.append((val, len(typed_starts), q))
+        return typed_starts
+
+    def lean_starts(self) -> None:
+        """1. Shapes that fit memory only with fewer micro-batches in flight than 1f1b (no engine
+        returns them), unless a schedule is pinned: two lean plans, each offered with tuned
+        in-flight limits.  ``lean_plans`` runs to completion (counted), by the clock
+        ``max(0.2, 0.03 * budget)`` seconds; each tuning ``0.01 * work`` deterministic seconds
+        (by the clock ``0.01 * budget``); none past the engines' window by the clock."""
+        counted = self.counted
+        if self.schedule is None and (counted or time.time() < self.engine_deadline):
+            for i, p in enumerate(q for q in lean_plans(self.instance, k=2,
+                                                        time_limit=None if counted else max(0.2, 0.03 * self.budget))
+                                  if plan_matches(q, self.pins, self.forbid, self.require)):
+                self.offer(f"lean{i}", self.tune(p, 0.01 * (self.work if counted else self.budget)))
+
+    def anneal_starts(self, running: dict, typed_starts: list[tuple[float, int, Plan]]) -> None:
+        """2. Meanwhile, in this process: the annealing from the best plans of greedy's best shapes
+        (``STARTS`` in all, the incumbent first), one spread across datacenters (second) and the
+        best typed start; each result offered.  (The engines rarely leave greedy's plan on many
+        domains within a minute; this search does.)  Each start gets an equal share of the
+        engines' window, ``ENGINE_SHARE * work / len(starts)`` deterministic seconds (counted), by
+        the clock an equal share of what is left until ``engine_deadline``; ``TUNE_SHARE`` of it on
+        the in-flight limits first (unless a schedule is pinned).  ``shape_starts`` runs to
+        completion (counted), by the clock ``max(0.5, 0.05 * budget)`` seconds."""
+        instance, counted, candidates = self.instance, self.counted, self.candidates
+        pins, forbid, require = self.pins, self.forbid, self.require
+        engine_deadline = self.engine_deadline
+        try:
+            starts = [s for s in shape_starts(instance, k=STARTS,
+                                              time_limit=None if counted else max(0.5, 0.05 * self.budget))
+                      if plan_matches(s, pins, forbid, require)]
+        except (InfeasibleError, TimeLimitError, Stopped):
+            starts = []
+        if candidates:
+            first = _incumbent(candidates)[1] if self.syncing else candidates[0][1]  # with a sync: the best so far
+            starts = [first] + [s for s in starts if not _same_plan(s, first)]
+        starts = starts[:STARTS]
+        # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
+        if starts and (counted or time.time() < engine_deadline):
+            spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
+            starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
+        # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
+        starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]
+        share_w = ENGINE_SHARE * self.work / max(1, len(starts))  # counted: each start's deterministic seconds
+        for i, s in enumerate(starts):
+            if stop.requested() or (not counted and i and running and all(fut.done() for _, fut in running.values())):
+                break  # a stop was asked for, or (by the clock) the engines are back: collect them now
+            left = (engine_deadline - time.time()) / (len(starts) - i)
+            if counted and not self.deterministic and time.time() >= engine_deadline:
+                self.cut(f"start {i}")  # the backstop: the engines' window is over
+                break
+            if left < 0.2 and not counted:
+                break
+            if self.schedule is None:  # 1f1b with deeper warm-ups first, then the annealing (which moves them too)
+                t1 = time.perf_counter()
+                s = self.tune(s, TUNE_SHARE * (share_w if counted else left), f"start {i}")
+                left -= time.perf_counter() - t1
+            try:
+                out = self.anneal_by(s, (1 - TUNE_SHARE) * share_w, self.seed + i, f"start {i}",
+                                     engine_deadline - time.time() if counted else left)
+            except ValueError as err:  # a start the pins rule out
+                log.info("auto: start %d skipped (%s)", i, err)
+                continue
+            self.offer(f"shape{i}+anneal" if i else f"{candidates[0][0]}+anneal", out)
+
+    def collect(self, running: dict) -> None:
+        """3. Each engine's plan, status and bound collected in turn and offered (with CP-SAT alone's
+        refined plan, with ``[options] dp_sync`` the placement with its best sync, and with tuned
+        in-flight limits); an engine that raised, or still runs at ``COLLECT_BY`` of the budget, is
+        left out (``lines`` says so; counted: asked for its incumbent and named in ``cut_by_clock``);
+        every engine process is shut down.  Waits for the engines until ``COLLECT_BY * budget`` seconds
+        of wall clock (deterministic: ``DETERMINISTIC_BACKSTOP`` budgets); each tuning spends
+        ``TUNE_ENGINE * work`` deterministic seconds (by the clock ``TUNE_ENGINE * budget``, at most
+        half the wall budget left).  Raises ``InfeasibleError`` when there is no candidate at all."""
+        instance, budget, counted, deterministic = self.instance, self.budget, self.counted, self.deterministic
+        wall0, end, lines = self.wall0, self.end, self.lines
+        try:
+            for name, (ex, fut) in running.items():
+                wait = max(0.0, min(wall0 + COLLECT_BY * budget - time.time(), end - time.perf_counter() - 1.0))
+                if deterministic:  # work units decide, not the clock: wait for the engine (a backstop only)
+                    wait = max(wait, DETERMINISTIC_BACKSTOP * budget - (time.time() - wall0))
+                try:
+                    res = _result(ex, fut, wait)
+                except cf.TimeoutError:
+                    res = None
+                    if counted and not stop.requested():  # the backstop: no longer the reproducible run
+                        if not deterministic:  # the engine is asked for its incumbent (SIGINT, as on Ctrl-C)
+                            for proc in _workers(ex):
+                                os.kill(proc.pid, signal.SIGINT)
+                            try:
+                                res = fut.result(timeout=max(0.5, min(STOP_GRACE_S, end - time.perf_counter() - 1.0)))
+                            except Exception:  # noqa: BLE001 - no plan from it then
+                                res = None
+                        self.cut(name)
+                    if res is None:
+                        lines[name] = "cut off at the deadline"
+                        log.warning("auto: %s overran its deadline and was stopped", name)
+                        continue
+                except Exception as err:  # noqa: BLE001 - an engine's failure must not stop the portfolio
+                    self.errors.append(err)
+                    lines[name] = f"failed: {type(err).__name__}: {err}"
+                    log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
+                    continue
+                res, more = (res[0], res[1:]) if isinstance(res, list) else (res, [])  # cpsat_alone: + refined
+                info = res.solver
+                if counted and info is not None and (info.model_extra or {}).get("cut_by_clock"):
+                    self.cut(name)  # the engine's own wall-clock backstop (anneal_alone's) stopped it
+                among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
+                lines[name] = (f"{info.status}{among}, objective "
+                               f"{'-' if info.objective is None else format(info.objective, '.6g')}, bound "
+                               f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
+                if name in self.clock["cut"]:
+                    lines[name] = "cut by the clock: " + lines[name]
+                log.info("auto: %s %s", name, lines[name])
+                self.offer(name, res)
+                for q in more:
+                    self.offer(f"{name}+schedule", q)
+                if self.syncing and not stop.requested():  # the engine's placement with its best sync (SPEC 11)
+                    got = with_best_sync(instance, res.model_copy(update={"solver": None, "predicted": None}))
+                    if got is not None and got[0].dp_sync is not None:
+                        self.offer(f"{name}+sync", got[0])
+                rest = wall0 + budget - time.time()  # the wall budget left: a tuning never starts past it
+                if counted and not deterministic and rest <= 0.5:
+                    self.cut(f"{name}'s in-flight limits")
+                if self.schedule is None and not stop.requested() and (deterministic or rest > 0.5):
+                    tuned = self.tune(res, TUNE_ENGINE * self.work if counted
+                                      else min(TUNE_ENGINE * budget, 0.5 * rest), f"{name}'s in-flight limits")
+                    if tuned is not res:
+                        self.offer(f"{name}+inflight", tuned)
+        finally:
+            for ex, fut in running.values():
+                _kill(ex, fut)
+        if not self.candidates:
+            for err in self.errors:
+                if isinstance(err, InfeasibleError):
+                    raise err
+            raise InfeasibleError(f"instance {instance.name}: no planner of the portfolio found a plan "
+                                  f"({'; '.join(f'{k}: {v}' for k, v in lines.items())})")
+
+    def proofs(self) -> tuple[list[float], list[float]]:
+        """3. The engines' figures: (the valid lower bounds: each exact engine's and, for a time
+        instance, the instance's analytic bound; the optima the engines proved).  With ``[options]
+        dp_sync`` only the instance's bound holds (the engines' are about the plain sync).  Spends
+        nothing (no search)."""
+        proofs = [p.solver for who, p, _ in self.candidates
+                  if who in self.engines and who not in HEURISTIC_ENGINES and p.solver is not None]
+        bounds = [i.bound for i in proofs if i.bound is not None and math.isfinite(i.bound)]
+        if self.kind == "time":
+            bounds.append(lower_bound(self.instance).value)
+        proven = [i.objective for i in proofs if i.status == "optimal" and i.objective is not None]
+        if self.syncing:  # the engines' bounds and proofs are about the plain sync: only the instance's bound holds
+            bounds, proven = [objective_lower_bound(self.instance)], []
+        return bounds, proven
+
+    def last_annealing(self, proven: list[float]) -> tuple[str, Plan, float]:
+        """4. The annealing from the incumbent; returns (who, plan, simulated score) of the best plan.
+        Spends ``(ANNEAL_END - ENGINE_SHARE - TUNE_ENGINE * engines) * work`` deterministic seconds
+        (``1.0`` for ``ANNEAL_END`` without a refinement; ``PROVEN_SHARE * work`` at most once an engine
+        proved optimality; ``0.05 * work`` at least), by the clock until ``ANNEAL_END`` of the budget
+        (without a refinement: 0.3 s before its end; ``PROVEN_SHARE * budget`` at most once proven)."""
+        who, best, best_val = _incumbent(self.candidates)
+        budget, work, counted = self.budget, self.work, self.counted
+        do_refine = self.do_refine
+        anneal_end = self.t0 + (ANNEAL_END * budget if do_refine else budget - 0.3)
+        left = anneal_end - time.perf_counter()
+        if proven:  # an engine proved its T_est optimal: a short search for a plan that simulates faster
+            left = min(left, PROVEN_SHARE * budget)
+        share = ((ANNEAL_END if do_refine else 1.0) - ENGINE_SHARE - TUNE_ENGINE * len(self.engines)) * work
+        if proven:
+            share = min(share, PROVEN_SHARE * work)
+        if counted and not self.deterministic and left <= 0.2:
+            self.cut("the last annealing")
+        if (left > 0.2 or self.deterministic) and not stop.requested():
+            out = self.anneal_by(best, max(0.05 * work, share), self.seed, "the last annealing", left)
+            if out.solver.end_s < best_val:
+                who, best, best_val = f"{who}+anneal", out, out.solver.end_s
+                self.history.append((who, best_val))
+                log.info("auto: incumbent from %s, simulated %.6g", who, best_val)
+        return who, best, best_val
+
+    def figures(self, who: str, best: Plan, best_val: float, bounds: list[float], proven: list[float]) -> Plan:
+        """4. The returned plan's figures (before any schedule refinement): ``best`` with its
+        :class:`SolverInfo` (status, objective, bound, gap, incumbent, engines, simulated_s; counted:
+        budget, deterministic_s, cut_by_clock).  Spends one exact evaluation of ``best``."""
+        instance, lines, schedule = self.instance, self.lines, self.schedule
+        ev = Evaluator(instance, best)
+        assert not check_plan(instance, best, ev.fig)
+        objective = float(ev.estimate_scores()[0])  # T^est_eff / e, or the cost over e (SPEC 11)
+        bound = max(bounds) if bounds else None
+        if bound is not None and isinstance(best.schedule, str):  # an explicit schedule is outside the engines' space
+            bound = min(bound, objective)
+        gap_now = None if bound is None or objective <= 0 else max(0.0, (objective - bound) / objective)
+        if not isinstance(best.schedule, str) and bound is not None and objective < bound:
+            gap_now = None  # a plan outside the engines' space, faster than its optimum: no gap to report
+        claim = gap_claim(gap_now, self.gap) if isinstance(best.schedule, str) else None
+        if proven and objective <= min(proven) * (1 + 1e-9):
+            status = "optimal"
+        elif claim is not None:
+            status = claim
+        elif stop.requested():
+            status = stop.requested()
+        elif any(not line.startswith(("optimal", "within_gap", "infeasible"))
+                 for n, line in lines.items() if n in self.engines and n not in HEURISTIC_ENGINES):
+            status = "time_limit"
+        else:
+            status = "feasible"
+        extra = {}
+        if stop.requested() == "time_limit":  # the caller's wall-clock backstop (the CLI's) stopped the run
+            self.cut("the time limit")
+        if self.counted:  # what the plan's reproducibility rests on (the module docstring)
+            extra = {"budget": "deterministic" if self.deterministic else "work units", "deterministic_s": self.work,
+                     "cut_by_clock": list(self.clock["cut"])}
+        info = SolverInfo(name="auto", status=status, objective=objective, bound=bound, gap=gap_now,
+                          time_s=time.perf_counter() - self.t0, incumbent=who, engines=lines,
+                          simulated_s=[[w, v] for w, v in self.history], requested_gap=self.gap,
+                          estimate_family=estimate_family(instance, schedule, pinned=bool(self.pin_opts)), **extra)
+        # claims on T_est over plans with a named schedule: finish() keeps them as estimate_* and
+        # claims the instance's bound on the simulated objective, valid for any schedule
+        best = best.model_copy(update={"solver": info, "predicted": None})
+        log.info("auto: %s from %s, simulated %.6g, T_est %.6g, bound %s, gap %s", status, who, best_val,
+                 objective, "-" if bound is None else f"{bound:.6g}",
+                 "-" if gap_now is None else f"{100 * gap_now:.2f}%")
+        return best
+
+    def schedule_refinement(self, who: str, best: Plan) -> Plan:
+        """5. The schedule refinement (``refine``: in-flight limits, then CP-SAT) of ``best`` with what
+        is left, unless there is none or a stop was asked for; returns the refined plan, named
+        ``auto`` with incumbent ``who+schedule``, or ``best``.  Spends ``(1 - ANNEAL_END) * work``
+        deterministic seconds (at least 1; counted, not deterministic: the clock a backstop at the
+        budget's end, less 0.5 s), by the clock its share ``(1 - ANNEAL_END) * budget`` at most
+        (skipped below one second)."""
+        if self.do_refine and not stop.requested():
+            end, counted = self.end, self.counted
+            # its share, not all that is left
+            left = min(end - time.perf_counter() - 0.5, (1 - ANNEAL_END) * self.budget)
+            backstop = None
+            if counted:
+                backstop = None if self.deterministic else end - time.perf_counter() - 0.5
+                left = max(1.0, (1 - ANNEAL_END) * self.work)
+                if backstop is not None and backstop < 1.0:
+                    self.cut("the schedule refinement")
+                    left = 0.0
+            if left >= 1.0:
+                t1 = time.perf_counter()
+                best = self.refine(self.instance, best, time_limit=left, seed=self.seed, workers=1,
+                                   deterministic=counted,
+                                   **({"calibrated": True, "wall_limit": backstop} if counted else {}))
+                if backstop is not None and time.perf_counter() - t1 >= 0.95 * backstop:
+                    self.cut("the schedule refinement")
+                if best.solver.name != "auto":
+                    log.info("auto: schedule refined, simulated %.6g", best.predicted.iteration_time_s)
+                    best = best.model_copy(update={"solver": best.solver.model_copy(
+                        update={"name": "auto", "incumbent": f"{who}+schedule"})})
+        return best
+
+
 def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, deterministic: bool = False,
          gap: float = 1e-3, stages: int | None = None, replicas: int | None = None, tp: int | None = None,
          micro_batch_size: int | None = None, schedule: str | None = None, forbid=(), require=(),
@@ -328,348 +798,22 @@ def auto(instance, time_limit: float | None = 60.0, seed: int | None = 0, determ
     not from what its start-up left, so that the work does not depend on the load.
     Raises ``InfeasibleError`` when no planner finds a plan.
     """
-    t0 = time.perf_counter()
-    wall0 = time.time()
-    budget = 60.0 if time_limit is None else float(time_limit)
-    end = t0 + budget
-    counted = deterministic or seed is not None  # budgets in work units (planner.solvers.workunits)
-    seed = 0 if seed is None else int(seed)
-    work = DET_SHARE * budget if work_s is None else float(work_s)  # deterministic seconds in all
-    clock = {"cut": []}  # the parts the wall clock cut short (seeded mode: the backstop)
-    kind = instance.options.objective
-    pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
-    pin_opts = {k: v for k, v in pins.items() if v is not None}
-    if forbid:
-        pin_opts["forbid"] = list(forbid)
-    if require:
-        pin_opts["require"] = list(require)
-    anneal_pins = {k: v for k, v in pin_opts.items() if k in ("stages", "schedule", "forbid", "require")}  # R, tp, b: kept
-    lines: dict[str, str] = {}
-    syncing = sync_enabled(instance)  # SPEC 11: the sync option is chosen with the plan
-    default_engines = engines is None
-    if engines is None and flat_too_big(instance):
-        engines = {"hier": hier_engine}
-        log.info("auto: %d domains, flat models too big (%d > %d arcs per shape): the hierarchical planner",
-                 len(instance.domains), len(instance.domains) ** 2 * instance.max_stages, FLAT_ARCS_MAX)
-    engines = dict(ENGINES if engines is None else engines)
-    if default_engines and instance.heterogeneous:  # SPEC v3 (g): only engines that plan with the types
-        for name in [n for n in engines if n not in type_aware]:
-            del engines[name]
-            lines[name] = "left out: it plans one GPU type for every domain so far"
-            log.info("auto: %s left out (the domains have several GPU types; it plans one)", name)
-    if default_engines and deterministic:  # each part's own run (issue 29, "Dominance")
-        if engines.get("cpsat") is cpsat:
-            engines["cpsat"] = cpsat_alone  # CP-SAT's alone budget and refinement, in its own process
-        engines.update(alone_engines(bool(pin_opts)))
-
-    errors: list[BaseException] = []
-    candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated score)
-    history: list[tuple[str, float]] = []
-
-    def cut(what: str) -> None:
-        if what not in clock["cut"]:
-            clock["cut"].append(what)
-            if counted:
-                log.warning("auto: %s cut by the clock (a loaded machine): the plan may differ from an idle "
-                            "machine's", what)
-
-    def wall_left() -> float:
-        return end - time.perf_counter()
-
-    def offer(who: str, p: Plan) -> float | None:
-        """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected)."""
-        if candidates and not deterministic and time.perf_counter() > end:
-            # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
-            lines.setdefault(who, "not simulated: past the time limit")
-            cut(who)
-            return None
-        val = simulated_score(instance, p)
-        if val is None or not plan_matches(p, pins, forbid, require):
-            lines.setdefault(who, "plan rejected (infeasible or off the pins)")
-            return None
-        better = not candidates or val < _incumbent(candidates)[2] * (1 - TIE)
-        candidates.append((who, p, val))
-        if better:
-            history.append((who, val))
-            log.info("auto: incumbent from %s, simulated %.6g %s", who, val, "s" if kind == "time" else "per iteration")
-        return val
-
-    def tune(p: Plan, seconds: float, who: str = "in-flight limits") -> Plan:
-        """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or (counted) deterministic
-        seconds, a count of simulations of ``p``'s size, the clock a backstop unless deterministic."""
-        if not counted:
-            return tune_inflight(instance, p, time_limit=seconds)
-        backstop = None if deterministic else max(0.05, wall_left())
-        t1 = time.perf_counter()
-        out = tune_inflight(instance, p, time_limit=backstop, max_evals=sim_count(p, seconds, least=10))
-        if backstop is not None and time.perf_counter() - t1 >= backstop:
-            cut(who)
-        return out
-
-    def anneal_by(p: Plan, seconds: float, s: int, who: str, wall: float) -> Plan:
-        """:func:`anneal` from ``p``: ``wall`` seconds, or (counted) ``seconds`` deterministic seconds,
-        the clock (``wall``) a backstop unless deterministic."""
-        if not counted:
-            return anneal(instance, p, time_limit=max(0.1, wall), seed=s, **anneal_pins)
-        out = anneal(instance, p, time_limit=None if deterministic else max(0.05, wall), seed=s,
-                     max_work=seconds, **anneal_pins)
-        if out.solver.model_extra.get("cut_by_clock"):
-            cut(who)
-        return out
-
-    # 1. the engines, each in its own process
-    engine_deadline = wall0 + ENGINE_SHARE * budget
-    det_limit = max(0.5, ENGINE_SHARE * work - 1.0)  # deterministic seconds (their start-up is not counted)
-    running: dict[str, tuple[cf.ProcessPoolExecutor, cf.Future]] = {}
-    ctx = spawn_context(keep_main=any(from_main(f) for f in engines.values()))
-    for name, solve in engines.items():
-        opts = dict(seed=seed, gap=gap, **pin_opts)
-        opts.update(threads=1) if solve is milp else opts.update(workers=1)
-        if solve is hier_engine and instance.heterogeneous:
-            opts["type_aware"] = frozenset(type_aware)
-        if counted:  # the engine's own deterministic budget (the wall clock: collected below)
-            opts.update(deterministic=True, time_limit=None,
-                        det_limit=det_limit / MILP_SEARCH_OVERHEAD if solve is milp else det_limit)
-            if solve is cpsat:
-                opts.update(calibrated=True)
-        if deterministic and default_engines:  # each engine's alone budget (issue 29, "Dominance")
-            if solve is cpsat_alone:
-                opts.update(deterministic=True, time_limit=None, det_limit=budget,
-                            refine=refine if refine_schedule else None)
-            elif solve is milp:  # plan(solver="milp") refines none
-                opts.update(det_limit=budget)
-            elif solve is anneal_alone:  # the annealing alone's deterministic seconds; the clock a backstop
-                opts.update(det_limit=0.9 * DETERMINISTIC_BACKSTOP * budget, max_work=budget)
-        ex = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx)
-        with _sigint_ignored():  # the engine starts deaf to Ctrl-C until its own stop.Watch listens
-            running[name] = (ex, ex.submit(_run_engine, solve, instance, engine_deadline, opts))
-    # greedy while the engines start (their interpreters import for a second or more)
-    try:
-        # well under a second; capped at half the budget only for huge instances (a cap that binds
-        # would make the result load-dependent)
-        # (deterministic: greedy's own cap, a minute, not a share of a small budget that a loaded machine reaches)
-        g = greedy(instance, time_limit=None if deterministic else 0.5 * budget, seed=seed)
-        lines["greedy"] = g.solver.status if g.solver is not None else "heuristic"
-        if lines["greedy"] == "time_limit":
-            cut("greedy")
-        offer("greedy", g)
-        if syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
-            gs = choose_sync(instance, g, time_limit=None if counted else SYNC_SHARE * budget, pins=pins,
-                             forbid=forbid, require=require)
-            if gs is not g:
-                offer("greedy+sync", gs.model_copy(update={"solver": None}))
-    except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
-        errors.append(err)
-        lines["greedy"] = f"failed: {err}"
-
-    # several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a plan of the
-    # fleet), so that the mixed fleet's plan is never slower than greedy's on one type
-    typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
-    if instance.heterogeneous and (counted or time.time() < engine_deadline):
-        for gpu, sub in type_subfleets(instance):
-            try:
-                q = greedy(sub, time_limit=None if counted else max(0.2, 0.05 * budget), seed=seed)
-            except (InfeasibleError, TimeLimitError, Stopped):
-                continue
-            q = q.model_copy(update={"solver": None, "predicted": None})
-            val = offer(f"greedy[{gpu}]", q) if plan_matches(q, pins, forbid, require) else None
-            if val is not None:
-                typed_starts.append((val, len(typed_starts), q))
-
-    # shapes that fit memory only with fewer micro-batches in flight than 1f1b: no engine returns them
-    if schedule is None and (counted or time.time() < engine_deadline):
-        for i, p in enumerate(q for q in lean_plans(instance, k=2, time_limit=None if counted else max(0.2, 0.03 * budget))
-                              if plan_matches(q, pins, forbid, require)):
-            offer(f"lean{i}", tune(p, 0.01 * (work if counted else budget)))
-
-    # 2. meanwhile, in this process: annealing from the best plans of greedy's best shapes (and one spread)
-    #    (the engines rarely leave greedy's plan on many domains within a minute; this search does)
-    try:
-        starts = [s for s in shape_starts(instance, k=STARTS, time_limit=None if counted else max(0.5, 0.05 * budget))
-                  if plan_matches(s, pins, forbid, require)]
-    except (InfeasibleError, TimeLimitError, Stopped):
-        starts = []
-    if candidates:
-        first = _incumbent(candidates)[1] if syncing else candidates[0][1]  # with a sync: the best so far
-        starts = [first] + [s for s in starts if not _same_plan(s, first)]
-    starts = starts[:STARTS]
-    # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
-    if starts and (counted or time.time() < engine_deadline):
-        spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
-        starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
-    # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
-    starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]
-    share_w = ENGINE_SHARE * work / max(1, len(starts))  # counted: each start's deterministic seconds
-    for i, s in enumerate(starts):
-        if stop.requested() or (not counted and i and running and all(fut.done() for _, fut in running.values())):
-            break  # a stop was asked for, or (by the clock) the engines are back: collect them now
-        left = (engine_deadline - time.time()) / (len(starts) - i)
-        if counted and not deterministic and time.time() >= engine_deadline:
-            cut(f"start {i}")  # the backstop: the engines' window is over
-            break
-        if left < 0.2 and not counted:
-            break
-        if schedule is None:  # 1f1b with deeper warm-ups first, then the annealing (which moves them too)
-            t1 = time.perf_counter()
-            s = tune(s, TUNE_SHARE * (share_w if counted else left), f"start {i}")
-            left -= time.perf_counter() - t1
-        try:
-            out = anneal_by(s, (1 - TUNE_SHARE) * share_w, seed + i, f"start {i}",
-                            engine_deadline - time.time() if counted else left)
-        except ValueError as err:  # a start the pins rule out
-            log.info("auto: start %d skipped (%s)", i, err)
-            continue
-        offer(f"shape{i}+anneal" if i else f"{candidates[0][0]}+anneal", out)
-
-    # 3. collect the engines
-    try:
-        for name, (ex, fut) in running.items():
-            wait = max(0.0, min(wall0 + COLLECT_BY * budget - time.time(), end - time.perf_counter() - 1.0))
-            if deterministic:  # work units decide, not the clock: wait for the engine (a backstop only)
-                wait = max(wait, DETERMINISTIC_BACKSTOP * budget - (time.time() - wall0))
-            try:
-                res = _result(ex, fut, wait)
-            except cf.TimeoutError:
-                res = None
-                if counted and not stop.requested():  # the backstop: no longer the reproducible run
-                    if not deterministic:  # the engine is asked for its incumbent (SIGINT, as on Ctrl-C)
-                        for proc in _workers(ex):
-                            os.kill(proc.pid, signal.SIGINT)
-                        try:
-                            res = fut.result(timeout=max(0.5, min(STOP_GRACE_S, end - time.perf_counter() - 1.0)))
-                        except Exception:  # noqa: BLE001 - no plan from it then
-                            res = None
-                    cut(name)
-                if res is None:
-                    lines[name] = "cut off at the deadline"
-                    log.warning("auto: %s overran its deadline and was stopped", name)
-                    continue
-            except Exception as err:  # noqa: BLE001 - an engine's failure must not stop the portfolio
-                errors.append(err)
-                lines[name] = f"failed: {type(err).__name__}: {err}"
-                log.warning("auto: %s failed (%s: %s); continuing without it", name, type(err).__name__, err)
-                continue
-            res, more = (res[0], res[1:]) if isinstance(res, list) else (res, [])  # cpsat_alone: + refined
-            info = res.solver
-            if counted and info is not None and (info.model_extra or {}).get("cut_by_clock"):
-                cut(name)  # the engine's own wall-clock backstop (anneal_alone's) stopped it
-            among = f" among {info.estimate_family}" if info and info.estimate_family else ""  # its space, named
-            lines[name] = (f"{info.status}{among}, objective {'-' if info.objective is None else format(info.objective, '.6g')}, bound "
-                           f"{'-' if info.bound is None else format(info.bound, '.6g')}") if info else "plan"
-            if name in clock["cut"]:
-                lines[name] = "cut by the clock: " + lines[name]
-            log.info("auto: %s %s", name, lines[name])
-            offer(name, res)
-            for q in more:
-                offer(f"{name}+schedule", q)
-            if syncing and not stop.requested():  # the engine's placement with its best sync (SPEC 11)
-                got = with_best_sync(instance, res.model_copy(update={"solver": None, "predicted": None}))
-                if got is not None and got[0].dp_sync is not None:
-                    offer(f"{name}+sync", got[0])
-            rest = wall0 + budget - time.time()  # the wall budget left: a tuning never starts past it
-            if counted and not deterministic and rest <= 0.5:
-                cut(f"{name}'s in-flight limits")
-            if schedule is None and not stop.requested() and (deterministic or rest > 0.5):
-                tuned = tune(res, TUNE_ENGINE * work if counted else min(TUNE_ENGINE * budget, 0.5 * rest),
-                             f"{name}'s in-flight limits")
-                if tuned is not res:
-                    offer(f"{name}+inflight", tuned)
-    finally:
-        for ex, fut in running.values():
-            _kill(ex, fut)
-    if not candidates:
-        for err in errors:
-            if isinstance(err, InfeasibleError):
-                raise err
-        raise InfeasibleError(f"instance {instance.name}: no planner of the portfolio found a plan "
-                              f"({'; '.join(f'{k}: {v}' for k, v in lines.items())})")
-
-    # the engines' figures: the proven optimum and the largest valid bound
-    proofs = [p.solver for who, p, _ in candidates
-              if who in engines and who not in HEURISTIC_ENGINES and p.solver is not None]
-    bounds = [i.bound for i in proofs if i.bound is not None and math.isfinite(i.bound)]
-    if kind == "time":
-        bounds.append(lower_bound(instance).value)
-    proven = [i.objective for i in proofs if i.status == "optimal" and i.objective is not None]
-    if syncing:  # the engines' bounds and proofs are about the plain sync: only the instance's bound holds
-        bounds, proven = [objective_lower_bound(instance)], []
-    who, best, best_val = _incumbent(candidates)
-
-    # 4. the annealing from the best plan
-    do_refine = refine is not None and refine_schedule
-    anneal_end = t0 + (ANNEAL_END * budget if do_refine else budget - 0.3)
-    left = anneal_end - time.perf_counter()
-    if proven:  # an engine proved its T_est optimal: a short search for a plan that simulates faster
-        left = min(left, PROVEN_SHARE * budget)
-    share = ((ANNEAL_END if do_refine else 1.0) - ENGINE_SHARE - TUNE_ENGINE * len(engines)) * work
-    if proven:
-        share = min(share, PROVEN_SHARE * work)
-    if counted and not deterministic and left <= 0.2:
-        cut("the last annealing")
-    if (left > 0.2 or deterministic) and not stop.requested():
-        out = anneal_by(best, max(0.05 * work, share), seed, "the last annealing", left)
-        if out.solver.end_s < best_val:
-            who, best, best_val = f"{who}+anneal", out, out.solver.end_s
-            history.append((who, best_val))
-            log.info("auto: incumbent from %s, simulated %.6g", who, best_val)
-
-    # the returned plan's figures (before any schedule refinement)
-    ev = Evaluator(instance, best)
-    assert not check_plan(instance, best, ev.fig)
-    objective = float(ev.estimate_scores()[0])  # T^est_eff / e, or the cost over e (SPEC 11)
-    bound = max(bounds) if bounds else None
-    if bound is not None and isinstance(best.schedule, str):  # an explicit schedule is outside the engines' space
-        bound = min(bound, objective)
-    gap_now = None if bound is None or objective <= 0 else max(0.0, (objective - bound) / objective)
-    if not isinstance(best.schedule, str) and bound is not None and objective < bound:
-        gap_now = None  # a plan outside the engines' space, faster than its optimum: no gap to report
-    claim = gap_claim(gap_now, gap) if isinstance(best.schedule, str) else None
-    if proven and objective <= min(proven) * (1 + 1e-9):
-        status = "optimal"
-    elif claim is not None:
-        status = claim
-    elif stop.requested():
-        status = stop.requested()
-    elif any(not line.startswith(("optimal", "within_gap", "infeasible"))
-             for n, line in lines.items() if n in engines and n not in HEURISTIC_ENGINES):
-        status = "time_limit"
-    else:
-        status = "feasible"
-    extra = {}
-    if stop.requested() == "time_limit":  # the caller's wall-clock backstop (the CLI's) stopped the run
-        cut("the time limit")
-    if counted:  # what the plan's reproducibility rests on (the module docstring)
-        extra = {"budget": "deterministic" if deterministic else "work units", "deterministic_s": work,
-                 "cut_by_clock": list(clock["cut"])}
-    info = SolverInfo(name="auto", status=status, objective=objective, bound=bound, gap=gap_now,
-                      time_s=time.perf_counter() - t0, incumbent=who, engines=lines,
-                      simulated_s=[[w, v] for w, v in history], requested_gap=gap,
-                      estimate_family=estimate_family(instance, schedule, pinned=bool(pin_opts)), **extra)
-    # claims on T_est over plans with a named schedule: finish() keeps them as estimate_* and
-    # claims the instance's bound on the simulated objective, valid for any schedule
-    best = best.model_copy(update={"solver": info, "predicted": None})
-    log.info("auto: %s from %s, simulated %.6g, T_est %.6g, bound %s, gap %s", status, who, best_val,
-             objective, "-" if bound is None else f"{bound:.6g}",
-             "-" if gap_now is None else f"{100 * gap_now:.2f}%")
-
+    run = _Run(instance, time_limit, seed, deterministic, gap,
+               dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule),
+               forbid, require, refine, refine_schedule, work_s)
+    run.choose_engines(engines, type_aware)
+    # 1. the engines, each in its own process; greedy, its typed starts and the lean plans meanwhile here
+    running = run.start_engines()
+    run.greedy_first()
+    typed_starts = run.typed_greedy()
+    run.lean_starts()
+    # 2. the annealing from greedy's best shapes, in this process while the engines run
+    run.anneal_starts(running, typed_starts)
+    # 3. the engines collected; the bounds and proofs
+    run.collect(running)
+    bounds, proven = run.proofs()
+    # 4. the last annealing; the returned plan's figures
+    who, best, best_val = run.last_annealing(proven)
+    best = run.figures(who, best, best_val, bounds, proven)
     # 5. the schedule refinement with what is left
-    if do_refine and not stop.requested():
-        left = min(end - time.perf_counter() - 0.5, (1 - ANNEAL_END) * budget)  # its share, not all that is left
-        backstop = None
-        if counted:
-            backstop = None if deterministic else end - time.perf_counter() - 0.5
-            left = max(1.0, (1 - ANNEAL_END) * work)
-            if backstop is not None and backstop < 1.0:
-                cut("the schedule refinement")
-                left = 0.0
-        if left >= 1.0:
-            t1 = time.perf_counter()
-            best = refine(instance, best, time_limit=left, seed=seed, workers=1, deterministic=counted,
-                          **({"calibrated": True, "wall_limit": backstop} if counted else {}))
-            if backstop is not None and time.perf_counter() - t1 >= 0.95 * backstop:
-                cut("the schedule refinement")
-            if best.solver.name != "auto":
-                log.info("auto: schedule refined, simulated %.6g", best.predicted.iteration_time_s)
-                best = best.model_copy(update={"solver": best.solver.model_copy(
-                    update={"name": "auto", "incumbent": f"{who}+schedule"})})
-    return best
+    return run.schedule_refinement(who, best)
