@@ -66,6 +66,7 @@ from ..problem.network import GBPS, MS
 from ..problem.plan import SolverInfo
 from ..problem.specversion import check_spec
 from ..problem.space import LEAN, PlanSpace
+from . import placebound
 from .shapebound import shape_bound, slow_types
 
 
@@ -176,6 +177,18 @@ def _shape_value(instance, ring_bits, objective: str) -> float:
     if key not in cache:
         cache[key] = shape_bound(fastest_type_instance(instance), ring_bits, objective,
                                  slow_types(instance)).value
+    return cache[key]
+
+
+def _placement_value(instance, ring_bits) -> float:
+    """:func:`planner.scoring.placebound.refined_shape_values`'s bound on T for small
+    ``instance`` (the per-shape parts, every shape kept, refined per placement); cached."""
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    key = ("placement_bound", ring_bits)
+    if key not in cache:
+        parts = shape_bound(fastest_type_instance(instance), ring_bits, "time", slow_types(instance),
+                            prune=False).parts
+        cache[key] = placebound.refined_shape_values(instance, parts, ring_bits)[0] if parts else 0.0
     return cache[key]
 
 
@@ -295,6 +308,8 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
         for bits, e_max in sync_classes(instance):
             shapes = (_shape_value(instance, bits, "time" if time else "cost")
                       if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
+            if time and len(instance.domains) <= placebound.MAX_DOMAINS:
+                shapes = max(shapes, _placement_value(instance, bits))
             per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
         value = min(per_class)
     cache[key] = value

@@ -554,7 +554,7 @@ def _least_params(P_small, total: float, p_cap: float, q, S: int):
 
 def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 slow: SlowTypes | None = None, joint: bool = True, little: bool = True,
-                cuts: bool = True) -> ShapeBound:
+                cuts: bool = True, prune: bool = True) -> ShapeBound:
     """The smallest per-shape bound over every shape of ``instance`` (see module
     docstring): on T (seconds) for ``objective="time"``, on the cost per iteration
     for ``"cost"``.  ``instance`` must be a one-type instance (the optimistic one).
@@ -566,7 +566,8 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     type's domains hold has a replica with at least ceil(excess / R) stages on a
     slower type, and (1) holds for that replica with those stages' f and g on the slower
     type (their memory on its largest).  ``inf`` when no shape has a memory-feasible
-    partition.
+    partition.  ``prune=False``: no shape is skipped by its compute bound, so ``parts``
+    holds every shape with a plan (each value still a bound for every plan of its shape).
 
     >>> shape_bound(inst, ring_bits=4).value                 # doctest: +SKIP
     """
@@ -677,7 +678,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     P_small = pre(np.sort(P))  # the sum of the k smallest units' parameters
     for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots, slots_all in todo:
         slots_one = max(slots)
-        if objective == "time" and cheap >= best_value:
+        if prune and objective == "time" and cheap >= best_value:
             skipped += 1
             continue
         Cpre, Fpre = pre(c), pre(f)
