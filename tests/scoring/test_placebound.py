@@ -77,6 +77,7 @@ def _tiny_3dc_best():
     5 ms), stage 0 all forwards first, a 4-bit sync."""
     inst = load_instance("tiny-3dc")
     return inst, Plan.model_validate({
+        "instance": "tiny-3dc", "replicas": 4, "num_micro_batches": 4,
         "stages": [{"start": 0, "end": 6}, {"start": 6, "end": 10}],
         "placement": [["alpha", "beta"], ["alpha", "beta"], ["alpha", "gamma"], ["alpha", "gamma"]],
         "tp": 4, "micro_batch_size": 1,
