@@ -81,8 +81,6 @@ WORK_BUDGET = 1e7
 PLACEMENT_WORK = 2000
 #: figures spent on the pairs of rows of one shape at most
 PAIR_WORK = 3e6
-#: rows (domains ** stages) scanned for their slots at most; beyond, a shape keeps its part
-ROWS_SCAN = 70000
 #: the refinement runs on instances with at most this many domains
 MAX_DOMAINS = 4
 
@@ -128,6 +126,7 @@ class _Net:
                 self.routed[a * D + b] = True
         self.uses = (self.inc_f + self.inc_b) > 0
         self.intra = np.array([d.intra_bandwidth_gbps for d in instance.domains]) * GBPS
+        self.columns: dict = {}  # (t, sorted column) -> :func:`_column_terms`
 
     def channels(self, rows: np.ndarray, shared: bool):
         """(inverse bandwidth s/byte, latency s) of every boundary of ``rows`` (n, S) of
@@ -146,6 +145,38 @@ class _Net:
         inv = np.where(self.uses[pair], load[:, None, :], 0.0).max(axis=2)
         inv = np.where(same, 1.0 / self.intra[rows[:, :-1]], inv)
         return inv, self.lat[pair], self.routed[pair].all(axis=1)
+
+
+def _rows(doms, slots, S: int, most: int, lat=None, floor: float = 0.0, cut: float = math.inf):
+    """Every row (tuple of S domain indices from ``doms``) using at most ``slots[d]`` cells
+    of each domain d, in lexicographic order; None when there are more than ``most``.
+    Rows whose round trip is at least ``cut`` are left out: ``floor`` + 2 (the latencies
+    ``lat[a][b]`` (s) of its boundaries) (T >= the first-backward term of stage 0 >= the
+    compute of one micro-batch through every stage and back, ``floor``, plus every
+    boundary's latency both ways)."""
+    out: list[tuple] = []
+    use = dict.fromkeys(doms, 0)
+    row: list[int] = []
+
+    def rec(spent):
+        if len(out) > most:
+            return
+        if len(row) == S:
+            out.append(tuple(row))
+            return
+        for d in doms:
+            if use[d] < slots[d]:
+                more = spent + (2 * lat[row[-1]][d] if row and lat is not None else 0.0)
+                if floor + more >= cut:
+                    continue
+                use[d] += 1
+                row.append(d)
+                rec(more)
+                row.pop()
+                use[d] -= 1
+
+    rec(0.0)
+    return None if len(out) > most else out
 
 
 def _placements(rows, slots, R: int, keep, partial=None):
@@ -362,9 +393,34 @@ def pair_bounds(instance, net: _Net, data: _ShapeData, rows, chunk: int = 512) -
     return out
 
 
-def placement_bound(instance, net: _Net, data: _ShapeData, placement, ring_bits) -> float:
+def _column_terms(net: _Net, col, phi_kind: str, t: int) -> tuple[float, float]:
+    """(a, l) with AR_j >= a G_j + l for a stage whose replicas sit in the domains ``col``
+    (G_j > 0): the intra part exactly (a of it per byte), the cross part with the stage's
+    own hops only (each of its hops' resources q carries at least its own hops' volumes:
+    sum_u min(V_u, V) >= (own hops on q) V), its latency term exactly.  Independent of the
+    other stages, so it is computed once per column."""
+    doms, cnt = np.unique(np.asarray(col), return_counts=True)
+    ph = (lambda k: 2.0) if phi_kind == "reduce_broadcast" else (lambda k: 2.0 * (k - 1) / k)
+    a = max([ph(c) / t / net.intra[d] for d, c in zip(doms.tolist(), cnt.tolist()) if c > 1], default=0.0)
+    K = len(doms)
+    if K < 2:
+        return a, 0.0
+    own = np.zeros(net.res.count)
+    lat = 0.0
+    for x, y in zip(doms.tolist(), np.roll(doms, -1).tolist()):
+        if (x, y) not in net.fwd:
+            return math.inf, math.inf
+        np.add.at(own, net.fwd[x, y], 1.0)
+        lat = max(lat, float(net.lat[x * net.D + y]))
+    return a + ph(K) * float(np.max(own / net.cap)), 2 * (K - 1) * lat
+
+
+def placement_bound(instance, net: _Net, data: _ShapeData, placement, ring_bits, cut: float | None = None
+                    ) -> float:
     """The module docstring's bound for one placement (R rows of domain indices) over every
-    partition of ``data``'s shape; ``inf`` when no partition fits in memory."""
+    partition of ``data``'s shape; ``inf`` when no partition fits in memory.  ``cut``: when
+    a weaker bound of the placement (the syncs with their own hops only) is already at least
+    ``cut``, that one is returned (the caller needs no more)."""
     rows = np.asarray(placement, dtype=np.int64)  # (R, S)
     R, S = rows.shape
     types = np.asarray(instance.domain_type, dtype=np.int64)[rows]
@@ -372,13 +428,27 @@ def placement_bound(instance, net: _Net, data: _ShapeData, placement, ring_bits)
     if not routed.all():
         return math.inf
     w = data.per_row(data.w, types).min(axis=0, keepdims=True)  # one schedule for every replica
+    first = sorted({tuple(r): i for i, r in enumerate(rows.tolist())}.values())  # equal rows, equal terms
+    types, inv, lat = types[first], inv[first], lat[first]
     if ring_bits is None or R == 1:
-        ar = np.zeros(data.P.shape)
-    else:
-        ar = _ring_times(net, [rows[:, j] for j in range(S)], data.P * ring_bits / 8.0,
-                         instance.workload.gradient_sync, data.t)
-    _, first = np.unique(rows, axis=0, return_index=True)  # equal rows have equal terms
-    return float(_row_times(data, types[first], inv[first], lat[first], ar, w).max(axis=0).min())
+        return float(_row_times(data, types, inv, lat, np.zeros(data.P.shape), w).max(axis=0).min())
+    G = data.P * ring_bits / 8.0
+    kind = instance.workload.gradient_sync
+    if cut is not None:  # first the syncs' own-hop bound (cached per column): enough when it reaches cut
+        terms = []
+        for j in range(S):
+            key = (data.t, tuple(sorted(rows[:, j].tolist())))
+            if key not in net.columns:
+                net.columns[key] = _column_terms(net, rows[:, j], kind, data.t)
+            terms.append(net.columns[key])
+        a, l = np.array(terms).T
+        with np.errstate(invalid="ignore"):
+            ar = np.where(G > 0, a[None] * G + l[None], 0.0)
+        low = float(_row_times(data, types, inv, lat, ar, w).max(axis=0).min())
+        if low >= cut:
+            return low
+    ar = _ring_times(net, [rows[:, j] for j in range(S)], G, kind, data.t)
+    return float(_row_times(data, types, inv, lat, ar, w).max(axis=0).min())
 
 
 def refined_shape_values(instance, parts: dict, ring_bits, budget: float = WORK_BUDGET) -> tuple[float, dict]:
@@ -392,6 +462,7 @@ def refined_shape_values(instance, parts: dict, ring_bits, budget: float = WORK_
     gbs = instance.workload.global_batch_size
     n = len(instance.units)
     best, out, left = math.inf, {}, float(budget)
+    lat = net.lat.reshape(net.D, net.D).tolist()
     for shape, part in sorted(parts.items(), key=lambda kv: kv[1]):
         if not part < best:
             break
@@ -399,21 +470,18 @@ def refined_shape_values(instance, parts: dict, ring_bits, budget: float = WORK_
         usable = [i for i, d in enumerate(instance.domains) if d.gpus_per_node >= t and d.gpus >= t]
         slots = {i: instance.domains[i].gpus // t for i in usable}
         size = math.comb(n - 1, S - 1) * S  # figures per row
-        rows = None
-        if len(usable) ** S <= ROWS_SCAN and len(usable) ** S * size <= left:
-            rows = [row for row in itertools.product(usable, repeat=S)
-                    if all(row.count(d) <= slots[d] for d in set(row))]
-        if rows is None or len(rows) * size > left:
+        data = _ShapeData(instance, t, b, S, gbs // (R * b))
+        rows = _rows(usable, slots, S, int(left // size), lat, float((data.f + data.g).sum(axis=2).min()), best)
+        if rows is None:
             out[shape] = part  # too large to enumerate: the shape's part stands
             best = min(best, part)
             continue
         left -= len(rows) * size
-        data = _ShapeData(instance, t, b, S, gbs // (R * b))
         # a row alone (its own channels, no sync) bounds every placement holding it
         row_low = row_bounds(instance, net, data, rows).tolist()
-        if R == 1:  # the rows are the placements
+        if R == 1:  # the rows are the placements (those left out reach best)
             low = min(row_low, default=math.inf)
-            out[shape] = max(part, low)
+            out[shape] = max(part, min(low, best))
             best = min(best, out[shape])
             continue
         low, done, before = math.inf, True, best
@@ -436,7 +504,7 @@ def refined_shape_values(instance, parts: dict, ring_bits, budget: float = WORK_
                 done = False
                 break
             left -= cost
-            low = min(low, placement_bound(instance, net, data, placement, ring_bits))
+            low = min(low, placement_bound(instance, net, data, placement, ring_bits, cut=min(best, low)))
             if low <= part:
                 break
         value = max(part, min(low, before)) if done else part
