@@ -39,9 +39,15 @@ stage 0).  For every stage j:
   B in j's list, B(i), starts after F(i) ends on j plus D_j; every B and every F after it
   in the list runs after that start, and at most w_j forwards precede it (each of them is
   in flight when it starts);
-* Little's law: T >= before_j + f_j + m (D_j + g_j) / w_j + after_j.  Micro-batch i is in
-  flight on j from the end of its F to the end of its B, at least D_j + g_j; the m such
-  intervals lie between the end of j's first F and E_j and overlap at most w_j at a time;
+* chains of in-flight intervals: T >= before_j + ceil(m / w_j) (f_j + D_j + g_j) + after_j.
+  Micro-batch i is in flight on j from the end of its F to the end of its B, at least
+  D_j + g_j; these m intervals overlap at most w_j at a time, so (an interval graph's
+  colouring) they split into w_j chains of disjoint intervals, one of which holds
+  k = ceil(m / w_j) of them.  Between two consecutive intervals of a chain, the later one's
+  F runs on j (it starts after the earlier B ends: the stage runs one op at a time and the
+  intervals are disjoint), so the chain spans at least k (D_j + g_j) + (k - 1) f_j, from
+  the end of an F that starts no earlier than before_j.  (This implies Little's law,
+  f_j + m (D_j + g_j) / w_j.);
 * channel k (boundary between k and k + 1): T >= before_k + f_k + (m - 1) x_k + D_k + g_k
   + after_k.  The forward channel sends m transfers one at a time, the first after the
   first F on k ends; the last one's micro-batch then goes through the later stages, back
@@ -337,7 +343,7 @@ def _row_times(data: _ShapeData, types, inv, lat, ar, w):
     after = np.maximum(ar[None], drain + ar[None, :, :1])
     c_later = np.cumsum(c[:, :, ::-1], axis=2)[:, :, ::-1] - c  # sum_{i>j} c_i
     Dj = c_later + 2 * np.cumsum(Xp[:, :, ::-1], axis=2)[:, :, ::-1]
-    top = np.maximum(np.maximum(m * c, f + Dj + m * g + (m - w) * f), f + m * (Dj + g) / w)
+    top = np.maximum(np.maximum(m * c, f + Dj + m * g + (m - w) * f), np.ceil(m / w) * (f + Dj + g))
     top = (before + top + after).max(axis=2)
     if S > 1:
         chan = before[:, :, :-1] + f[:, :, :-1] + (m - 1) * x + Dj[:, :, :-1] + g[:, :, :-1] + after[:, :, :-1]
