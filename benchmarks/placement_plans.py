@@ -64,18 +64,20 @@ def search(name: str, within: float, top: int):
         slots = {i: inst.domains[i].gpus // t for i in usable}
         rows = placebound._rows(usable, slots, S, 10 ** 6)
         cands = []
-        for pl in placebound._placements(rows, slots, R, lambda i, chosen: True):
-            for cuts in _compositions(len(inst.units), S):
-                v = placebound.placement_bound(inst, net, data.at([e for _, e in cuts]), pl, bits)
-                if np.isfinite(v):
-                    cands.append((v, pl, cuts))
+        parts_of = list(_compositions(len(inst.units), S))
+        low = placebound.row_bounds(inst, net, data, rows)
+        keep = lambda i, chosen: low[i] <= bound * (1 + within)  # noqa: E731
+        for pl in placebound._placements(rows, slots, R, keep):
+            values = placebound.placement_values(inst, net, data, pl, bits)
+            for k in np.nonzero(values <= bound * (1 + within))[0]:
+                cands.append((float(values[k]), pl, parts_of[k]))
         cands.sort(key=lambda c: c[0])
         for v, pl, cuts in cands[:top]:
             placement = [[names[d] for d in row] for row in pl]
             p = Plan.build(cuts, placement, tp=t, micro_batch_size=b, instance=inst, schedule="gpipe")
             p = p.model_copy(update={"dp_sync": sync})
             schedules = [p] + [p.model_copy(update={"schedule": inflight_schedule(w, m)})
-                               for w in itertools.product(range(1, m + 1), repeat=S)] if m ** S <= 4096 else [p]
+                               for w in itertools.product(range(1, m + 1), repeat=S)] if m ** S <= 1024 else [p]
             for q in schedules:
                 if check_plan(inst, q):
                     continue
@@ -88,8 +90,8 @@ def search(name: str, within: float, top: int):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--within", type=float, default=0.05, help="shapes whose refined value is within this of the bound")
-    ap.add_argument("--top", type=int, default=8, help="(placement, partition) pairs simulated per shape")
+    ap.add_argument("--within", type=float, default=0.02, help="shapes whose refined value is within this of the bound")
+    ap.add_argument("--top", type=int, default=4, help="(placement, partition) pairs simulated per shape")
     args = ap.parse_args(argv)
     rows, plans = [], {}
     for name in INSTANCES:

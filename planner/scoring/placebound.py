@@ -421,6 +421,21 @@ def _column_terms(net: _Net, col, phi_kind: str, t: int) -> tuple[float, float]:
     return a + ph(K) * float(np.max(own / net.cap)), 2 * (K - 1) * lat
 
 
+def placement_values(instance, net: _Net, data: _ShapeData, placement, ring_bits) -> np.ndarray:
+    """:func:`placement_bound` per partition of ``data`` (parts,), exact syncs."""
+    rows = np.asarray(placement, dtype=np.int64)
+    R, S = rows.shape
+    types = np.asarray(instance.domain_type, dtype=np.int64)[rows]
+    inv, lat, routed = net.channels(rows, shared=True)
+    if not routed.all():
+        return np.full(len(data.P), np.inf)
+    w = data.per_row(data.w, types).min(axis=0, keepdims=True)
+    ar = (np.zeros(data.P.shape) if ring_bits is None or R == 1 else
+          _ring_times(net, [rows[:, j] for j in range(S)], data.P * ring_bits / 8.0,
+                      instance.workload.gradient_sync, data.t))
+    return _row_times(data, types, inv, lat, ar, w).max(axis=0)
+
+
 def placement_bound(instance, net: _Net, data: _ShapeData, placement, ring_bits, cut: float | None = None
                     ) -> float:
     """The module docstring's bound for one placement (R rows of domain indices) over every
