@@ -1,10 +1,11 @@
-"""Issue 29, fourth pass: plans the per-placement bound points at, on the tiny instances.
+"""Issue 29, fourth pass: plans the per-placement bound points at, on the tiny instances and two-dc.
 
 For each instance, the shapes whose refined value (planner/scoring/placebound.py) is within
 ``--within`` of the instance bound are searched: every placement (a multiset of replica
 rows within the slots) and partition gets its per-placement bound at that partition, and
 the ``--top`` smallest are simulated with every in-flight limit vector w in 1..m per stage
-(:func:`planner.solvers.inflight.inflight_schedule`) and gpipe, at the fewest bits an
+(:func:`planner.solvers.inflight.inflight_schedule`; with m ** S > 1024, every limit on
+stage 0 and 1, 2, 4, 8, m on the others) and gpipe, at the fewest bits an
 every-step sync may use (4: the default quality row covers it on every instance).  The
 table gives the bound (``objective_lower_bound``), the best plan found (the evaluator's
 objective) and the gap; ``placement_plans.json`` holds the plans (plan files: ``planner
@@ -34,13 +35,22 @@ from planner.scoring.evaluator import Evaluator, check_plan  # noqa: E402
 from planner.scoring.shapebound import shape_bound, slow_types  # noqa: E402
 from planner.solvers.inflight import inflight_schedule  # noqa: E402
 
-INSTANCES = ("tiny-3dc", "tiny-mixed", "tiny-line")
+INSTANCES = ("tiny-3dc", "tiny-mixed", "tiny-line", "two-dc")
 
 
 def _compositions(n: int, S: int):
     for cuts in itertools.combinations(range(1, n), S - 1):
         b = (0, *cuts, n)
         yield list(zip(b, b[1:]))
+
+
+def _limits(m: int, S: int):
+    """In-flight limit vectors: all of 1..m per stage when m ** S <= 1024, else all of 1..m
+    for stage 0 and 1, 2, 4, 8, m for the others."""
+    if m ** S <= 1024:
+        return itertools.product(range(1, m + 1), repeat=S)
+    few = sorted({k for k in (1, 2, 4, 8, m) if k <= m})
+    return itertools.product(range(1, m + 1), *([few] * (S - 1)))
 
 
 def search(name: str, within: float, top: int):
@@ -76,8 +86,7 @@ def search(name: str, within: float, top: int):
             placement = [[names[d] for d in row] for row in pl]
             p = Plan.build(cuts, placement, tp=t, micro_batch_size=b, instance=inst, schedule="gpipe")
             p = p.model_copy(update={"dp_sync": sync})
-            schedules = [p] + [p.model_copy(update={"schedule": inflight_schedule(w, m)})
-                               for w in itertools.product(range(1, m + 1), repeat=S)] if m ** S <= 1024 else [p]
+            schedules = [p] + [p.model_copy(update={"schedule": inflight_schedule(w, m)}) for w in _limits(m, S)]
             for q in schedules:
                 if check_plan(inst, q):
                     continue

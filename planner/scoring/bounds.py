@@ -289,7 +289,11 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     (:mod:`planner.scoring.shapebound`) is taken per class of :func:`sync_classes`:
     every-step plans pay the crossing stage's sync at the fewest bits a row covers
     and divide by their class's largest e, DiLoCo and streaming plans pay no sync
-    and divide by theirs; the bound is the smaller of the two."""
+    and divide by theirs; the bound is the smaller of the two.  On a time instance of
+    at most :data:`planner.scoring.placebound.MAX_DOMAINS` domains each class's per-shape
+    part is refined per placement (:mod:`planner.scoring.placebound`: placements
+    enumerated within a deterministic work budget, each shape kept at its part when
+    too large)."""
     spec = check_spec(spec)
     cache = instance.__dict__.setdefault("_planner_cache", {})
     key = ("objective_lower_bound", spec)

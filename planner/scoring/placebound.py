@@ -85,6 +85,8 @@ from .shapebound import STATE_BYTES
 WORK_BUDGET = 1e7
 #: what one placement counts at least (its Python work)
 PLACEMENT_WORK = 2000
+#: a shape with more partitions (compositions of the units into its stages) keeps its part
+PARTS_MAX = 20000
 #: figures spent on the pairs of rows of one shape at most
 PAIR_WORK = 3e6
 #: the refinement runs on instances with at most this many domains
@@ -491,6 +493,10 @@ def refined_shape_values(instance, parts: dict, ring_bits, budget: float = WORK_
         usable = [i for i, d in enumerate(instance.domains) if d.gpus_per_node >= t and d.gpus >= t]
         slots = {i: instance.domains[i].gpus // t for i in usable}
         size = math.comb(n - 1, S - 1) * S  # figures per row
+        if math.comb(n - 1, S - 1) > PARTS_MAX or size > left:
+            out[shape] = part  # too many partitions: the shape's part stands
+            best = min(best, part)
+            continue
         data = _ShapeData(instance, t, b, S, gbs // (R * b))
         rows = _rows(usable, slots, S, int(left // size), lat, float((data.f + data.g).sum(axis=2).min()), best)
         if rows is None:

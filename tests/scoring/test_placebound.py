@@ -128,3 +128,15 @@ def test_tiny_mixed_bound_is_within_two_percent_of_a_plan():
     T = float(Evaluator(inst, p).scores()[0])
     bound = objective_lower_bound(inst)
     assert 0.98 * T <= bound <= T * (1 + 1e-9), (bound, T)
+
+
+def test_two_dc_bound_meets_a_plan():
+    # eight replicas of two stages across the two domains, stage 1 with one micro-batch in
+    # flight, stage 0 with 14: its T is the bound (the committed best known rounds to it)
+    inst = load_instance("two-dc")
+    a, b = inst.domain_names
+    inst, p = _inflight_plan("two-dc", [(0, 18), (18, 34)], [[a, b]] * 8, 4, 1, (14, 1))
+    assert not check_plan(inst, p)
+    T = float(Evaluator(inst, p).scores()[0])
+    bound = objective_lower_bound(inst)
+    assert T * (1 - 1e-9) <= bound <= T * (1 + 1e-9), (bound, T)
