@@ -36,7 +36,8 @@ def main(argv=None) -> int:
     found = RESULTS / "placement_plans.json"  # plans the per-placement bound pointed at (placement_plans.py)
     if found.exists():
         for name, row in json.loads(found.read_text()).items():
-            if row["objective"] < known.get(name, (float("inf"), ""))[0]:
+            # an exact figure that rounds to at most the committed one (those are rounded to 4 digits)
+            if float(f"{row['objective']:.4g}") <= known.get(name, (float("inf"), ""))[0]:
                 known[name] = (row["objective"], "placement_plans.md")
     rows, before, middle, after = [], [], [], []
     for name in available("instances"):
