@@ -503,6 +503,9 @@ def refined_shape_values(instance, parts: dict, ring_bits, budget: float = WORK_
             out[shape] = part  # too large to enumerate: the shape's part stands
             best = min(best, part)
             continue
+        if not rows:  # every row's round trip reaches best (or none fits): so does every placement
+            out[shape] = max(part, best)
+            continue
         left -= len(rows) * size
         # a row alone (its own channels, no sync) bounds every placement holding it
         row_low = row_bounds(instance, net, data, rows).tolist()
