@@ -112,7 +112,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         bound = lower_bound(fastest_type_instance(instance), spec=spec)
         if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
             # the per-shape part knows which domains have the slower types
-            typed = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+            typed = min(_time_shape_value(instance, bits) for bits, _ in sync_classes(instance))
             if math.isfinite(typed) and typed > bound.parts.get("shapes", 0.0):
                 parts = {**bound.parts, "shapes": typed}
                 binding = max(parts, key=parts.get)
@@ -152,7 +152,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         parts["wan_volume"] = gbs * s * cut / total_bw
     parts["round_trip"] = fill
     if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
-        shapes = min(_shape_value(instance, bits, "time") for bits, _ in sync_classes(instance))
+        shapes = min(_time_shape_value(instance, bits) for bits, _ in sync_classes(instance))
         if math.isfinite(shapes):
             parts["shapes"] = shapes
     binding = max(parts, key=parts.get)
@@ -178,6 +178,16 @@ def _shape_value(instance, ring_bits, objective: str) -> float:
         cache[key] = shape_bound(fastest_type_instance(instance), ring_bits, objective,
                                  slow_types(instance)).value
     return cache[key]
+
+
+def _time_shape_value(instance, ring_bits) -> float:
+    """The per-shape part on T of :func:`lower_bound`: :func:`_shape_value`, refined per
+    placement (:func:`_placement_value`) on instances of at most
+    :data:`planner.scoring.placebound.MAX_DOMAINS` domains."""
+    value = _shape_value(instance, ring_bits, "time")
+    if len(instance.domains) <= placebound.MAX_DOMAINS and math.isfinite(value):
+        value = max(value, _placement_value(instance, ring_bits))
+    return value
 
 
 def _placement_value(instance, ring_bits) -> float:
@@ -312,7 +322,7 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
         for bits, e_max in sync_classes(instance):
             shapes = (_shape_value(instance, bits, "time" if time else "cost")
                       if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
-            if time and len(instance.domains) <= placebound.MAX_DOMAINS:
+            if time and len(instance.domains) <= placebound.MAX_DOMAINS and math.isfinite(shapes):
                 shapes = max(shapes, _placement_value(instance, bits))
             per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
         value = min(per_class)
