@@ -66,6 +66,7 @@ from ..problem.network import GBPS, MS
 from ..problem.plan import SolverInfo
 from ..problem.specversion import check_spec
 from ..problem.space import LEAN, PlanSpace
+from . import placebound
 from .shapebound import shape_bound, slow_types
 from .syncbound import sync_subclasses
 
@@ -112,7 +113,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         bound = lower_bound(fastest_type_instance(instance), spec=spec)
         if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
             # the per-shape part knows which domains have the slower types
-            typed = min(_shape_value(instance, bits, "time", floor) for bits, floor, _ in _subclasses(instance))
+            typed = min(_time_shape_value(instance, bits, floor) for bits, floor, _ in _subclasses(instance))
             if math.isfinite(typed) and typed > bound.parts.get("shapes", 0.0):
                 parts = {**bound.parts, "shapes": typed}
                 binding = max(parts, key=parts.get)
@@ -152,7 +153,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         parts["wan_volume"] = gbs * s * cut / total_bw
     parts["round_trip"] = fill
     if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
-        shapes = min(_shape_value(instance, bits, "time", floor) for bits, floor, _ in _subclasses(instance))
+        shapes = min(_time_shape_value(instance, bits, floor) for bits, floor, _ in _subclasses(instance))
         if math.isfinite(shapes):
             parts["shapes"] = shapes
     binding = max(parts, key=parts.get)
@@ -189,6 +190,29 @@ def _subclasses(instance):
     if "sync_subclasses" not in cache:
         cache["sync_subclasses"] = sync_subclasses(instance, sync_classes(instance))
     return cache["sync_subclasses"]
+
+
+def _time_shape_value(instance, ring_bits, floor=None) -> float:
+    """The per-shape part on T of :func:`lower_bound` for one class (``ring_bits``,
+    ``floor``): :func:`_shape_value`, refined per placement (:func:`_placement_value`, a
+    bound for every plan of the ``ring_bits`` class, so of each of its subclasses) on
+    instances of at most :data:`planner.scoring.placebound.MAX_DOMAINS` domains."""
+    value = _shape_value(instance, ring_bits, "time", floor)
+    if len(instance.domains) <= placebound.MAX_DOMAINS and math.isfinite(value):
+        value = max(value, _placement_value(instance, ring_bits))
+    return value
+
+
+def _placement_value(instance, ring_bits) -> float:
+    """:func:`planner.scoring.placebound.refined_shape_values`'s bound on T for small
+    ``instance`` (the per-shape parts, every shape kept, refined per placement); cached."""
+    cache = instance.__dict__.setdefault("_planner_cache", {})
+    key = ("placement_bound", ring_bits)
+    if key not in cache:
+        parts = shape_bound(fastest_type_instance(instance), ring_bits, "time", slow_types(instance),
+                            prune=False).parts
+        cache[key] = placebound.refined_shape_values(instance, parts, ring_bits)[0] if parts else 0.0
+    return cache[key]
 
 
 def sync_classes(instance) -> list[tuple[int | None, float]]:
@@ -290,7 +314,11 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
     streaming split by their number of groups): every-step plans pay every stage's
     sync at the fewest bits a row covers and divide by their class's largest e,
     DiLoCo and streaming plans with M groups pay their groups' inner sync and divide
-    by the largest e of their M; the bound is the smallest."""
+    by the largest e of their M; the bound is the smallest.  On a time instance of
+    at most :data:`planner.scoring.placebound.MAX_DOMAINS` domains each class's per-shape
+    part is refined per placement (:mod:`planner.scoring.placebound`: placements
+    enumerated within a deterministic work budget, each shape kept at its part when
+    too large)."""
     spec = check_spec(spec)
     cache = instance.__dict__.setdefault("_planner_cache", {})
     key = ("objective_lower_bound", spec)
@@ -309,6 +337,8 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
         for bits, floor, e_max in _subclasses(instance):
             shapes = (_shape_value(instance, bits, "time" if time else "cost", floor)
                       if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
+            if time and len(instance.domains) <= placebound.MAX_DOMAINS and math.isfinite(shapes):
+                shapes = max(shapes, _placement_value(instance, bits))
             per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
         value = min(per_class)
     cache[key] = value

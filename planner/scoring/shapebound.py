@@ -568,7 +568,7 @@ def _least_params(P_small, total: float, p_cap: float, q, S: int):
 
 def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
                 slow: SlowTypes | None = None, joint: bool = True, little: bool = True,
-                cuts: bool = True, per_step=None) -> ShapeBound:
+                cuts: bool = True, per_step=None, prune: bool = True) -> ShapeBound:
     """The smallest per-shape bound over every shape of ``instance`` (see module
     docstring): on T (seconds) for ``objective="time"``, on the cost per iteration
     for ``"cost"``.  ``instance`` must be a one-type instance (the optimistic one).
@@ -583,7 +583,9 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     :class:`planner.scoring.syncbound.SyncFloor`, the class of plans (every-step at its
     bits, or DiLoCo/streaming with a range of groups) whose per-step sync every stage
     pays (module docstring, fourth pass); None: the third pass.  ``inf`` when no shape
-    (of the class) has a memory-feasible partition.
+    (of the class) has a memory-feasible partition.  ``prune=False``: no shape is skipped
+    by its compute bound, so ``parts`` holds every shape with a plan (each value still a
+    bound for every plan of its shape).
 
     >>> shape_bound(inst, ring_bits=4).value                 # doctest: +SKIP
     """
@@ -694,7 +696,7 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
     P_small = pre(np.sort(P))  # the sum of the k smallest units' parameters
     for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots, slots_all in todo:
         slots_one = max(slots)
-        if objective == "time" and cheap >= best_value:
+        if prune and objective == "time" and cheap >= best_value:
             skipped += 1
             continue
         Cpre, Fpre = pre(c), pre(f)

@@ -97,7 +97,9 @@ def test_issue_case_bound_below_the_hand_plan_and_auto_finds_one_as_good():
     assert lean and float(Evaluator(inst, lean[0]).iteration_times()[0]) <= hand_s * (1 + 1e-9)
     p = plan(inst, solver="auto", time_limit=8)
     assert p.predicted.iteration_time_s <= hand_s * (1 + 1e-9)
-    assert p.solver.bound <= hand_s and p.solver.status != "optimal"
+    assert p.solver.bound <= hand_s * (1 + 1e-9)
+    # the per-placement bound (issue 29, fourth pass) meets the lean plan: auto may prove it optimal
+    assert p.solver.status != "optimal" or p.solver.gap <= 1e-3
     m = plan(inst, solver="milp", time_limit=10)
     assert m.solver.bound <= hand_s and m.solver.status != "optimal"
     assert m.solver.estimate_status == "optimal" and "1f1b/gpipe" in m.solver.estimate_family
