@@ -32,6 +32,20 @@ def tiny_model(layers=2, hidden=64, vocab=100):
                      num_heads=4, vocab_size=vocab)
 
 
+def random_units(rng, n: int, params=(2e7, 5e8), out=(1e3, 1e5)) -> list[dict]:
+    """``n`` random model units (a ``ModelSpec``'s ``units``) drawn from ``rng``: parameters
+    uniform in ``params``, FLOPs per token in [1e9, 3e10], boundary bytes per token around
+    one draw from ``out`` (x 0.5-1.5 per unit), stored bytes 0.1-1 of 16 P / 256."""
+    o = rng.uniform(*out)
+    units = []
+    for i in range(n):
+        p = rng.uniform(*params)
+        units.append({"name": f"u{i}", "params": p, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
+                      "out_bytes_per_token": o * rng.uniform(0.5, 1.5),
+                      "stored_bytes_per_token": 16 * p * rng.uniform(0.1, 1) / 256})
+    return units
+
+
 def make_instance(domains, links, model=None, gpu=None, **workload):
     wl = {"model": model or tiny_model(), "global_batch_size": 8, "seq_len": 128,
           "micro_batch_sizes": [1, 2], "tensor_parallel": [1, 2], "recompute": False}

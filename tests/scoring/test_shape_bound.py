@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from helpers import all_plans, inflight_variants, make_instance
+from helpers import all_plans, inflight_variants, make_instance, random_units
 from planner import load_instance
 from planner.problem.dpsync import DpSync
 from planner.problem.model import ModelSpec
@@ -26,13 +26,7 @@ def _tiny(seed: int):
     """Two domains of 2 GPUs (tp 1 or 2) or three of 2, 1 and 1 GPUs (tp 1), three units; slow or fast links, sometimes
     uplinks, a unit overhead, reduce-broadcast, memory that forbids some stages."""
     rng = random.Random(seed)
-    out = rng.uniform(1e3, 1e5)
-    units = []
-    for i in range(3):
-        params = rng.uniform(2e7, 5e8)
-        units.append({"name": f"u{i}", "params": params, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
-                      "out_bytes_per_token": out * rng.uniform(0.5, 1.5),
-                      "stored_bytes_per_token": 16 * params * rng.uniform(0.1, 1) / 256})
+    units = random_units(rng, 3)
     model = ModelSpec(name="rand", units=units)
     need = max(16 * u["params"] + 256 * u["stored_bytes_per_token"] for u in units)
     gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": need * rng.uniform(1.0, 4.0) / 0.9e9, "mfu": 0.5,

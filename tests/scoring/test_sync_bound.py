@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from helpers import all_plans, make_instance
+from helpers import all_plans, make_instance, random_units
 from planner import Plan, load_instance
 from planner.problem.dpsync import DpSync, sync_groups, sync_options
 from planner.problem.model import ModelSpec
@@ -28,13 +28,7 @@ def _tiny(seed: int):
     three units with large gradients against the links, every dp_sync mode, quality rows
     whose e grows with the number of groups (and one per H)."""
     rng = random.Random(seed)
-    out = rng.uniform(1e3, 1e5)
-    units = []
-    for i in range(3):
-        params = rng.uniform(2e7, 5e8)
-        units.append({"name": f"u{i}", "params": params, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
-                      "out_bytes_per_token": out * rng.uniform(0.5, 1.5),
-                      "stored_bytes_per_token": 16 * params * rng.uniform(0.1, 1) / 256})
+    units = random_units(rng, 3)
     model = ModelSpec(name="rand", units=units)
     need = max(16 * u["params"] + 256 * u["stored_bytes_per_token"] for u in units)
     gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": need * rng.uniform(1.5, 5.0) / 0.9e9, "mfu": 0.5,
@@ -224,13 +218,7 @@ def _three(seed: int):
     """Three domains of 2 GPUs (tp 1) on slow links, four units: every
     plan of 2 replicas x >= 2 stages either crosses a stage or joins whole stages across."""
     rng = random.Random(100 + seed)
-    out = rng.uniform(1e4, 2e5)
-    units = []
-    for i in range(4):
-        params = rng.uniform(5e7, 4e8)
-        units.append({"name": f"u{i}", "params": params, "fwd_flops_per_token": rng.uniform(1e9, 3e10),
-                      "out_bytes_per_token": out * rng.uniform(0.5, 1.5),
-                      "stored_bytes_per_token": 16 * params * rng.uniform(0.1, 1) / 256})
+    units = random_units(rng, 4, params=(5e7, 4e8), out=(1e4, 2e5))
     model = ModelSpec(name="rand", units=units)
     gpu = {"name": "G", "peak_tflops": 100.0, "memory_gb": 200.0, "mfu": 0.5}
     doms = [{"name": f"d{k}", "gpus": 2, "gpus_per_node": 2, "intra_bandwidth_gbps": rng.uniform(5, 200),
