@@ -114,7 +114,6 @@ import logging
 import math
 import os
 import signal
-import threading
 import time
 from typing import Callable
 
@@ -125,7 +124,7 @@ from ..scoring.bounds import estimate_family, gap_claim, lower_bound, objective_
 from ..scoring.evaluator import Evaluator, check_plan
 from .anneal import anneal, anneal_solver, simulated_score
 from .cpsat import cpsat
-from .executor import from_main, spawn_context
+from .executor import exit_with_parent, from_main, spawn_context
 from ..problem.subfleet import type_subfleets
 from .greedy import greedy, lean_plans, shape_starts, spread_starts
 from .hierarchy import hier
@@ -230,7 +229,9 @@ def alone_engines(pinned: bool) -> dict[str, Callable[..., Plan]]:
 
 
 def _run_engine(solve: Callable[..., Plan], instance, deadline: float, options: dict) -> Plan:
-    """In the engine's process: ``solve`` with the time left until ``deadline`` (``time.time()``)."""
+    """In the engine's process: ``solve`` with the time left until ``deadline`` (``time.time()``);
+    the process ends if its parent dies (:func:`planner.solvers.executor.exit_with_parent`)."""
+    exit_with_parent()
     if options.get("time_limit", 0) is None:  # deterministic: a fixed budget, given by the parent
         options = {k: v for k, v in options.items() if k != "time_limit"}
         limit = options.pop("det_limit")
