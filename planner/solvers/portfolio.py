@@ -114,6 +114,7 @@ import logging
 import math
 import os
 import signal
+import threading
 import time
 from typing import Callable
 
