@@ -24,8 +24,9 @@ list every broken feasibility rule with the figures involved.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -117,9 +118,33 @@ class Evaluation:
         return d
 
 
-@lru_cache(maxsize=256)
+#: compiled programs kept, counted in instructions (about 200 bytes each: some 400 MB); a
+#: count of programs did not bound the memory, one of 16 stages x 768 micro-batches holds
+#: 24 MB, and 256 of them (the former ``lru_cache``) grew a benchmark's process past 12 GB
+PROGRAM_CACHE_INSTRUCTIONS = 2_000_000
+_programs: OrderedDict = OrderedDict()  # key -> Program, least recently used first
+_programs_size = [0]
+_programs_lock = threading.Lock()
+
+
 def _program(schedule, stages: int, micro_batches: int, keep_all: bool = False, starts: bool = False) -> Program:
-    return compile_program(schedule, stages, micro_batches, keep_all, starts)
+    """:func:`compile_program`, memoised least-recently-used within
+    :data:`PROGRAM_CACHE_INSTRUCTIONS` (the latest program is always kept)."""
+    key = (schedule, stages, micro_batches, keep_all, starts)
+    with _programs_lock:
+        prog = _programs.get(key)
+        if prog is not None:
+            _programs.move_to_end(key)
+            return prog
+    prog = compile_program(schedule, stages, micro_batches, keep_all, starts)
+    with _programs_lock:
+        if key not in _programs:
+            _programs[key] = prog
+            _programs_size[0] += len(prog.code)
+        while _programs_size[0] > PROGRAM_CACHE_INSTRUCTIONS and len(_programs) > 1:
+            _, old = _programs.popitem(last=False)
+            _programs_size[0] -= len(old.code)
+    return prog
 
 
 def program_for(plan, keep_all: bool = False, starts: bool = False) -> Program:
