@@ -113,7 +113,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         bound = lower_bound(fastest_type_instance(instance), spec=spec)
         if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
             # the per-shape part knows which domains have the slower types
-            typed = min(_time_shape_value(instance, bits, floor) for bits, floor, _ in _subclasses(instance))
+            typed = _shapes_part(instance)
             if math.isfinite(typed) and typed > bound.parts.get("shapes", 0.0):
                 parts = {**bound.parts, "shapes": typed}
                 binding = max(parts, key=parts.get)
@@ -153,7 +153,7 @@ def lower_bound(instance, space: PlanSpace | None = None, spec: int | None = Non
         parts["wan_volume"] = gbs * s * cut / total_bw
     parts["round_trip"] = fill
     if spec >= 3 and len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS:
-        shapes = min(_time_shape_value(instance, bits, floor) for bits, floor, _ in _subclasses(instance))
+        shapes = _shapes_part(instance)
         if math.isfinite(shapes):
             parts["shapes"] = shapes
     binding = max(parts, key=parts.get)
@@ -190,6 +190,12 @@ def _subclasses(instance):
     if "sync_subclasses" not in cache:
         cache["sync_subclasses"] = sync_subclasses(instance, sync_classes(instance))
     return cache["sync_subclasses"]
+
+
+def _shapes_part(instance) -> float:
+    """The per-shape part of :func:`lower_bound` (seconds): the smallest over the sync
+    classes (:func:`_subclasses`) of :func:`_time_shape_value`."""
+    return min(_time_shape_value(instance, bits, floor) for bits, floor, _ in _subclasses(instance))
 
 
 def _time_shape_value(instance, ring_bits, floor=None) -> float:
@@ -335,10 +341,8 @@ def objective_lower_bound(instance, spec: int | None = None) -> float:
             base = cost_lower_bound(instance, spec)
         per_class = []
         for bits, floor, e_max in _subclasses(instance):
-            shapes = (_shape_value(instance, bits, "time" if time else "cost", floor)
+            shapes = ((_time_shape_value(instance, bits, floor) if time else _shape_value(instance, bits, "cost", floor))
                       if len(instance.domains) <= SHAPE_BOUND_MAX_DOMAINS else 0.0)
-            if time and len(instance.domains) <= placebound.MAX_DOMAINS and math.isfinite(shapes):
-                shapes = max(shapes, _placement_value(instance, bits))
             per_class.append(max(base, shapes if math.isfinite(shapes) else 0.0) / e_max)
         value = min(per_class)
     cache[key] = value

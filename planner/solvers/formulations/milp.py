@@ -621,6 +621,13 @@ def _stage_figures(M, D: Data, Q: int, C: dict, F: dict, G: dict) -> dict:
         # replica r's own figures (_typed_compute): Fr, Gr per slot, Csr (slots <= q), Ffr (slots > q)
         return {"Fq": lambda r, q: M.Fr[r, q], "Gq": lambda r, q: M.Gr[r, q],
                 "Cs": lambda r, q: M.Csr[r, q], "Ff": lambda r, q: M.Ffr[r, q]}
+    slowest_stage(M, D, Q, C, F, G)
+    return {"Fq": None, "Gq": None, "Cs": lambda r, q: M.Cs[q], "Ff": lambda r, q: M.Ff[q]}
+
+
+def slowest_stage(M, D: Data, Q: int, C: dict, F: dict, G: dict) -> None:
+    """The slowest stage's figures (rows in ``M.est``): Fmax >= F_q and Gmax >= G_q (gpipe),
+    or Cmax >= C_q (1f1b), over the Q slots (one GPU type; ``milp_agg`` too)."""
     if D.shape.schedule == "gpipe":
         M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
         M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
@@ -631,7 +638,6 @@ def _stage_figures(M, D: Data, Q: int, C: dict, F: dict, G: dict) -> dict:
         M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
         for q in range(Q):
             M.est.add(M.Cmax >= C[q])
-    return {"Fq": None, "Gq": None, "Cs": lambda r, q: M.Cs[q], "Ff": lambda r, q: M.Ff[q]}
 
 
 def _gpipe_period(M, D: Data, r: int, Q: int, G: dict, fig: dict) -> None:

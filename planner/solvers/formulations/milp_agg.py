@@ -40,7 +40,7 @@ import pyomo.environ as pyo
 from ...problem.space import PlanSpace, Shape, ShapeInfeasible
 from .. import stop
 from .milp import (_admissible, _gradient_sync, _partition, _pruned_model, _stage_cuts, arc_figures,
-                   pairs_of_link, read_partition, shape_data, t_upper_bound)
+                   pairs_of_link, read_partition, shape_data, slowest_stage, t_upper_bound)
 
 
 def build(instance, shape: Shape, forbid=(), require=(), space: PlanSpace | None = None, ts: float = 1.0,
@@ -249,17 +249,10 @@ def _compute_period(M, D, Q, m, C, F, G, used, b_min, windows_from) -> None:
     boundary at b_min: tau0 (hi - lo + 1) >= compute of lo..hi + 2 b_min (hi - lo) used_hi."""
     M.tau0 = pyo.Var(domain=pyo.NonNegativeReals)
     M.est = pyo.ConstraintList()
+    slowest_stage(M, D, Q, C, F, G)
     if D.shape.schedule == "gpipe":
-        M.Fmax = pyo.Var(domain=pyo.NonNegativeReals)
-        M.Gmax = pyo.Var(domain=pyo.NonNegativeReals)
-        for q in range(Q):
-            M.est.add(M.Fmax >= F[q])
-            M.est.add(M.Gmax >= G[q])
         M.est.add(M.tau0 >= M.Fmax + M.Gmax)
     else:
-        M.Cmax = pyo.Var(domain=pyo.NonNegativeReals)
-        for q in range(Q):
-            M.est.add(M.Cmax >= C[q])
         M.est.add(M.tau0 >= M.Cmax)
         # Little's law on every window of slots [lo, hi] whose front slot holds fewer than
         # m micro-batches (SPEC 7 v2; hi - lo + 1 in flight), each boundary at b_min: the
