@@ -151,7 +151,7 @@ def domain_chain(instance, tp: int, start: str, slots: dict[str, int]) -> list[s
     >>> domain_chain(instance, 8, "zhangjiakou", PlanSpace(instance).slots(8))   # doctest: +SKIP
     ['zhangjiakou', 'horinger', ...]
     """
-    tables = _route_tables(instance)
+    tables = route_tables(instance)
     idx = instance.domain_index
     cost = instance.options.objective == "cost"
     price = tables["price"] if cost else np.zeros(len(idx))
@@ -171,7 +171,7 @@ def domain_chain(instance, tp: int, start: str, slots: dict[str, int]) -> list[s
     return [names[i] for i in chain]
 
 
-def _route_tables(instance) -> dict:
+def route_tables(instance) -> dict:
     """Per instance (cached): route bottleneck bandwidth and latency matrices, prices."""
     cache = instance.__dict__.setdefault("_planner_cache", {})
     if "greedy_routes" not in cache:
