@@ -146,6 +146,29 @@ def _link_name(instance, i: int) -> str:
     return f"{link.a}-{link.b}"
 
 
+def _inner_ring_loads(instance, plan, fig, spec):
+    """(link, bytes per step) of the inner rings of diloco and streaming (SPEC 11) that
+    cross domains: each group's (replicas with stage 0 in one domain) sync of stage j,
+    16-bit, every step, over the group's domains in instance order; nothing otherwise."""
+    if not fig.dp.outer:
+        return []
+    routes = instance.routes_for(spec)
+    order = instance.domain_index
+    groups: dict[str, list] = {}
+    for row in plan.placement:
+        groups.setdefault(row[0], []).append(row)
+    out = []
+    for rows in groups.values():
+        for j in range(plan.num_stages):
+            ring = sorted({row[j] for row in rows}, key=order.__getitem__)
+            if len(ring) < 2 or fig.G[j] <= 0:
+                continue
+            k = len(ring)
+            for a, b in zip(ring, ring[1:] + ring[:1]):
+                out += [(l, 2 * (k - 1) / k * fig.G[j]) for l in routes[(a, b)].links]
+    return out
+
+
 def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
     """Explain ``plan`` on ``instance`` (under one network state; base by default).
 
@@ -221,11 +244,15 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
             if f_idx >= 0:
                 for l in fig.flow_routes[f_idx]:
                     load[l] += fig.A[k] * fig.m  # per direction
-    for j, hops in enumerate(fig.hops_of):
+    for j, hops in enumerate(fig.hops_of):  # the rings over every domain holding stage j
         kr = fig.ring_k[j]
+        # SPEC 11: under diloco and streaming these are the outer rings, once every H steps
+        per_step = fig.G_outer[j] / fig.dp.H if fig.dp.outer else fig.G_sync[j]
         for h in hops:
             for l in fig.hop_routes[h]:
-                load[l] += 2 * (kr - 1) / kr * fig.G[j]
+                load[l] += 2 * (kr - 1) / kr * per_step
+    for l, volume in _inner_ring_loads(instance, plan, fig, ev.spec):
+        load[l] += volume
     for l in used:
         util[_link_name(instance, l)] = float(load[l] / (bw_bytes[l] * T0)) if bw_bytes[l] > 0 else float("inf")
 

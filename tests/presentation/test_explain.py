@@ -123,3 +123,25 @@ def test_explain_period_without_a_binding_window():
     assert "the period is set by the compute of stage 0" in str(explain(inst, one))
     inst, g = _mid_crossing_line("gpipe")
     assert "forward and backward phases apart (gpipe)" in str(explain(inst, g))
+
+
+def test_link_utilisation_counts_outer_syncs_once_every_h_steps():
+    """Under diloco (SPEC 11) a link carrying only the outer rings is busy 1/H of their
+    volume per step: ten times busier at H = 10 than at H = 100 (the inner step does not
+    depend on H), and the rings of a grouped plan stay below 100% busy."""
+    from planner.problem.dpsync import DpSync
+    from planner.solvers.syncchoice import group_plans
+
+    inst = load_instance("diloco-70b")
+    best = min(group_plans(inst), key=lambda p: evaluate(inst, p).effective_time_s)
+    got = {}
+    for H in (10, 100):
+        p = best.model_copy(update={"dp_sync": DpSync(mode="diloco", H=H, bits=4)})
+        got[H] = explain(inst, p).link_utilisation
+    inner = {frozenset((row[k], row[k + 1])) for row in best.placement for k in range(best.num_stages - 1)}
+    outer_only = [f"{link.a}-{link.b}" for link in inst.links if frozenset((link.a, link.b)) not in inner
+                  and f"{link.a}-{link.b}" in got[10]]
+    assert len(outer_only) == 2  # two groups of two sites: the links joining the groups' sites of one stage
+    for name in outer_only:
+        assert got[10][name] == pytest.approx(10 * got[100][name], rel=1e-9)
+    assert max(got[100].values()) < 1.0
