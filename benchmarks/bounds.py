@@ -21,7 +21,10 @@ or the cost per iteration over e for a cost instance):
   solvers then also plan 4- and 8-bit every-step syncs, which the tool accepts on the
   instance itself: default quality row 1 covers them), that plan scored on the
   instance by ``simulated_score`` (``--no-run``: the files only);
-* gaps (best - bound) / best, and the seconds the new bound takes (cold cache).
+* gaps (best - bound) / best, and the seconds the new bound takes (cold cache);
+* **auto gap**: the gap the fresh ``auto`` run reports itself, (objective - bound) /
+  objective of its own plan at ``--time-limit`` seconds (issue 29's goal: median at most
+  10% at 60 s).
 
 The national-scale instances (over 40 domains) keep the instance-wide parts; their
 bound's time is listed below the table.
@@ -131,7 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-run", action="store_true", help="no auto runs: the committed figures only")
     args = ap.parse_args(argv)
     known = known_best()
-    rows, gaps_old, gaps_first, gaps_new = [], [], [], []
+    rows, gaps_old, gaps_first, gaps_new, gaps_auto = [], [], [], [], []
     names = [n for n in available("instances") if len(load_instance(n).domains) <= MAX_DOMAINS]
     for name in names:
         inst = load_instance(name)
@@ -140,9 +143,13 @@ def main(argv=None) -> int:
         took = time.perf_counter() - t0
         old, first = old_bound(inst), first_pass_bound(inst)
         best, source = known.get(name, (float("inf"), ""))
+        auto_gap = ""
         if not args.no_run:
             p = plan(load_instance(name), "auto", time_limit=args.time_limit, seed=0)
             ran = p.solver.objective
+            if p.solver.gap is not None:
+                gaps_auto.append(p.solver.gap)
+                auto_gap = f"{100 * p.solver.gap:.1f}%"
             if ran < best:
                 best, source = ran, f"auto {args.time_limit:g} s"
             low_limit = args.low_bit_time_limit or args.time_limit
@@ -150,14 +157,14 @@ def main(argv=None) -> int:
             if low is not None and low < best:
                 best, source = low, f"auto {low_limit:g} s, every_step bits"
         if not best < float("inf"):
-            rows.append(f"| {name} | {old:.4g} | {first:.4g} | {new:.4g} | no plan | | | | {took:.2f} |")
+            rows.append(f"| {name} | {old:.4g} | {first:.4g} | {new:.4g} | no plan | | | | {took:.2f} | |")
             continue
         g_old, g_first, g_new = (best - old) / best, (best - first) / best, (best - new) / best
         gaps_old.append(g_old)
         gaps_first.append(g_first)
         gaps_new.append(g_new)
         rows.append(f"| {name} | {old:.4g} | {first:.4g} | {new:.4g} | {best:.4g} ({source}) | "
-                    f"{100 * g_old:.1f}% | {100 * g_first:.1f}% | {100 * g_new:.1f}% | {took:.2f} |")
+                    f"{100 * g_old:.1f}% | {100 * g_first:.1f}% | {100 * g_new:.1f}% | {took:.2f} | {auto_gap} |")
         print(rows[-1], flush=True)
     big = []
     for name in available("instances"):
@@ -171,13 +178,15 @@ def main(argv=None) -> int:
              "Gap = (best - bound) / best.",
              "",
              "| instance | old bound | first pass | new bound | best known | old gap | first-pass gap | new gap "
-             "| new bound s |",
-             "|---|---|---|---|---|---|---|---|---|",
+             f"| new bound s | auto gap ({args.time_limit:g} s) |",
+             "|---|---|---|---|---|---|---|---|---|---|",
              *rows,
              "",
              f"Median gap over {len(gaps_new)} instances: old {100 * statistics.median(gaps_old):.1f}%, "
              f"first pass {100 * statistics.median(gaps_first):.1f}%, new {100 * statistics.median(gaps_new):.1f}% "
-             "(goal: 10%).",
+             "(goal: 10%)." + (f"  The gap auto reports itself at {args.time_limit:g} s: median "
+                               f"{100 * statistics.median(gaps_auto):.1f}% over {len(gaps_auto)} instances."
+                               if gaps_auto else ""),
              "",
              "Larger instances: " + "; ".join(big) + "."]
     out = save("bounds", lines, argv)
