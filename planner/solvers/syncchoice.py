@@ -165,7 +165,8 @@ def local_plans(instance, space: PlanSpace | None = None, keep: int = 3, deadlin
     return out
 
 
-def group_chains(instance, k: int, tp: int, forbid=(), require=()) -> list[list[str]]:
+def group_chains(instance, k: int, tp: int, forbid=(), require=(), space: PlanSpace | None = None
+                 ) -> list[list[str]]:
     """The usable datacenters (slots of ``tp`` GPUs, not ``forbid``den) split into
     chains of ``k``: each from the one left with the most slots (the ``require``d
     first), extended along the best routes (:func:`planner.solvers.greedy.domain_chain`);
@@ -175,7 +176,7 @@ def group_chains(instance, k: int, tp: int, forbid=(), require=()) -> list[list[
     [['us-east-1', 'us-west-2'], ['eu-central-1', 'ap-northeast-1']]
     """
     need = set(require)
-    left = {d: n for d, n in PlanSpace(instance).slots(tp).items() if n > 0 and d not in set(forbid)}
+    left = {d: n for d, n in (space or PlanSpace(instance)).slots(tp).items() if n > 0 and d not in set(forbid)}
     order = instance.domain_index
     chains = []
     while len(left) >= k:
@@ -212,14 +213,15 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
     period unless stages hold more micro-batches than 1f1b does, so every candidate
     gets its best sync (:func:`with_best_sync`), then its in-flight limits
     (:func:`planner.solvers.inflight.tune_inflight`, at most ``max_evals``
-    simulations), then its best sync again.  The ``keep`` shapes per k with the least pipeline time
-    ``(m - 1) max(c, x) + sum c`` (x: the slowest boundary's transfer per micro-batch
-    with the group's replicas sharing its route) are tried; stops at ``deadline``
-    (``time.perf_counter()``), keeping what it has.
+    simulations), then its best sync again.  The ``keep`` shapes per k with the least
+    pipeline time ``(m - 1) max(c, x) + sum c`` (x: the slowest boundary's transfer per
+    micro-batch with the group's replicas sharing its route) are tried; stops at
+    ``deadline`` (``time.perf_counter()``), keeping what it has.
 
     On diloco-70b (four sites, 10 Gbit/s links) two groups of two sites, 8 stages of
-    t = 8 and 4 replicas each, simulate at 31.06 s per step at e = 1, against 33.48 s
-    (T_eff / e) for the best plan of one group per site (tests/solvers/test_group_plans.py).
+    t = 8 and 4 replicas each, simulate at 30.92 s per step at e = 1 (streaming), against
+    33.48 s (T_eff / e) for the best plan of one group per site
+    (tests/solvers/test_group_plans.py).
 
     >>> [sync_groups(p) for p in group_plans(load_instance("diloco-70b"))]  # doctest: +SKIP
     [2, 2]
@@ -237,9 +239,12 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
     D = len(instance.domains)
     act = max(u.out_bytes_per_token for u in instance.units[:-1]) if instance.num_units > 1 else 0.0
     ranked: dict[int, list] = {}
+    chains_of: dict[tuple[int, int], list[list[str]]] = {}
     for sh in space.shapes():
         for k in sorted({D // M for M in range(2, D // 2 + 1)}):  # the longest chains for each M
-            chains = group_chains(instance, k, sh.tp, forbid, require)
+            if (k, sh.tp) not in chains_of:
+                chains_of[k, sh.tp] = group_chains(instance, k, sh.tp, forbid, require, space)
+            chains = chains_of[k, sh.tp]
             M = len(chains)
             if M < 2 or sh.replicas % M or sh.stages < k:
                 continue
