@@ -331,7 +331,7 @@ class Plan(_Strict):
         if gbs % (R * micro_batch_size):
             raise InputError(f"global_batch_size {gbs} is not a multiple of replicas x micro_batch_size "
                              f"= {R}x{micro_batch_size}", "micro_batch_size")
-        if not isinstance(schedule, str):
+        if not isinstance(schedule, (str, ExplicitSchedule)):  # op lists, one per stage
             schedule = ExplicitSchedule(ops=[list(o) for o in schedule])
         return cls(instance=instance.name, replicas=R, tp=tp, micro_batch_size=micro_batch_size,
                    num_micro_batches=gbs // (R * micro_batch_size),

@@ -51,3 +51,19 @@ def test_a_one_domain_instance_has_no_spread_start():
 
     one = Instance.from_dict(data)
     assert spread_starts(one, shape_starts(one, k=4)) == []
+
+
+def test_a_start_with_explicit_op_lists_keeps_them():
+    """A start may carry explicit op lists (in-flight limits: a grouped plan does); its
+    spread copy keeps them, op for op (Plan.build took the schedule object for op lists)."""
+    from planner.solvers.inflight import inflight_schedule
+
+    inst = load_instance("two-dc")
+    starts = [p.model_copy(update={"schedule": inflight_schedule([p.num_stages] + [1] * (p.num_stages - 1),
+                                                                 p.num_micro_batches)})
+              for p in shape_starts(inst, k=4) if p.num_stages > 1]
+    assert starts
+    spread = spread_starts(inst, starts)
+    assert spread
+    for q in spread:
+        assert q.schedule in [p.schedule for p in starts] and not isinstance(q.schedule, str)
