@@ -36,6 +36,7 @@ Example
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 
@@ -119,6 +120,13 @@ class CpsatShape:
         self.__dict__.update({"spec": 2, "calibrated": False, **state})
 
     def __call__(self, shape, share, ctx) -> ShapeOutcome:
+        try:
+            return self._solve(shape, share, ctx)
+        finally:  # the shape's model is garbage now: give its pages back (stop.release_freed_memory)
+            gc.collect()
+            stop.release_freed_memory()
+
+    def _solve(self, shape, share, ctx) -> ShapeOutcome:
         from ortools.sat.python import cp_model
 
         from .formulations.cpsat import build, configure

@@ -210,6 +210,28 @@ def _children(pid) -> list[int]:
     return out
 
 
+def release_freed_memory() -> None:
+    """Hand the heap's freed pages back to the system (glibc's ``malloc_trim``; a no-op
+    elsewhere).  The CP-SAT shape search builds one model per shape in OR-Tools' C++
+    heap; freed, their pages stayed with the process: on edwc-full a 12 s deterministic
+    CP-SAT budget peaked at 4.9 GB resident, 2.2 GB with this after every shape, same
+    plan (issue 29); at 30 s the process reached 11.6 GB and was killed for memory."""
+    global _libc
+    if _libc is None:
+        try:
+            import ctypes
+
+            _libc = ctypes.CDLL("libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.malloc_trim(0)
+
+
+_libc = None  # glibc, once loaded (False: not available)
+
+
 def rss_bytes(children: bool = True) -> int:
     """Resident memory of this process now, with its child processes (the engines
     of ``auto``) when ``children``; bytes (Linux /proc, else this process's peak)."""
