@@ -210,6 +210,9 @@ def _children(pid) -> list[int]:
     return out
 
 
+_libc = None  # glibc, once loaded (False: not available)
+
+
 def release_freed_memory() -> None:
     """Hand the heap's freed pages back to the system (glibc's ``malloc_trim``; a no-op
     elsewhere).  The CP-SAT shape search builds one model per shape in OR-Tools' C++
@@ -227,9 +230,6 @@ def release_freed_memory() -> None:
             _libc = False
     if _libc:
         _libc.malloc_trim(0)
-
-
-_libc = None  # glibc, once loaded (False: not available)
 
 
 def rss_bytes(children: bool = True) -> int:

@@ -239,23 +239,25 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
     D = len(instance.domains)
     act = max(u.out_bytes_per_token for u in instance.units[:-1]) if instance.num_units > 1 else 0.0
     ranked: dict[int, list] = {}
-    chains_of: dict[tuple[int, int], list[list[str]]] = {}
+    groups: dict[tuple[int, int], tuple] = {}  # (k, tp) -> (chains, slots, slowest chain link's bandwidth)
+    ks = sorted({D // M for M in range(2, D // 2 + 1)})  # the longest chains for each M
     for sh in space.shapes():
-        for k in sorted({D // M for M in range(2, D // 2 + 1)}):  # the longest chains for each M
-            if (k, sh.tp) not in chains_of:
-                chains_of[k, sh.tp] = group_chains(instance, k, sh.tp, forbid, require, space)
-            chains = chains_of[k, sh.tp]
+        m = sh.micro_batches(gbs)
+        ctot = space.stage_time(0, instance.num_units, sh.tp, sh.micro_batch)
+        for k in ks:
+            if (k, sh.tp) not in groups:
+                chains = group_chains(instance, k, sh.tp, forbid, require, space)
+                bw = min((tables["bottleneck"][idx[a], idx[b]] for ch in chains for a, b in zip(ch, ch[1:])),
+                         default=0.0)
+                groups[k, sh.tp] = chains, space.slots(sh.tp), bw
+            chains, slots, bw = groups[k, sh.tp]
             M = len(chains)
             if M < 2 or sh.replicas % M or sh.stages < k:
                 continue
             Rg = sh.replicas // M
-            slots = space.slots(sh.tp)
             splits = [_group_split(sh.stages, [slots[d] // Rg for d in ch]) for ch in chains]
             if any(s is None for s in splits):
                 continue
-            m = sh.micro_batches(gbs)
-            ctot = space.stage_time(0, instance.num_units, sh.tp, sh.micro_batch)
-            bw = min(tables["bottleneck"][idx[a], idx[b]] for ch in chains for a, b in zip(ch, ch[1:]))
             x = Rg * act * sh.micro_batch * seq / (bw * GBPS) if bw > 0 else math.inf
             rows = [sum(([d] * n for d, n in zip(ch, split)), []) for ch, split in zip(chains, splits)
                     for _ in range(Rg)]
@@ -264,16 +266,14 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
     out = []
     for k in sorted(ranked):
         got = 0
-        for score, _, sh, rows in sorted(ranked[k], key=lambda r: r[:2]):
+        for _, _, sh, rows in sorted(ranked[k], key=lambda r: r[:2]):
             if got >= keep or time.perf_counter() >= deadline:
                 break
-            m = sh.micro_batches(gbs)
-            cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, m)
+            cuts = space.partition(sh.tp, sh.micro_batch, sh.schedule, sh.stages, sh.micro_batches(gbs))
             if cuts is None:
                 continue
-            plan = Plan(instance=instance.name, replicas=sh.replicas, tp=sh.tp, micro_batch_size=sh.micro_batch,
-                        num_micro_batches=m, stages=[Stage(start=a, end=b) for a, b in cuts],
-                        placement=rows, schedule=sh.schedule)
+            plan = Plan.build(cuts, rows, tp=sh.tp, micro_batch_size=sh.micro_batch, instance=instance,
+                              schedule=sh.schedule)
             synced = with_best_sync(instance, plan)
             if synced is None:
                 continue

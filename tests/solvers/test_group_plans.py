@@ -39,8 +39,8 @@ def test_chains_split_the_datacenters(d70, k):
     names = [d for ch in chains for d in ch]
     assert all(len(ch) == k for ch in chains)
     assert len(set(names)) == len(names) and set(names) <= set(d70.domain_names)
-    assert group_chains(d70, 2, 8, forbid=["us-east-1"]) == [group_chains(d70, 2, 8, forbid=["us-east-1"])[0]]
-    assert all("us-east-1" not in ch for ch in group_chains(d70, 2, 8, forbid=["us-east-1"]))
+    without = group_chains(d70, 2, 8, forbid=["us-east-1"])
+    assert len(without) == 1 and "us-east-1" not in without[0]  # three sites left: one chain of two
 
 
 def test_stage_split_is_valid_whenever_one_exists():
