@@ -246,8 +246,12 @@ def explain(instance, plan, states: NetworkStates | None = None) -> Explanation:
                     load[l] += fig.A[k] * fig.m  # per direction
     for j, hops in enumerate(fig.hops_of):  # the rings over every domain holding stage j
         kr = fig.ring_k[j]
-        # SPEC 11: under diloco and streaming these are the outer rings, once every H steps
-        per_step = fig.G_outer[j] / fig.dp.H if fig.dp.outer else fig.G_sync[j]
+        # SPEC 11: under diloco and streaming these are the outer rings, once every H steps, where
+        # the evaluator charges one (M > 1 groups; with M = 1 the inner rings below are the sync)
+        if fig.dp.outer:
+            per_step = fig.G_outer[j] / fig.dp.H if fig.outer_charged[j] else 0.0
+        else:
+            per_step = fig.G_sync[j]
         for h in hops:
             for l in fig.hop_routes[h]:
                 load[l] += 2 * (kr - 1) / kr * per_step

@@ -145,3 +145,27 @@ def test_link_utilisation_counts_outer_syncs_once_every_h_steps():
     for name in outer_only:
         assert got[10][name] == pytest.approx(10 * got[100][name], rel=1e-9)
     assert max(got[100].values()) < 1.0
+
+
+
+def test_link_utilisation_of_one_diloco_group_is_its_inner_sync_alone():
+    """With every replica's stage 0 in one domain (M = 1) diloco has no outer sync (SPEC
+    11) even where a later stage spans two domains: the links carry the pipeline and
+    that stage's inner ring every step, as under the plain 16-bit every-step sync, and
+    nothing once every H steps."""
+    from planner import Plan
+    from planner.problem.dpsync import DpSync
+
+    inst = load_instance("diloco-70b")
+    a, b, c = "us-east-1", "us-west-2", "ap-northeast-1"
+    S = 8
+    bounds = [(0, 11)] + [(1 + round(80 * k / S), 1 + round(80 * (k + 1) / S)) for k in range(1, S - 1)] + [(71, 82)]
+    rows = [[a] * 4 + [b] * 4] * 2 + [[a] * 4 + [c] * 4] * 2  # stages 4-7 in two domains
+    plain = Plan.build(bounds, rows, tp=8, micro_batch_size=1, instance=inst)
+    one = plain.model_copy(update={"dp_sync": DpSync(mode="diloco", H=10, bits=4)})
+    assert Evaluator(inst, one).evaluate().feasible
+    got, want = explain(inst, one).link_utilisation, explain(inst, plain).link_utilisation
+    ratio = evaluate(inst, plain).iteration_time_s / evaluate(inst, one).iteration_time_s
+    assert got.keys() == want.keys() and (f"{b}-{c}" in got or f"{c}-{b}" in got)
+    for name in got:
+        assert got[name] == pytest.approx(want[name] * ratio, rel=1e-9)
