@@ -1,15 +1,106 @@
-"""Peak resident memory of one planner run (issue 17): INSTANCE SOLVER SECONDS -> one TSV row
-(instance, solver, domains, GPUs, units, peak RSS MB with child processes, status, wall s).
-The table in docs/guide.md ("Memory") comes from it; results in benchmarks/results/memory.tsv."""
-import resource, sys, time, logging
-from planner import load_instance
-from planner.solvers import stop
-from planner.solvers.registry import plan
-name, solver, tl = sys.argv[1], sys.argv[2], float(sys.argv[3])
-inst = load_instance(name)
-t = time.perf_counter()
-with stop.Watch(memory_limit_bytes=float("inf"), sigint=False, period_s=0.05) as w:
-    p = plan(inst, solver=solver, time_limit=tl)
-    peak = w.peak_rss
-self_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(f"{name}\t{solver}\t{len(inst.domains)}\t{inst.total_gpus}\t{inst.num_units}\t{max(peak, self_peak)/1e6:.0f}\t{p.solver.status}\t{time.perf_counter()-t:.0f}", flush=True)
+"""Peak resident memory of planner runs (issues 17 and 29).
+
+One run, one TSV row (instance, solver, domains, GPUs, units, peak RSS MB with child
+processes, status, wall s, objective)::
+
+    python benchmarks/memory.py INSTANCE SOLVER SECONDS [--deterministic] [--no-release] [--cap-gb G]
+
+The table in docs/guide.md ("Memory") comes from such rows (benchmarks/results/memory.tsv).
+
+``--release-ratio``: CP-SAT alone on each instance twice, in fresh processes, with and
+without giving each shape's freed model pages back to the system
+(``planner.solvers.stop.release_freed_memory``), and the ratio of the two peaks measured
+in the same run; ``--cap-gb`` stops a run (status ``memory_limit``) before it takes the
+machine down, and the ratio is then a lower bound (``>=``)::
+
+    python benchmarks/memory.py --release-ratio edwc-full,gcp-16 --seconds 30 --deterministic --name cpsat_memory
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def one(name: str, solver: str, seconds: float, deterministic: bool, release: bool, cap_gb: float | None) -> str:
+    from planner import load_instance
+    from planner.solvers import stop
+    from planner.solvers.registry import plan
+
+    if not release:
+        stop.release_freed_memory = lambda: None  # the shape search keeps its freed pages (before ed3ea9a)
+    inst = load_instance(name)
+    t = time.perf_counter()
+    cap = cap_gb * 1e9 if cap_gb else float("inf")
+    with stop.Watch(memory_limit_bytes=cap, sigint=False, period_s=0.05) as w:
+        p = plan(inst, solver=solver, time_limit=seconds, deterministic=deterministic, seed=0)
+        peak = w.peak_rss
+    self_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    obj = "-" if p.solver.objective is None else f"{p.solver.objective:.6g}"
+    return (f"{name}\t{solver}\t{len(inst.domains)}\t{inst.total_gpus}\t{inst.num_units}\t"
+            f"{max(peak, self_peak) / 1e6:.0f}\t{p.solver.status}\t{time.perf_counter() - t:.0f}\t"
+            f"{obj}")
+
+
+def release_ratio(args) -> None:
+    import _results
+
+    lines = ["CP-SAT alone, one fresh process per run, "
+             f"{'deterministic ' if args.deterministic else ''}budget {args.seconds:g} s, seed 0, "
+             f"memory cap {args.cap_gb:g} GB (a capped run stops with status memory_limit: its peak is where it was stopped).",
+             "", "| instance | domains | GPUs | peak, pages kept (MB) | status | peak, pages released (MB) | status "
+             "| ratio kept / released | plan kept (s) | plan released (s) | wall kept / released (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in args.release_ratio.split(","):
+        rows = {}
+        for mode in ("--no-release", "--release"):
+            cmd = [sys.executable, __file__, name, "cpsat", str(args.seconds), "--cap-gb", str(args.cap_gb), mode]
+            if args.deterministic:
+                cmd.append("--deterministic")
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            row = out.stdout.strip().splitlines()[-1].split("\t") if out.stdout.strip() else None
+            if row is None:
+                print(out.stderr[-2000:], file=sys.stderr)
+                row = [name, "cpsat", "?", "?", "?", "nan", f"exit {out.returncode}", "?", "-"]
+            rows[mode] = row
+            print("\t".join(row), mode, flush=True)
+        k, r = rows["--no-release"], rows["--release"]
+        ratio = float(k[5]) / float(r[5])
+        ge = ">= " if k[6] == "memory_limit" else ""
+        lines.append(f"| {name} | {r[2]} | {r[3]} | {k[5]} | {k[6]} | {r[5]} | {r[6]} | {ge}{ratio:.2f} "
+                     f"| {k[8]} | {r[8]} | {k[7]} / {r[7]} |")
+    lines += ["", f"Code: {_results.commit()}."]
+    print(_results.save(args.name, lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("instance", nargs="?")
+    ap.add_argument("solver", nargs="?")
+    ap.add_argument("seconds_pos", nargs="?", type=float, metavar="SECONDS")
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--deterministic", action="store_true", help="deterministic work budget (load-independent)")
+    ap.add_argument("--no-release", dest="release", action="store_false",
+                    help="keep freed model pages (stop.release_freed_memory off)")
+    ap.add_argument("--release", dest="release", action="store_true")
+    ap.add_argument("--cap-gb", type=float, default=None, help="stop a run past this resident memory")
+    ap.add_argument("--release-ratio", metavar="INSTANCES", help="comma-separated: CP-SAT with and without release")
+    ap.add_argument("--name", default="cpsat_memory")
+    args = ap.parse_args()
+    if args.release_ratio:
+        args.cap_gb = args.cap_gb or 12.0
+        release_ratio(args)
+        return
+    if not (args.instance and args.solver):
+        ap.error("INSTANCE SOLVER SECONDS, or --release-ratio INSTANCES")
+    seconds = args.seconds_pos if args.seconds_pos is not None else args.seconds
+    print(one(args.instance, args.solver, seconds, args.deterministic, args.release, args.cap_gb), flush=True)
+
+
+if __name__ == "__main__":
+    main()

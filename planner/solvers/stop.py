@@ -307,7 +307,8 @@ class Watch:
     def __enter__(self):
         global _memory_limit, _signum
         clear()
-        _memory_limit = self.limit
+        # an infinite limit watches (peak_rss) without capping: the defaults hold
+        _memory_limit = self.limit if self.limit is not None and self.limit < float("inf") else None
         _signum = None
         self._hits = 0
         self._r = self._w = None

@@ -79,6 +79,19 @@ def test_rss_is_measured():
     assert stop.rss_bytes() > 1e6
 
 
+def test_an_infinite_memory_limit_watches_without_capping():
+    """benchmarks/memory.py watches a run's peak with ``memory_limit_bytes=inf``: the
+    solvers' default caps hold then (CP-SAT's configure once crashed converting inf)."""
+    with stop.Watch(memory_limit_bytes=float("inf"), sigint=False, period_s=0.01) as w:
+        assert stop.solver_memory_mb() == stop.DEFAULT_SOLVER_MEMORY_MB
+        assert stop.memory_cap_bytes(1e9) == 1e9 + stop.DEFAULT_HEURISTIC_MEMORY_BYTES
+        p = make_plan(load_instance("tiny-3dc"), solver="cpsat", time_limit=5, deterministic=True)
+        time.sleep(0.05)
+    assert p.solver.objective is not None and w.peak_rss > 1e6
+    with stop.Watch(memory_limit_bytes=5e9, sigint=False):
+        assert stop.solver_memory_mb() == 4000
+
+
 def test_a_stopped_run_leaves_later_runs_unaffected():
     inst = load_instance("tiny-3dc")
     with stop.Watch(memory_limit_bytes=1e6, period_s=0.01):
