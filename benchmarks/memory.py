@@ -5,7 +5,10 @@ processes, status, wall s, objective)::
 
     python benchmarks/memory.py INSTANCE SOLVER SECONDS [--deterministic] [--no-release] [--cap-gb G]
 
-The table in docs/guide.md ("Memory") comes from such rows (benchmarks/results/memory.tsv).
+``--table``: one fresh process per (instance, solver), the table in docs/guide.md
+("Memory") as benchmarks/results/NAME.md::
+
+    python benchmarks/memory.py --table tiny-3dc,two-dc,aws-multiregion,gcp-16 --solvers milp,cpsat,auto --seconds 20 --name memory
 
 ``--release-ratio``: CP-SAT alone on each instance twice, in fresh processes, with and
 without giving each shape's freed model pages back to the system
@@ -38,13 +41,48 @@ def one(name: str, solver: str, seconds: float, deterministic: bool, release: bo
     t = time.perf_counter()
     cap = cap_gb * 1e9 if cap_gb else float("inf")
     with stop.Watch(memory_limit_bytes=cap, sigint=False, period_s=0.05) as w:
-        p = plan(inst, solver=solver, time_limit=seconds, deterministic=deterministic, seed=0)
+        p = plan(inst, solver=solver, time_limit=seconds, seed=0, **({"deterministic": True} if deterministic else {}))
         peak = w.peak_rss
     self_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     obj = "-" if p.solver.objective is None else f"{p.solver.objective:.6g}"
     return (f"{name}\t{solver}\t{len(inst.domains)}\t{inst.total_gpus}\t{inst.num_units}\t"
             f"{max(peak, self_peak) / 1e6:.0f}\t{p.solver.status}\t{time.perf_counter() - t:.0f}\t"
             f"{obj}")
+
+
+def _run(name: str, solver: str, args, *flags) -> list[str]:
+    """One run in a fresh process: its TSV row as a list (a failed run: its exit status)."""
+    cmd = [sys.executable, __file__, name, solver, str(args.seconds), *flags]
+    if args.cap_gb:
+        cmd += ["--cap-gb", str(args.cap_gb)]
+    if args.deterministic:
+        cmd.append("--deterministic")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if not out.stdout.strip():
+        print(out.stderr[-2000:], file=sys.stderr)
+        return [name, solver, "?", "?", "?", "nan", f"exit {out.returncode}", "?", "-"]
+    row = out.stdout.strip().splitlines()[-1].split("\t")
+    print("\t".join(row), *flags, flush=True)
+    return row
+
+
+def table(args) -> None:
+    import _results
+
+    solvers = args.solvers.split(",")
+    lines = [f"Peak resident memory of one planner run (MB, the process and its engine processes, "
+             f"sampled every 50 ms and the kernel's own peak), {'deterministic ' if args.deterministic else ''}"
+             f"budget {args.seconds:g} s, seed 0, one fresh process per run; in brackets the run's status "
+             "and wall seconds.", "",
+             "| instance | domains | GPUs | units | " + " | ".join(solvers) + " |",
+             "|---" * (4 + len(solvers)) + "|"]
+    for name in args.table.split(","):
+        rows = [_run(name, solver, args) for solver in solvers]
+        cells = [f"{r[5]} MB ({r[6]}, {r[7]} s)" for r in rows]
+        ok = next((r for r in rows if r[2] != "?"), rows[0])
+        lines.append(f"| {name} | {ok[2]} | {ok[3]} | {ok[4]} | " + " | ".join(cells) + " |")
+    lines += ["", f"Code: {_results.commit()}."]
+    print(_results.save(args.name, lines))
 
 
 def release_ratio(args) -> None:
@@ -57,18 +95,7 @@ def release_ratio(args) -> None:
              "| ratio kept / released | plan kept (s) | plan released (s) | wall kept / released (s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.release_ratio.split(","):
-        rows = {}
-        for mode in ("--no-release", "--release"):
-            cmd = [sys.executable, __file__, name, "cpsat", str(args.seconds), "--cap-gb", str(args.cap_gb), mode]
-            if args.deterministic:
-                cmd.append("--deterministic")
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            row = out.stdout.strip().splitlines()[-1].split("\t") if out.stdout.strip() else None
-            if row is None:
-                print(out.stderr[-2000:], file=sys.stderr)
-                row = [name, "cpsat", "?", "?", "?", "nan", f"exit {out.returncode}", "?", "-"]
-            rows[mode] = row
-            print("\t".join(row), mode, flush=True)
+        rows = {mode: _run(name, "cpsat", args, mode) for mode in ("--no-release", "--release")}
         k, r = rows["--no-release"], rows["--release"]
         ratio = float(k[5]) / float(r[5])
         ge = ">= " if k[6] == "memory_limit" else ""
@@ -90,11 +117,16 @@ def main() -> None:
     ap.add_argument("--release", dest="release", action="store_true")
     ap.add_argument("--cap-gb", type=float, default=None, help="stop a run past this resident memory")
     ap.add_argument("--release-ratio", metavar="INSTANCES", help="comma-separated: CP-SAT with and without release")
+    ap.add_argument("--table", metavar="INSTANCES", help="comma-separated: the memory table, one run per solver")
+    ap.add_argument("--solvers", default="milp,cpsat,auto")
     ap.add_argument("--name", default="cpsat_memory")
     args = ap.parse_args()
     if args.release_ratio:
         args.cap_gb = args.cap_gb or 12.0
         release_ratio(args)
+        return
+    if args.table:
+        table(args)
         return
     if not (args.instance and args.solver):
         ap.error("INSTANCE SOLVER SECONDS, or --release-ratio INSTANCES")
