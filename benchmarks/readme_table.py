@@ -35,7 +35,8 @@ DET_SOLVERS = ("greedy", "milp", "cpsat", "anneal", "auto")
 CONVERGENCE = ("convergence-a", "convergence-b")  # the convergence runs the README quotes
 PICTURE = "convergence.png"  # their merged picture, under benchmarks/results/
 DOMINANCE = ("dominance-det30a", "dominance-det30b", "dominance-det30c", "dominance-det30e",
-             "dominance-det30f", "dominance-det30i", "dominance-det30j", "dominance-det30g")  # the det-compare runs docs/benchmarks.md quotes
+             "dominance-det30f", "dominance-det30i", "dominance-det30j", "dominance-det30g",
+             "dominance-det30k")  # the det-compare runs docs/benchmarks.md quotes
 DET_PICTURE = "dominance-det30.png"  # their picture, under benchmarks/results/
 
 
