@@ -10,6 +10,12 @@ processes, status, wall s, objective)::
 
     python benchmarks/memory.py --table tiny-3dc,two-dc,aws-multiregion,gcp-16 --solvers milp,cpsat,auto --seconds 20 --name memory
 
+``--sizes``: the largest CP-SAT model (variables plus constraints) of each instance's
+shapes, CP-SAT alone with a deterministic budget and no size limit, against the size
+the default memory budget allows (``planner.solvers.cpsat.max_model_size``)::
+
+    python benchmarks/memory.py --sizes tiny-3dc,two-dc --seconds 10 --name cpsat_model_sizes
+
 ``--release-ratio``: CP-SAT alone on each instance twice, in fresh processes, with and
 without giving each shape's freed model pages back to the system
 (``planner.solvers.stop.release_freed_memory``), and the ratio of the two peaks measured
@@ -85,6 +91,40 @@ def table(args) -> None:
     print(_results.save(args.name, lines))
 
 
+def sizes(args) -> None:
+    import _results
+
+    from planner import load_instance
+    from planner.solvers import cpsat as cps
+    from planner.solvers.formulations import cpsat as formulation
+    from planner.solvers.registry import plan
+
+    cap = cps.max_model_size()
+    cps.max_model_size = lambda: None  # every shape built whole, to be counted
+    built, original = [], formulation.build
+
+    def counting_build(*a, **k):
+        cm = original(*a, **k)
+        proto = cm.model.Proto()
+        built.append(len(proto.variables) + len(proto.constraints))
+        return cm
+
+    formulation.build = counting_build
+    lines = [f"CP-SAT alone, deterministic budget {args.seconds:g} s, seed 0, no model size limit: the shapes it "
+             f"built and their largest model (variables plus constraints), against the {cap:,} the default "
+             "memory budget allows (planner.solvers.cpsat.max_model_size).", "",
+             "| instance | domains | shapes built | largest model | models over the limit |", "|---|---|---|---|---|"]
+    for name in args.sizes.split(","):
+        built.clear()
+        inst = load_instance(name)
+        plan(inst, solver="cpsat", time_limit=args.seconds, deterministic=True, seed=0)
+        over = sum(n > cap for n in built)
+        print(name, len(built), max(built, default=0), over, flush=True)
+        lines.append(f"| {name} | {len(inst.domains)} | {len(built)} | {max(built, default=0):,} | {over} |")
+    lines += ["", f"Code: {_results.commit()}."]
+    print(_results.save(args.name, lines))
+
+
 def release_ratio(args) -> None:
     import _results
 
@@ -119,6 +159,7 @@ def main() -> None:
     ap.add_argument("--release-ratio", metavar="INSTANCES", help="comma-separated: CP-SAT with and without release")
     ap.add_argument("--table", metavar="INSTANCES", help="comma-separated: the memory table, one run per solver")
     ap.add_argument("--solvers", default="milp,cpsat,auto")
+    ap.add_argument("--sizes", metavar="INSTANCES", help="comma-separated: CP-SAT's largest model per instance")
     ap.add_argument("--name", default="cpsat_memory")
     args = ap.parse_args()
     if args.release_ratio:
@@ -127,6 +168,9 @@ def main() -> None:
         return
     if args.table:
         table(args)
+        return
+    if args.sizes:
+        sizes(args)
         return
     if not (args.instance and args.solver):
         ap.error("INSTANCE SOLVER SECONDS, or --release-ratio INSTANCES")

@@ -101,6 +101,20 @@ def cpsat(instance, time_limit: float | None = 60.0, seed: int = 0, workers: int
                             spec=spec)
 
 
+# Peak resident bytes per variable plus constraint of one shape's CP-SAT model, built and
+# then solved by one worker (OR-Tools 9.15; gcp-16's shapes of 375k-880k, 9.4-16.6 KB measured
+# by benchmarks/memory.py --release-ratio and a per-shape trace, issue 29): with
+# stop.model_memory_bytes() it sets the largest model a shape may build.
+CPSAT_BYTES_PER_ITEM = 16_000
+
+
+def max_model_size() -> int:
+    """The most variables plus constraints one shape's CP-SAT model may have under the
+    memory budget in force (:func:`planner.solvers.stop.model_memory_bytes`): 250,000
+    by default (4 GB), 80% of ``--memory-limit`` otherwise."""
+    return int(stop.model_memory_bytes() / CPSAT_BYTES_PER_ITEM)
+
+
 class CpsatShape:
     """One shape's CP-SAT model (``solve_shape`` of the shape search): a module-level
     class, so that it can be pickled to another process or a Ray worker."""
@@ -138,7 +152,7 @@ class CpsatShape:
         cm, none = build_model(lambda: build(
             instance, shape, objective=kind, forbid=ctx.forbid, require=ctx.require, space=ctx.space,
             cutoff=best if best < float("inf") else None, rounding=rounding, spec=self.spec,
-            stage_bounds=ctx.stage_bounds),
+            stage_bounds=ctx.stage_bounds, max_size=max_model_size()),
             deadline=None if deterministic else tb + share)
         if none is not None:
             return none

@@ -52,6 +52,7 @@ _lock = threading.Lock()
 _memory_limit: float | None = None  # bytes, of the Watch in force (None: none)
 DEFAULT_SOLVER_MEMORY_MB = 2000  # what CP-SAT may hold without --memory-limit (its own default is 10 GB)
 DEFAULT_HEURISTIC_MEMORY_BYTES = 4e9  # what greedy may add to its process without --memory-limit
+DEFAULT_MODEL_MEMORY_BYTES = 4e9  # what one shape's exact model, built and solved, may take without --memory-limit
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _signum: int | None = None  # the signal that stopped the last watched run (kept until the next Watch)
 
@@ -63,6 +64,15 @@ def solver_memory_mb() -> int:
     if _memory_limit is not None:
         return max(100, int(0.8 * _memory_limit / 1e6))
     return DEFAULT_SOLVER_MEMORY_MB
+
+
+def model_memory_bytes() -> float:
+    """The memory one shape's exact model may take, built and solved (bytes): 80% of
+    the ``--memory-limit`` in force, else :data:`DEFAULT_MODEL_MEMORY_BYTES`.  The
+    CP-SAT shape search turns it into a largest model size (variables plus
+    constraints), so a shape too large to fit is left unsearched before it takes the
+    machine's memory -- the same shapes in every run (a size, not a reading)."""
+    return 0.8 * _memory_limit if _memory_limit is not None else DEFAULT_MODEL_MEMORY_BYTES
 
 
 def interrupt_exit_code() -> int:

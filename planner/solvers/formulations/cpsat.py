@@ -313,6 +313,24 @@ class _Formulation(SimpleNamespace):
         self.__dict__.update(values)
 
 
+class ModelTooLarge(ValueError):
+    """Raised while a shape's model is built, once it passes ``max_size`` variables and
+    constraints: the shape is left unsearched (its memory would pass the budget)."""
+
+
+def _checkpoint(M, fm) -> None:
+    """A place in the build where it may stop: :func:`planner.solvers.stop.checkpoint`
+    (out of time, a stop request), and past ``fm.max_size`` variables and constraints
+    :class:`ModelTooLarge` (a size, not a clock or a memory reading: deterministic)."""
+    stop.checkpoint()
+    if fm.max_size is not None:
+        proto = M.Proto()
+        size = len(proto.variables) + len(proto.constraints)
+        if size > fm.max_size:
+            raise ModelTooLarge(f"shape {fm.shape}: its CP-SAT model passed {size:,} variables and constraints "
+                                f"while being built, above the {fm.max_size:,} the memory budget allows")
+
+
 def _phi_bound(HT, RT, ring_links, Kmax):
     """(largest intra phi, largest ring share, largest phi) of the sync tables (units x RS per quantum)."""
     hi = max([0] + [max(h) for h in HT])
@@ -636,6 +654,11 @@ def _upper_bound(fm) -> None:
     AR_dom = min(big, int(math.ceil(p_max * phi_max / RS))) + 2 * (Kmax - 1) * lat_max if R > 1 else 0
     if R > 1 and sum(pq_u[u] * min(phi_max, big * RS / pq_u[u] + 1) for u in range(N) if pq_u[u]) > INT_SAFE:
         raise ValueError(f"shape {shape}: gradient-synchronisation figures overflow 64-bit integers")
+    if fm.spec >= 3 and R > 1 and Kmax >= 1:  # _gradient_sync_v3's products num_x x sum of volumes, before any is built
+        num, den, Vmax, hop_res = fm.read("num den Vmax hop_res")
+        used = {x for (a, e), ids in hop_res.items() if a != e for x in ids}
+        if any(num[x] * Q * Kmax * Vmax > INT_SAFE or den[x] * 2 * big > INT_SAFE for x in used):
+            raise ValueError(f"shape {shape}: gradient-synchronisation figures overflow 64-bit integers")
     fm.set(phi_max=phi_max, Q0_max=Q0_max, tau_max=tau_max, T_ub=T_ub, kind_cost=kind_cost, prices=prices, wp=wp,
            lb_units=lb_units, big=big, XIN=XIN, LATP=LATP, ST=ST, x_max=x_max, lat_max=lat_max, HT=HT, RT=RT,
            phiI_max=phiI_max, rho_max=rho_max, AR_dom=AR_dom)
@@ -720,7 +743,7 @@ def _typed_compute(M, fm) -> None:
     f = [[None] * Q for _ in range(R)]
     c = [[None] * Q for _ in range(R)]
     for r in range(R):
-        stop.checkpoint()
+        _checkpoint(M, fm)
         for j in range(Q):
             f[r][j] = M.new_int_var(0, fm.FPt[N], f"f{r}_{j}")
             c[r][j] = M.new_int_var(0, fm.CPt[N], f"c{r}_{j}")
@@ -753,7 +776,7 @@ def _placement(M, fm) -> None:
     b = [[[M.new_bool_var(f"b{r}_{j}_{d}") for d in range(W)] for j in range(Q)] for r in range(R)]
     dom = [[M.new_int_var(0, D, f"dom{r}_{j}") for j in range(Q)] for r in range(R)]
     for r in range(R):
-        stop.checkpoint()
+        _checkpoint(M, fm)
         for j in range(Q):
             M.add_exactly_one(b[r][j])
             M.add(b[r][j][NONE] + used[j] == 1)
@@ -812,7 +835,7 @@ def _pipeline_transfers(M, fm) -> None:
     use_tab = {l: [1 if (p // W, p % W) in routes and l in routes[(p // W, p % W)].links else 0
                    for p in range(W * W)] for l in pipe_links}
     for r in range(R):
-        stop.checkpoint()
+        _checkpoint(M, fm)
         for k in range(Q - 1):
             pidx, xin, ls[r][k] = _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max,
                                                  CROSS if kind_cost and wp > 0 else None, crossing)
@@ -954,7 +977,7 @@ def _gradient_sync(M, fm) -> None:
             ring_share[l] = M.new_int_var(0, RT[l][-1], f"ringshare{l}")
             M.add_element(U, RT[l], ring_share[l])
         for j in range(Q):
-            stop.checkpoint()
+            _checkpoint(M, fm)
             phiI = _intra_ring(M, b, j, R, D, HT, phiI_max)  # the slowest domain's ring inside it
             # cross ring: slowest share over the links its hops cross (1 / ring bandwidth)
             terms = [0]
@@ -1003,7 +1026,7 @@ def _estimate(M, fm) -> None:
     taus = []
     typed = fm.typed
     for r in range(R):
-        stop.checkpoint()
+        _checkpoint(M, fm)
         xl = [xs[r][k] + ls[r][k] for k in range(Q - 1)]
         qrt0 = M.new_int_var(0, Q0_max, f"Q{r}_0")  # the round trip from stage 0
         if typed:  # GPU types: replica r's own per-stage figures (_typed_compute)
@@ -1214,7 +1237,7 @@ def _pipeline_transfers_v3(M, fm) -> None:
     xs, ls = [[None] * max(Q - 1, 0) for _ in range(R)], [[None] * max(Q - 1, 0) for _ in range(R)]
     crossing, uF, uB, uAny = [], {}, {}, {}
     for r in range(R):
-        stop.checkpoint()
+        _checkpoint(M, fm)
         for k in range(Q - 1):
             pidx, xin, ls[r][k] = _boundary_pair(M, r, k, allowed, W, dom, XIN, LATP, lat_max,
                                                  CROSS if kind_cost and wp > 0 else None, crossing)
@@ -1272,6 +1295,7 @@ def _gradient_sync_v3(M, fm) -> None:
     ring_bytes = []
     if R > 1:
         y, Pq, h, Kis, hops = _ring_members(M, fm)
+        on = {x: [(a, e) for (a, e) in hops if (a, e) in routes and x in hop_res[a, e]] for x in ring_res}
         # the stage volumes V_j (Vv units) and their pairwise minima
         V = []
         for j in range(Q):
@@ -1288,7 +1312,6 @@ def _gradient_sync_v3(M, fm) -> None:
                 mv[i, j] = mv[j, i] = z
         # ge[i, x][k-1]: stage i's sync has >= k hops on resource x (lower-bounded literals)
         ge = {}
-        on = {x: [(a, e) for (a, e) in hops if (a, e) in routes and x in hop_res[a, e]] for x in ring_res}
         for x in ring_res:
             top = min(Kmax, len(on[x]))
             for i in range(Q):
@@ -1301,6 +1324,7 @@ def _gradient_sync_v3(M, fm) -> None:
                 ge[i, x] = lits
         cross = []
         for j in range(Q):
+            _checkpoint(M, fm)
             cj = M.new_int_var(0, 2 * big, f"cross{j}")
             for x in ring_res:
                 if not ge[j, x]:
@@ -1311,13 +1335,11 @@ def _gradient_sync_v3(M, fm) -> None:
                     for k, lit in enumerate(ge[i, x], 1):
                         M.add(z >= k * mv[i, j]).only_enforce_if(lit)
                     zs.append(z)
-                if num[x] * Q * Kmax * Vmax > INT_SAFE or den[x] * 2 * big > INT_SAFE:
-                    raise ValueError(f"shape {fm.shape}: gradient-synchronisation figures overflow 64-bit integers")
                 M.add(den[x] * cj >= num[x] * sum(zs)).only_enforce_if(ge[j, x][0])
             cross.append(cj)
         AR_dom = min(big, int(math.ceil(sum(pq_u) * phiI_max / RS))) + 2 * big + 2 * (Kmax - 1) * lat_max
         for j in range(Q):
-            stop.checkpoint()
+            _checkpoint(M, fm)
             phiI = _intra_ring(M, b, j, R, D, HT, phiI_max)  # the slowest domain's ring inside it
             rlat = _ring_latency(M, j, hops, routes, h, q, lat_max)
             arv = _volume_time(M, j, phiI, phiI_max, pq_u, y, big, RS, AR_dom)
@@ -1339,8 +1361,8 @@ def _gradient_sync_v3(M, fm) -> None:
 
 def build(instance, shape: Shape, objective: str | None = None, forbid=(), require=(),
           space: PlanSpace | None = None, ref_s: float | None = None, cutoff: float | None = None,
-          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4, spec: int | None = None
-          ) -> CpsatModel:
+          stage_bounds: dict[int, float] | None = None, rounding: float = 1e-4, spec: int | None = None,
+          max_size: int | None = None) -> CpsatModel:
     """The CP-SAT model of ``instance`` for ``shape`` (``shape.stages`` = 0: free).
 
     ``objective`` ``"time"`` (T_est, seconds) or ``"cost"`` (currency;
@@ -1358,6 +1380,8 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
 
     ``spec``: the SPEC version modelled (default
     :data:`~planner.problem.specversion.DEFAULT_SPEC`; see the module docstring).
+    ``max_size``: the most variables plus constraints the model may have (None:
+    any); a build that passes it stops with :class:`ModelTooLarge`.
 
     Raises ValueError when the shape has no room (no stage slot, no
     admissible stage count) and NotImplementedError for models whose units
@@ -1366,7 +1390,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
     """
     fm = _Formulation(instance=instance, shape=shape, objective=objective, forbid=forbid, require=require,
                       space=space, ref_s=ref_s, cutoff=cutoff, stage_bounds=stage_bounds, rounding=rounding,
-                      spec=check_spec(spec))
+                      spec=check_spec(spec), max_size=max_size)
     # the data: sets, the rounding budget and the time unit, the tables every group reads
     _sets(fm)
     _rounding_budget(fm)
@@ -1393,6 +1417,7 @@ def build(instance, shape: Shape, objective: str | None = None, forbid=(), requi
         _gradient_sync_v3(M, fm)
     _estimate(M, fm)
     _objective(M, fm)
+    _checkpoint(M, fm)
     (objective, shape, Q, N, m, domains, unit, obj_scale, err_abs, err_rel, admissible, cut, used, is_s, b, dom, T,
      obj, taus, xs, ls, AR, quantum, RS, E_abs, T_ub, ec) = (
         fm.objective, fm.shape, fm.Q, fm.N, fm.m, fm.domains, fm.unit, fm.obj_scale, fm.err_abs, fm.err_rel,
