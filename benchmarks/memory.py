@@ -78,13 +78,13 @@ def table(args) -> None:
     solvers = args.solvers.split(",")
     lines = [f"Peak resident memory of one planner run (MB, the process and its engine processes, "
              f"sampled every 50 ms and the kernel's own peak), {'deterministic ' if args.deterministic else ''}"
-             f"budget {args.seconds:g} s, seed 0, one fresh process per run; in brackets the run's status "
-             "and wall seconds.", "",
+             f"budget {args.seconds:g} s, seed 0, one fresh process per run; in brackets the run's status, "
+             "wall seconds and plan (the evaluator's objective).", "",
              "| instance | domains | GPUs | units | " + " | ".join(solvers) + " |",
              "|---" * (4 + len(solvers)) + "|"]
     for name in args.table.split(","):
         rows = [_run(name, solver, args) for solver in solvers]
-        cells = [f"{r[5]} MB ({r[6]}, {r[7]} s)" for r in rows]
+        cells = [f"{r[5]} MB ({r[6]}, {r[7]} s, plan {r[8]})" for r in rows]
         ok = next((r for r in rows if r[2] != "?"), rows[0])
         lines.append(f"| {name} | {ok[2]} | {ok[3]} | {ok[4]} | " + " | ".join(cells) + " |")
     lines += ["", f"Code: {_results.commit()}."]
