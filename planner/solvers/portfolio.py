@@ -132,7 +132,7 @@ from .hierarchy import hier
 from .inflight import tune_inflight
 from .milp import milp
 from .shapesearch import FLAT_ARCS_MAX, plan_matches
-from .syncchoice import choose_sync, sync_enabled, with_best_sync
+from .syncchoice import choose_sync, choose_sync_scored, sync_enabled, with_best_sync
 from .workunits import DET_SHARE, MILP_SEARCH_OVERHEAD, sim_count
 
 log = logging.getLogger("planner.auto")
@@ -372,15 +372,16 @@ class _Run:
         """Seconds of wall clock left of the budget."""
         return self.end - time.perf_counter()
 
-    def offer(self, who: str, p: Plan) -> float | None:
-        """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected)."""
+    def offer(self, who: str, p: Plan, score: float | None = None) -> float | None:
+        """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected).
+        ``score``: its simulated score, known already (none is run again, even past the budget)."""
         candidates = self.candidates
-        if candidates and not self.deterministic and time.perf_counter() > self.end:
+        if score is None and candidates and not self.deterministic and time.perf_counter() > self.end:
             # past the budget a simulation (tenths of a second on a deep pipeline) would overrun it
             self.lines.setdefault(who, "not simulated: past the time limit")
             self.cut(who)
             return None
-        val = simulated_score(self.instance, p)
+        val = simulated_score(self.instance, p) if score is None else score
         if val is None or not plan_matches(p, self.pins, self.forbid, self.require):
             self.lines.setdefault(who, "plan rejected (infeasible or off the pins)")
             return None
@@ -490,10 +491,10 @@ class _Run:
                 self.cut("greedy")
             self.offer("greedy", g)
             if self.syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
-                gs = choose_sync(instance, g, time_limit=None if counted else SYNC_SHARE * budget, pins=self.pins,
-                                 forbid=self.forbid, require=self.require)
-                if gs is not g:
-                    self.offer("greedy+sync", gs.model_copy(update={"solver": None}))
+                gs, score = choose_sync_scored(instance, g, time_limit=None if counted else SYNC_SHARE * budget,
+                                               pins=self.pins, forbid=self.forbid, require=self.require)
+                if gs is not g:  # simulated already: kept even when the choice ran past the budget
+                    self.offer("greedy+sync", gs.model_copy(update={"solver": None}), score=score)
         except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
             self.errors.append(err)
             self.lines["greedy"] = f"failed: {err}"

@@ -292,6 +292,13 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
 def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, extra=(),
                 spec: int | None = None, keep: int = 3, pins: dict | None = None, forbid=(), require=()
                 ) -> Plan | None:
+    """:func:`choose_sync_scored`'s plan (see there)."""
+    return choose_sync_scored(instance, plan, time_limit, extra, spec, keep, pins, forbid, require)[0]
+
+
+def choose_sync_scored(instance, plan: Plan | None, time_limit: float | None = None, extra=(),
+                       spec: int | None = None, keep: int = 3, pins: dict | None = None, forbid=(), require=()
+                       ) -> tuple[Plan | None, float | None]:
     """The best of ``plan`` with its best sync option, the ``extra`` plans, the
     whole-replica plans of :func:`local_plans` and the grouped plans of
     :func:`group_plans` with theirs, by exact simulation
@@ -300,12 +307,15 @@ def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, ex
     candidates; the first candidate is always scored.  ``pins`` (stages, replicas, tp,
     micro_batch_size, schedule), ``forbid`` and ``require`` are the user's: a
     candidate breaking them is left out.  The result carries
-    ``plan``'s ``solver`` info (or none) and no ``predicted`` figures.
+    ``plan``'s ``solver`` info (or none) and no ``predicted`` figures.  Returns it with
+    its objective by exact simulation (:func:`planner.scoring.evaluator.simulated_score`;
+    None where nothing was scored: ``plan`` as it came), so that a caller past its own
+    deadline need not simulate it again.
 
     >>> choose_sync(instance, plan, time_limit=5).dp_sync            # doctest: +SKIP
     """
     if not sync_enabled(instance):
-        return plan
+        return plan, None
     t0 = time.perf_counter()
     deadline = t0 + time_limit if time_limit is not None else math.inf
     best = None
@@ -324,7 +334,7 @@ def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, ex
         if got is not None and (best is None or got[1] < best[1] * (1 - 1e-12)):
             best = got
     if best is None:
-        return plan
+        return plan, None
     chosen = best[0]
     info = plan.solver if plan is not None else None
     if plan is None or chosen.model_dump(exclude={"solver", "predicted"}) != plan.model_dump(
@@ -336,4 +346,4 @@ def choose_sync(instance, plan: Plan | None, time_limit: float | None = None, ex
                           sync_choice_s=time.perf_counter() - t0, **extra)
     log.info("sync choice: %s, %.6g (%.2fs)", chosen.dp_sync.label() if chosen.dp_sync else "every step",
              best[1], time.perf_counter() - t0)
-    return chosen.model_copy(update={"solver": info, "predicted": None})
+    return chosen.model_copy(update={"solver": info, "predicted": None}), best[1]

@@ -184,3 +184,28 @@ def test_the_bound_divides_by_the_best_quality_factor():
     for p in local_plans(inst):
         got = with_best_sync(inst, p, confirm=10_000)
         assert objective_lower_bound(inst) <= got[1]
+
+
+def test_the_chosen_plans_score_is_its_simulated_score_and_auto_keeps_it_past_its_budget():
+    """``choose_sync_scored`` returns the exact simulation's objective of the plan it
+    chooses (recomputed here independently); auto offers that plan with it, so a sync
+    choice that ran past the budget on a loaded machine is kept, not dropped unsimulated
+    (edwc-full at 20 s under load: a 11.69 s plan was dropped and auto returned 13.54 s)."""
+    import time
+
+    from planner.solvers.greedy import greedy
+    from planner.solvers.portfolio import _Run
+    from planner.solvers.syncchoice import choose_sync_scored
+
+    inst = wan_bound()
+    g = greedy(inst)
+    chosen, score = choose_sync_scored(inst, g)
+    assert chosen is not None and score == pytest.approx(simulated_score(inst, chosen), rel=1e-12)
+    assert choose_sync(inst, g).model_dump(exclude={"solver"}) == chosen.model_dump(exclude={"solver"})
+    run = _Run(inst, 4.0, 0, False, 1e-3, dict(stages=None, replicas=None, tp=None, micro_batch_size=None,
+                                               schedule=None), (), (), None, False)
+    assert run.offer("greedy", g) == pytest.approx(simulated_score(inst, g), rel=1e-12)
+    run.end = time.perf_counter() - 1.0  # past the budget
+    assert run.offer("late", chosen) is None  # unscored: not simulated past the budget
+    assert run.offer("greedy+sync", chosen, score=score) == score
+    assert min(c[2] for c in run.candidates) == min(score, simulated_score(inst, g))
