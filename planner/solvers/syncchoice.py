@@ -202,6 +202,12 @@ def _group_split(stages: int, caps) -> list[int] | None:
 
 def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadline: float = math.inf,
                 forbid=(), require=(), max_evals: int = 48) -> list[Plan]:
+    """:func:`group_plans_scored`'s plans (see there)."""
+    return [p for p, _ in group_plans_scored(instance, space, keep, deadline, forbid, require, max_evals)]
+
+
+def group_plans_scored(instance, space: PlanSpace | None = None, keep: int = 2, deadline: float = math.inf,
+                       forbid=(), require=(), max_evals: int = 48) -> list[tuple[Plan, float | None]]:
     """Plans of M groups whose pipelines cross the WAN inside their group only: the
     datacenters split into chains of k >= 2 (:func:`group_chains`, M = D // k groups),
     each group's replicas cut across its chain alike, stage j of every replica of a
@@ -216,7 +222,8 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
     simulations), then its best sync again.  The ``keep`` shapes per k with the least
     pipeline time ``(m - 1) max(c, x) + sum c`` (x: the slowest boundary's transfer per
     micro-batch with the group's replicas sharing its route) are tried; stops at
-    ``deadline`` (``time.perf_counter()``), keeping what it has.
+    ``deadline`` (``time.perf_counter()``), keeping what it has.  Each plan comes with
+    its objective by exact simulation (None: no sync option of it was feasible).
 
     On diloco-70b (four sites, 10 Gbit/s links) two groups of two sites, 8 stages of
     t = 8 and 4 replicas each, simulate at 30.92 s per step at e = 1 (streaming), against
@@ -282,7 +289,7 @@ def group_plans(instance, space: PlanSpace | None = None, keep: int = 2, deadlin
                                   max_evals=max_evals)
             tuned = tuned.model_copy(update={"solver": None, "predicted": None})
             resynced = with_best_sync(instance, tuned)  # the limits may favour another option
-            out.append(resynced[0] if resynced is not None else tuned)
+            out.append(resynced if resynced is not None else (tuned, None))
             got += 1
     if time.perf_counter() < deadline:
         cache[key] = tuple(out)
@@ -321,16 +328,21 @@ def choose_sync_scored(instance, plan: Plan | None, time_limit: float | None = N
     best = None
     if plan is not None:
         best = with_best_sync(instance, plan, spec)
-    cands = list(extra)
+    cands = [(c, None) for c in extra]
     if time.perf_counter() < deadline:
-        cands += local_plans(instance, keep=keep, deadline=deadline, forbid=forbid, require=require)
-    if time.perf_counter() < deadline:
-        cands += group_plans(instance, deadline=deadline, forbid=forbid, require=require)
-    cands = [c for c in cands if plan_matches(c, pins or {}, forbid, require)]
-    for cand in cands:
-        if best is not None and time.perf_counter() >= deadline:
-            break
-        got = with_best_sync(instance, cand, spec)
+        cands += [(c, None) for c in local_plans(instance, keep=keep, deadline=deadline, forbid=forbid,
+                                                 require=require)]
+    if time.perf_counter() < deadline:  # simulated with their best sync already (unless another spec is asked)
+        cands += [(c, v if spec is None else None) for c, v in
+                  group_plans_scored(instance, deadline=deadline, forbid=forbid, require=require)]
+    cands = [(c, v) for c, v in cands if plan_matches(c, pins or {}, forbid, require)]
+    for cand, val in cands:
+        if val is not None:  # its score is known: no simulation, so past the deadline too
+            got = (cand, val)
+        elif best is not None and time.perf_counter() >= deadline:
+            continue
+        else:
+            got = with_best_sync(instance, cand, spec)
         if got is not None and (best is None or got[1] < best[1] * (1 - 1e-12)):
             best = got
     if best is None:
