@@ -56,6 +56,13 @@ def one(name: str, solver: str, seconds: float, deterministic: bool, release: bo
             f"{obj}")
 
 
+def _save(args, lines: list[str]) -> None:
+    """``lines`` and the code they come from as benchmarks/results/NAME.md."""
+    import _results
+
+    print(_results.save(args.name, lines + ["", f"Code: {_results.commit()}."]))
+
+
 def _run(name: str, solver: str, args, *flags) -> list[str]:
     """One run in a fresh process: its TSV row as a list (a failed run: its exit status)."""
     cmd = [sys.executable, __file__, name, solver, str(args.seconds), *flags]
@@ -73,8 +80,6 @@ def _run(name: str, solver: str, args, *flags) -> list[str]:
 
 
 def table(args) -> None:
-    import _results
-
     solvers = args.solvers.split(",")
     lines = [f"Peak resident memory of one planner run (MB, the process and its engine processes, "
              f"sampled every 50 ms and the kernel's own peak), {'deterministic ' if args.deterministic else ''}"
@@ -87,13 +92,10 @@ def table(args) -> None:
         cells = [f"{r[5]} MB ({r[6]}, {r[7]} s, plan {r[8]})" for r in rows]
         ok = next((r for r in rows if r[2] != "?"), rows[0])
         lines.append(f"| {name} | {ok[2]} | {ok[3]} | {ok[4]} | " + " | ".join(cells) + " |")
-    lines += ["", f"Code: {_results.commit()}."]
-    print(_results.save(args.name, lines))
+    _save(args, lines)
 
 
 def sizes(args) -> None:
-    import _results
-
     from planner import load_instance
     from planner.solvers import cpsat as cps
     from planner.solvers.formulations import cpsat as formulation
@@ -121,13 +123,10 @@ def sizes(args) -> None:
         over = sum(n > cap for n in built)
         print(name, len(built), max(built, default=0), over, flush=True)
         lines.append(f"| {name} | {len(inst.domains)} | {len(built)} | {max(built, default=0):,} | {over} |")
-    lines += ["", f"Code: {_results.commit()}."]
-    print(_results.save(args.name, lines))
+    _save(args, lines)
 
 
 def release_ratio(args) -> None:
-    import _results
-
     lines = ["CP-SAT alone, one fresh process per run, "
              f"{'deterministic ' if args.deterministic else ''}budget {args.seconds:g} s, seed 0, "
              f"memory cap {args.cap_gb:g} GB (a capped run stops with status memory_limit: its peak is where it was stopped).",
@@ -141,8 +140,7 @@ def release_ratio(args) -> None:
         ge = ">= " if k[6] == "memory_limit" else ""
         lines.append(f"| {name} | {r[2]} | {r[3]} | {k[5]} | {k[6]} | {r[5]} | {r[6]} | {ge}{ratio:.2f} "
                      f"| {k[8]} | {r[8]} | {k[7]} / {r[7]} |")
-    lines += ["", f"Code: {_results.commit()}."]
-    print(_results.save(args.name, lines))
+    _save(args, lines)
 
 
 def main() -> None:

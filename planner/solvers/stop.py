@@ -52,6 +52,7 @@ _lock = threading.Lock()
 _memory_limit: float | None = None  # bytes, of the Watch in force (None: none)
 DEFAULT_SOLVER_MEMORY_MB = 2000  # what CP-SAT may hold without --memory-limit (its own default is 10 GB)
 DEFAULT_HEURISTIC_MEMORY_BYTES = 4e9  # what greedy may add to its process without --memory-limit
+LIMIT_SHARE = 0.8  # of --memory-limit, what a solver call or one shape's model may take (the rest: Python's side)
 DEFAULT_MODEL_MEMORY_BYTES = 4e9  # what one shape's exact model, built and solved, may take without --memory-limit
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _signum: int | None = None  # the signal that stopped the last watched run (kept until the next Watch)
@@ -62,7 +63,7 @@ def solver_memory_mb() -> int:
     (the rest is the model's Python side), else :data:`DEFAULT_SOLVER_MEMORY_MB`.
     CP-SAT takes it as ``max_memory_in_mb`` and stops its search when it crosses it."""
     if _memory_limit is not None:
-        return max(100, int(0.8 * _memory_limit / 1e6))
+        return max(100, int(LIMIT_SHARE * _memory_limit / 1e6))
     return DEFAULT_SOLVER_MEMORY_MB
 
 
@@ -72,7 +73,7 @@ def model_memory_bytes() -> float:
     CP-SAT shape search turns it into a largest model size (variables plus
     constraints), so a shape too large to fit is left unsearched before it takes the
     machine's memory -- the same shapes in every run (a size, not a reading)."""
-    return 0.8 * _memory_limit if _memory_limit is not None else DEFAULT_MODEL_MEMORY_BYTES
+    return LIMIT_SHARE * _memory_limit if _memory_limit is not None else DEFAULT_MODEL_MEMORY_BYTES
 
 
 def interrupt_exit_code() -> int:
@@ -226,9 +227,9 @@ _libc = None  # glibc, once loaded (False: not available)
 def release_freed_memory() -> None:
     """Hand the heap's freed pages back to the system (glibc's ``malloc_trim``; a no-op
     elsewhere).  The CP-SAT shape search builds one model per shape in OR-Tools' C++
-    heap; freed, their pages stayed with the process: on edwc-full a 12 s deterministic
-    CP-SAT budget peaked at 4.9 GB resident, 2.2 GB with this after every shape, same
-    plan (issue 29); at 30 s the process reached 11.6 GB and was killed for memory."""
+    heap; freed, their pages stayed with the process (a 12 s deterministic CP-SAT budget
+    on edwc-full: 4.9 GB resident, 2.2 GB with this after every shape, same plan; issue
+    29).  It does not bound one shape's own model: :func:`model_memory_bytes` does."""
     global _libc
     if _libc is None:
         try:

@@ -147,7 +147,6 @@ def test_link_utilisation_counts_outer_syncs_once_every_h_steps():
     assert max(got[100].values()) < 1.0
 
 
-
 def test_link_utilisation_of_one_diloco_group_is_its_inner_sync_alone():
     """With every replica's stage 0 in one domain (M = 1) diloco has no outer sync (SPEC
     11) even where a later stage spans two domains: the links carry the pipeline and

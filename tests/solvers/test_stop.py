@@ -197,7 +197,6 @@ def test_cpsat_build_of_a_large_shape_stops_at_its_deadline():
     assert time.perf_counter() - t0 < 1.5
 
 
-
 def test_release_freed_memory_hands_a_cp_sat_models_pages_back():
     """A CP-SAT model built, solved and dropped leaves its pages with the process
     (glibc keeps them: ~165 MB here); ``release_freed_memory`` returns most of them

@@ -1295,7 +1295,6 @@ def _gradient_sync_v3(M, fm) -> None:
     ring_bytes = []
     if R > 1:
         y, Pq, h, Kis, hops = _ring_members(M, fm)
-        on = {x: [(a, e) for (a, e) in hops if (a, e) in routes and x in hop_res[a, e]] for x in ring_res}
         # the stage volumes V_j (Vv units) and their pairwise minima
         V = []
         for j in range(Q):
@@ -1312,6 +1311,7 @@ def _gradient_sync_v3(M, fm) -> None:
                 mv[i, j] = mv[j, i] = z
         # ge[i, x][k-1]: stage i's sync has >= k hops on resource x (lower-bounded literals)
         ge = {}
+        on = {x: [(a, e) for (a, e) in hops if (a, e) in routes and x in hop_res[a, e]] for x in ring_res}
         for x in ring_res:
             top = min(Kmax, len(on[x]))
             for i in range(Q):
