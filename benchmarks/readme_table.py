@@ -32,7 +32,7 @@ START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 DOM_START, DOM_END = "<!-- dominance:start -->", "<!-- dominance:end -->"
 DOM_DOC = "docs/benchmarks.md"  # where the dominance table sits
 DET_SOLVERS = ("greedy", "milp", "cpsat", "anneal", "auto")
-CONVERGENCE = ("convergence-a", "convergence-b")  # the convergence runs the README quotes
+CONVERGENCE = ("convergence-a", "convergence-b", "convergence-c")  # the convergence runs the README quotes
 PICTURE = "convergence.png"  # their merged picture, under benchmarks/results/
 DOMINANCE = ("dominance-det30a", "dominance-det30b", "dominance-det30c", "dominance-det30e",
              "dominance-det30f", "dominance-det30i", "dominance-det30j", "dominance-det30g",
@@ -89,7 +89,8 @@ def conv_table(names: list[str], res: Path) -> str:
            "under SPEC v3: simulated iteration time (s; T_eff / e with `[options] dp_sync`; cost per iteration "
            "on cost instances), with the plan's bound, valid for every plan (SPEC section 7), and the gap "
            f"(objective - bound) / objective at {top:g} s; from {'; '.join(_cite(res, n) for n in names)}; "
-           f"code `{', '.join(codes)}`, one run at a time on the 2-core machine.  The parts alone against auto, "
+           f"code `{', '.join(codes)}`, one plan at a time on the 2-core machine, shared with other work "
+           "(each file gives its load).  The parts alone against auto, "
            "with the same deterministic budget: [docs/benchmarks.md](docs/benchmarks.md#dominance).", "",
            "| instance | greedy | " + " | ".join(f"auto {b:g} s" for b in budgets)
            + f" | bound | gap | auto {top:g} s vs greedy |",
