@@ -268,6 +268,25 @@ def test_greedy_out_of_time_is_not_infeasible(monkeypatch):
         gmod.greedy(load_instance("tiny-3dc"), time_limit=1)
     assert not isinstance(err.value, InfeasibleError) and err.value.exit_code not in (0, 2, 3)
     assert "time limit" in str(err.value)
+    assert "time limit of 1 s" in str(err.value)  # greedy's own limit ran out: it says which
+
+
+def test_greedy_stopped_by_the_commands_limit_names_no_limit_of_its_own(monkeypatch):
+    """The command's clock (a stop request) ran out, not greedy's default 60 s: the message
+    used to blame "the time limit of 60 s" on `planner plan --time-limit 5`."""
+    from planner import load_instance
+    from planner.problem.errors import TimeLimitError
+    from planner.solvers import greedy as gmod
+    from planner.solvers import stop
+
+    monkeypatch.setattr(gmod, "_best_shapes", lambda *a, **k: [])
+    stop.request("time_limit")
+    try:
+        with pytest.raises(TimeLimitError) as err:
+            gmod.greedy(load_instance("tiny-3dc"))
+    finally:
+        stop.clear()
+    assert "the time limit ran out" in str(err.value) and "60" not in str(err.value)
 
 
 # -- item 7: explain an infeasible plan ----------------------------------------

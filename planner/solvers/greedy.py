@@ -75,6 +75,7 @@ class _Budget:
     def __init__(self, deadline: float, time_limit: float):
         self.deadline, self.time_limit = deadline, time_limit
         self.reason: str | None = None
+        self.own_deadline = False  # the time limit that ran out was greedy's own, not the caller's stop request
         self.found = False  # a shape was found: a stop request may end the enumeration now
         self._next_mem = 0.0
         self._rss0 = stop.memory_baseline()  # without --memory-limit, greedy's own growth is capped
@@ -84,7 +85,7 @@ class _Budget:
             return self.reason
         now = time.perf_counter()
         if now >= self.deadline or stop.requested() == "time_limit":
-            self.reason = "time_limit"
+            self.reason, self.own_deadline = "time_limit", now >= self.deadline
         elif stop.requested():
             self.reason = stop.requested()
         elif now >= self._next_mem:
@@ -100,8 +101,9 @@ class _Budget:
 
     def nothing_found(self):
         """The error when the budget ran out before any plan."""
-        if self.reason == "time_limit":
-            return TimeLimitError(f"greedy: the time limit of {self.time_limit:g} s ran out before any plan was "
+        if self.reason == "time_limit":  # greedy's own limit, or the command's (a stop request)
+            limit = f"the time limit of {self.time_limit:g} s" if self.own_deadline else "the time limit"
+            return TimeLimitError(f"greedy: {limit} ran out before any plan was "
                                   "found (nothing is proven about feasibility; give it more time)")
         if self.reason == "memory_limit":
             return Stopped("memory_limit", f"greedy: resident memory passed {human_bytes(stop.memory_cap_bytes(self._rss0))} "
