@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import time
 
 import numpy as np
@@ -545,14 +546,15 @@ def shape_starts(instance, k: int = 4, time_limit: float | None = None) -> list[
     return out
 
 
-def spread_starts(instance, plans, space: PlanSpace | None = None) -> list[Plan]:
+def spread_starts(instance, plans, space: PlanSpace | None = None, deadline: float = math.inf) -> list[Plan]:
     """For each plan of ``plans`` with several stages, the same shape and partition
     placed stage-aligned along greedy's chains (stage j of every replica in one domain:
     :func:`place_aligned`) when that spreads each replica over several domains, best
     T_est (or its cost) first.  Starting points for a local search: a pipeline across
     datacenters often ranks below keeping each replica at home by T_est under 1f1b, yet
     anneals (explicit schedules, in-flight limits) to the faster plan (two-dc: 19.7 s by
-    T_est, 11.6 s after annealing, against 14.8 s from greedy's best).
+    T_est, 11.6 s after annealing, against 14.8 s from greedy's best).  Stops adding
+    plans at ``deadline`` (``time.perf_counter()``), keeping what it has.
 
     >>> [len(set(p.placement[0])) for p in spread_starts(instance, shape_starts(instance))]  # doctest: +SKIP
     [2, 2]
@@ -567,6 +569,8 @@ def spread_starts(instance, plans, space: PlanSpace | None = None) -> list[Plan]
             placement = place_aligned(chain, slots, p.num_stages, p.replicas)
             if placement is None or len(set(placement[0])) < 2:
                 continue
+            if time.perf_counter() >= deadline:
+                break
             key = (p.tp, p.micro_batch_size, p.replicas, tuple(p.bounds()), tuple(placement[0]))
             if key in seen or [list(r) for r in p.placement] == placement:
                 continue
@@ -636,6 +640,8 @@ def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int 
             break
         m = gbs // (R * b)
         for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen, memory_rule=LEAN):
+            if scored and time.perf_counter() > deadline:  # each check compiles the plan: seconds when deep
+                break
             for w in (_fitting_limits(instance, space, p), [1] * S):
                 q = p.model_copy(update={"schedule": inflight_schedule(w, m)})
                 ev = Evaluator(instance, q)

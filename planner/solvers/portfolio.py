@@ -73,7 +73,8 @@ and the sync choice run to completion (fixed work, well under a second up to
 ``time_limit`` stays a wall-clock limit: the clock is a backstop that cuts a
 part still running when its wall deadline comes (an engine is asked for its
 incumbent at 80% of the budget; the annealing, tunings and refinement stop
-at theirs), and then the plan may differ (be weaker); the log says so and
+at theirs; greedy, the starts, lean plans and the sync choice at the budget's
+end, and a part not started by then is skipped), and then the plan may differ (be weaker); the log says so and
 ``solver.cut_by_clock`` lists the parts cut (empty: the run was the
 deterministic one; ``solver.budget`` is ``"work units"``,
 ``solver.deterministic_s`` the deterministic seconds).
@@ -372,6 +373,29 @@ class _Run:
         """Seconds of wall clock left of the budget."""
         return self.end - time.perf_counter()
 
+    def part_limit(self, wall_s: float) -> float | None:
+        """The time limit (s) of a part that runs to completion in counted work: ``wall_s`` by the
+        clock when not counted; none when deterministic; seeded, the wall clock left of the budget
+        (at least 0.05 s), a backstop that binds on a loaded machine only (:meth:`note_cut` names
+        the part then)."""
+        if not self.counted:
+            return wall_s
+        return None if self.deterministic else max(0.05, self.wall_left())
+
+    def note_cut(self, who: str, t1: float, limit: float | None) -> None:
+        """Counted: name ``who`` (started at ``t1``, ``time.perf_counter()``) in ``cut_by_clock``
+        when it ran out its backstop ``limit`` (:meth:`part_limit`)."""
+        if self.counted and limit is not None and time.perf_counter() - t1 >= limit:
+            self.cut(who)
+
+    def over(self, who: str) -> bool:
+        """Seeded: whether the budget's wall clock is spent, so that the part ``who`` is skipped
+        (named in ``cut_by_clock``); never when deterministic or not counted (their own rules)."""
+        if self.counted and not self.deterministic and self.wall_left() <= 0:
+            self.cut(who)
+            return True
+        return False
+
     def offer(self, who: str, p: Plan, score: float | None = None) -> float | None:
         """Add ``p`` to the candidates; its simulated score (None: not simulated or rejected).
         ``score``: its simulated score, known already (none is run again, even past the budget)."""
@@ -478,8 +502,8 @@ class _Run:
         """1. Greedy while the engines start (their interpreters import for a second or more): the
         first incumbent, and with ``[options] dp_sync`` its plan with its best sync.  Greedy is fixed
         work, well under a second, capped at half the budget of wall clock (deterministic: greedy's
-        own cap, a minute); the sync choice runs to completion (counted), by the clock
-        ``SYNC_SHARE * budget`` seconds."""
+        own cap, a minute); the sync choice runs to completion (counted; seeded, the budget's end a
+        backstop: :meth:`part_limit`), by the clock ``SYNC_SHARE * budget`` seconds."""
         instance, budget, counted = self.instance, self.budget, self.counted
         try:
             # well under a second; capped at half the budget only for huge instances (a cap that binds
@@ -490,9 +514,12 @@ class _Run:
             if self.lines["greedy"] == "time_limit":
                 self.cut("greedy")
             self.offer("greedy", g)
-            if self.syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica plans with theirs
-                gs, score = choose_sync_scored(instance, g, time_limit=None if counted else SYNC_SHARE * budget,
+            if self.syncing and not self.over("greedy+sync"):  # SPEC 11: greedy's plan with its best sync,
+                # and the whole-replica and grouped plans with theirs
+                t1, limit = time.perf_counter(), self.part_limit(SYNC_SHARE * budget)
+                gs, score = choose_sync_scored(instance, g, time_limit=limit,
                                                pins=self.pins, forbid=self.forbid, require=self.require)
+                self.note_cut("greedy+sync", t1, limit)
                 if gs is not g:  # simulated already: kept even when the choice ran past the budget
                     self.offer("greedy+sync", gs.model_copy(update={"solver": None}), score=score)
         except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
@@ -503,15 +530,20 @@ class _Run:
         """1. With several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a
         plan of the fleet), so that the mixed fleet's plan is never slower than greedy's on one type;
         each plan offered; returns them as (simulated score, order, plan), the annealing's typed
-        start.  Each greedy runs to completion (counted), by the clock ``max(0.2, 0.05 * budget)``
-        seconds; none past the engines' window by the clock."""
+        start.  Each greedy runs to completion (counted; seeded, the budget's end a backstop), by the
+        clock ``max(0.2, 0.05 * budget)`` seconds; none past the engines' window by the clock."""
         typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
         if self.instance.heterogeneous and (self.counted or time.time() < self.engine_deadline):
             for gpu, sub in type_subfleets(self.instance):
+                if self.over(f"greedy[{gpu}]"):
+                    break
+                t1, limit = time.perf_counter(), self.part_limit(max(0.2, 0.05 * self.budget))
                 try:
-                    q = greedy(sub, time_limit=None if self.counted else max(0.2, 0.05 * self.budget), seed=self.seed)
+                    q = greedy(sub, time_limit=limit, seed=self.seed)
                 except (InfeasibleError, TimeLimitError, Stopped):
                     continue
+                finally:
+                    self.note_cut(f"greedy[{gpu}]", t1, limit)
                 q = q.model_copy(update={"solver": None, "predicted": None})
                 val = self.offer(f"greedy[{gpu}]", q) if plan_matches(q, self.pins, self.forbid, self.require) \
                     else None
@@ -522,14 +554,16 @@ class _Run:
     def lean_starts(self) -> None:
         """1. Shapes that fit memory only with fewer micro-batches in flight than 1f1b (no engine
         returns them), unless a schedule is pinned: two lean plans, each offered with tuned
-        in-flight limits.  ``lean_plans`` runs to completion (counted), by the clock
-        ``max(0.2, 0.03 * budget)`` seconds; each tuning ``0.01 * work`` deterministic seconds
+        in-flight limits.  ``lean_plans`` runs to completion (counted; seeded, the budget's end a
+        backstop), by the clock ``max(0.2, 0.03 * budget)`` seconds; each tuning ``0.01 * work`` deterministic seconds
         (by the clock ``0.01 * budget``); none past the engines' window by the clock."""
         counted = self.counted
-        if self.schedule is None and (counted or time.time() < self.engine_deadline):
-            for i, p in enumerate(q for q in lean_plans(self.instance, k=2,
-                                                        time_limit=None if counted else max(0.2, 0.03 * self.budget))
-                                  if plan_matches(q, self.pins, self.forbid, self.require)):
+        if self.schedule is None and (counted or time.time() < self.engine_deadline) and not self.over("lean plans"):
+            t1, limit = time.perf_counter(), self.part_limit(max(0.2, 0.03 * self.budget))
+            lean = [q for q in lean_plans(self.instance, k=2, time_limit=limit)
+                    if plan_matches(q, self.pins, self.forbid, self.require)]
+            self.note_cut("lean plans", t1, limit)
+            for i, p in enumerate(lean):
                 self.offer(f"lean{i}", self.tune(p, 0.01 * (self.work if counted else self.budget)))
 
     def anneal_starts(self, running: dict, typed_starts: list[tuple[float, int, Plan]]) -> None:
@@ -539,24 +573,29 @@ class _Run:
         domains within a minute; this search does.)  Each start gets an equal share of the
         engines' window, ``ENGINE_SHARE * work / len(starts)`` deterministic seconds (counted), by
         the clock an equal share of what is left until ``engine_deadline``; ``TUNE_SHARE`` of it on
-        the in-flight limits first (unless a schedule is pinned).  ``shape_starts`` runs to
-        completion (counted), by the clock ``max(0.5, 0.05 * budget)`` seconds."""
+        the in-flight limits first (unless a schedule is pinned).  ``shape_starts`` and
+        ``spread_starts`` run to completion (counted; seeded, the budget's end a backstop), by the
+        clock ``max(0.5, 0.05 * budget)`` seconds and the engines' window."""
         instance, counted, candidates = self.instance, self.counted, self.candidates
         pins, forbid, require = self.pins, self.forbid, self.require
         engine_deadline = self.engine_deadline
+        t1, limit = time.perf_counter(), self.part_limit(max(0.5, 0.05 * self.budget))
         try:
-            starts = [s for s in shape_starts(instance, k=STARTS,
-                                              time_limit=None if counted else max(0.5, 0.05 * self.budget))
-                      if plan_matches(s, pins, forbid, require)]
+            starts = [] if self.over("shape starts") else [
+                s for s in shape_starts(instance, k=STARTS, time_limit=limit) if plan_matches(s, pins, forbid, require)]
         except (InfeasibleError, TimeLimitError, Stopped):
             starts = []
+        self.note_cut("shape starts", t1, limit)
         if candidates:
             first = _incumbent(candidates)[1] if self.syncing else candidates[0][1]  # with a sync: the best so far
             starts = [first] + [s for s in starts if not _same_plan(s, first)]
         starts = starts[:STARTS]
         # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
-        if starts and (counted or time.time() < engine_deadline):
-            spread = [s for s in spread_starts(instance, starts) if plan_matches(s, pins, forbid, require)][:1]
+        if starts and (counted or time.time() < engine_deadline) and not self.over("spread start"):
+            t1, limit = time.perf_counter(), self.part_limit(math.inf)  # by the clock: the engines' window
+            spread = [s for s in spread_starts(instance, starts, deadline=t1 + (limit or math.inf))
+                      if plan_matches(s, pins, forbid, require)][:1]
+            self.note_cut("spread start", t1, limit)
             starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
         # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
         starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]

@@ -150,6 +150,35 @@ def test_the_wall_clock_cuts_a_slow_engine_and_says_so():
     assert p.solver.engines["slow"].startswith(("cut by the clock", "cut off"))
 
 
+def test_a_loaded_seeded_run_skips_what_it_has_no_time_left_for(monkeypatch):
+    # seeded, greedy, the lean plans and the starts run to completion in counted work, with the
+    # budget's end as their backstop; on a machine so loaded that greedy alone outlasts the budget
+    # they used to run on after it, unbounded (memory-bound at --time-limit 15 took 48 s)
+    from planner.solvers import portfolio
+
+    def slowed(real):
+        def run(*args, time_limit=None, **kw):  # a part's work on a loaded machine: its own limit, or 5 s
+            time.sleep(5.0 if time_limit is None else min(5.0, time_limit))
+            return real(*args, time_limit=time_limit, **kw)
+        return run
+
+    real_greedy = portfolio.greedy
+
+    def late_greedy(instance, time_limit=None, **kw):
+        time.sleep(2.5)  # past the 2 s budget before the first plan
+        return real_greedy(instance, time_limit=time_limit, **kw)
+
+    monkeypatch.setattr(portfolio, "greedy", late_greedy)
+    monkeypatch.setattr(portfolio, "lean_plans", slowed(portfolio.lean_plans))
+    monkeypatch.setattr(portfolio, "shape_starts", slowed(portfolio.shape_starts))
+    inst = slow_wan()
+    t = time.perf_counter()
+    p = auto(inst, time_limit=2.0, seed=0, engines={"slow": sleepy}, refine_schedule=False)
+    assert time.perf_counter() - t <= 2.5 + 2.0  # before: 12.5 s and more (each slowed part in full)
+    assert check_plan(inst, p) == []
+    assert {"lean plans", "shape starts"} <= set(p.solver.cut_by_clock)
+
+
 def clocked(instance, **_):
     """An engine whose own wall-clock backstop cut it (as anneal_alone's can on a loaded machine)."""
     return anneal(instance, greedy(instance), time_limit=1e-6, max_work=100.0)

@@ -67,3 +67,12 @@ def test_a_start_with_explicit_op_lists_keeps_them():
     assert spread
     for q in spread:
         assert q.schedule in [p.schedule for p in starts] and not isinstance(q.schedule, str)
+
+
+def test_spread_starts_stop_at_their_deadline_keeping_what_they_have():
+    import time
+
+    inst = load_instance("two-dc")
+    starts = shape_starts(inst, k=4)
+    assert spread_starts(inst, starts, deadline=time.perf_counter() - 1.0) == []  # nothing checked past it
+    assert spread_starts(inst, starts, deadline=time.perf_counter() + 600.0) == spread_starts(inst, starts)
