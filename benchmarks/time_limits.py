@@ -11,6 +11,11 @@ command, the commit, the machine's load average before and after, the
 table, the runs over the promise).
 
     python benchmarks/time_limits.py [--time-limit 5] [--instances a,b] [--solvers greedy,milp]
+                                     [--busy N] [--name time_limits]
+
+``--busy N`` runs N CPU-bound python processes (busy loops) beside every run: the
+promise is for a machine that is not overloaded, and this measures how far past it
+the wall time goes on one that is.
 """
 
 from __future__ import annotations
@@ -61,33 +66,46 @@ def run(instance: str, solver: str, limit: float, tmp: Path) -> tuple[float, int
     return wall, r.returncode, what
 
 
+def _runs(instances, solvers, limit: float, tmp: Path) -> tuple[list[str], list[str]]:
+    """Each (instance, solver) run once: the table's rows, and the runs over the promise (exit 0)."""
+    rows, over = [], []
+    for inst in instances:
+        for solver in solvers:
+            wall, rc, what = run(inst, solver, limit, tmp)
+            ok = wall <= allowed(limit)
+            rows.append(f"| {inst} | {solver} | {wall:.2f} | {wall / limit:.2f} | {rc} | {what} | {'' if ok else 'OVER'} |")
+            print(rows[-1], flush=True)
+            if not ok and rc == 0:
+                over.append(f"{inst} {solver} {wall:.2f} s")
+    return rows, over
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--time-limit", type=float, default=5.0)
     ap.add_argument("--instances", default=None, help="comma-separated (default: every packaged instance)")
     ap.add_argument("--solvers", default=",".join(SOLVERS))
+    ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes beside every run")
+    ap.add_argument("--name", default="time_limits", help="results file name (benchmarks/results/NAME.md)")
     args = ap.parse_args(argv)
     instances = args.instances.split(",") if args.instances else packaged()
     solvers = args.solvers.split(",")
     limit = args.time_limit
     load0 = os.getloadavg()
-    rows, over = [], []
     t_all = time.perf_counter()
-    with tempfile.TemporaryDirectory() as d:
-        for inst in instances:
-            for solver in solvers:
-                wall, rc, what = run(inst, solver, limit, Path(d))
-                ratio = wall / limit
-                ok = wall <= allowed(limit)
-                rows.append(f"| {inst} | {solver} | {wall:.2f} | {ratio:.2f} | {rc} | {what} | {'' if ok else 'OVER'} |")
-                print(rows[-1], flush=True)
-                if not ok and rc == 0:
-                    over.append(f"{inst} {solver} {wall:.2f} s")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            rows, over = _runs(instances, solvers, limit, Path(d))
+    finally:
+        for proc in busy:
+            proc.kill()
     load1 = os.getloadavg()
     cpus = os.cpu_count()
     lines = [f"Code: {commit()}; {len(instances)} instances x {len(solvers)} solvers, time limit {limit:g} s, "
              f"promise: wall <= {allowed(limit):g} s (limit + max(1 s, 5%)), start-up included; "
-             f"{time.perf_counter() - t_all:.0f} s in all.",
+             f"{time.perf_counter() - t_all:.0f} s in all."
+             + (f"  {args.busy} CPU-bound process(es) (python busy loops) ran beside every run." if args.busy else ""),
              "",
              f"Load average (1, 5, 15 min) before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after: "
              f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}, on {cpus} CPUs."
@@ -102,7 +120,7 @@ def main(argv=None) -> int:
              f"Over the promise (exit 0): {len(over)} of {len(rows)}" + (": " + "; ".join(over) if over else "."),
              "Exit 4 (the time limit ran out before any plan) and 3 (no plan) are listed but not counted.",
              ]
-    path = save("time_limits", lines)
+    path = save(args.name, lines)
     print(f"written: {path}")
     return 0
 
