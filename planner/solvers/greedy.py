@@ -603,15 +603,18 @@ def _fitting_limits(instance, space: PlanSpace, plan: Plan) -> list[int]:
     return out
 
 
-def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int = 8) -> list[Plan]:
+def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int = 8,
+               at_least_one: bool = True) -> list[Plan]:
     """Up to ``k`` plans (best T_est, or its cost, first) of shapes that fit GPU
     memory only with fewer micro-batches in flight than 1f1b and gpipe hold:
     their partition is balanced under the leanest schedule's memory rule
     (:data:`planner.problem.space.LEAN`, one micro-batch in flight per stage),
     placed as greedy places its shapes, with each stage's in-flight limit the
     largest that fits (at most 1f1b's).  The ``keep`` most promising such
-    shapes by compute alone are placed; ``time_limit`` seconds cap the search.
-    [] when every shape that fits at all also fits a named schedule."""
+    shapes by compute alone are placed; ``time_limit`` seconds cap the search, past
+    which it goes on to its first plan only when ``at_least_one`` (greedy's fallback:
+    an empty list reads as "no shape fits").  [] when every shape that fits at all also
+    fits a named schedule."""
     deadline = time.perf_counter() + (time_limit if time_limit else 3600.0)
     space = PlanSpace(instance)
     gbs = instance.workload.global_batch_size
@@ -622,8 +625,8 @@ def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int 
         if sh.stages < 2 or key in seen_shape:  # one stage: 1f1b holds one micro-batch already
             continue
         seen_shape.add(key)
-        if time.perf_counter() > deadline:
-            break
+        if not at_least_one and time.perf_counter() > deadline:  # else every shape is a candidate (cheap:
+            break  # 3,650 partitions in 0.1 s on memory-bound), lest [] pass for "no shape fits"
         m = sh.micro_batches(gbs)
         if any(space.feasible(sh.tp, sh.micro_batch, s, sh.stages, m) for s in named):
             continue  # a named schedule fits: the searches cover the shape (tune_inflight lowers limits)
@@ -636,12 +639,12 @@ def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int 
     shapes.sort(key=lambda x: x[:3])
     scored, seen = [], set()
     for _, _, (tp, b, S, R), cuts in shapes[:keep]:
-        if scored and time.perf_counter() > deadline:
+        if (scored or not at_least_one) and time.perf_counter() > deadline:
             break
         m = gbs // (R * b)
         for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen, memory_rule=LEAN):
-            if scored and time.perf_counter() > deadline:  # each check compiles the plan: seconds when deep
-                break
+            if (scored or not at_least_one) and time.perf_counter() > deadline:  # each check compiles the
+                break  # plan: seconds when the pipeline is deep
             for w in (_fitting_limits(instance, space, p), [1] * S):
                 q = p.model_copy(update={"schedule": inflight_schedule(w, m)})
                 ev = Evaluator(instance, q)

@@ -73,8 +73,8 @@ and the sync choice run to completion (fixed work, well under a second up to
 ``time_limit`` stays a wall-clock limit: the clock is a backstop that cuts a
 part still running when its wall deadline comes (an engine is asked for its
 incumbent at 80% of the budget; the annealing, tunings and refinement stop
-at theirs; greedy, the starts, lean plans and the sync choice at the budget's
-end, and a part not started by then is skipped), and then the plan may differ (be weaker); the log says so and
+at theirs; greedy's sync choice, the starts and lean plans when the engines are
+collected, at 80%, and a part not started by then is skipped), and then the plan may differ (be weaker); the log says so and
 ``solver.cut_by_clock`` lists the parts cut (empty: the run was the
 deterministic one; ``solver.budget`` is ``"work units"``,
 ``solver.deterministic_s`` the deterministic seconds).
@@ -293,13 +293,14 @@ def _same_plan(a: Plan, b: Plan) -> bool:
 
 
 def _kill(executor: cf.ProcessPoolExecutor, future: cf.Future) -> None:
-    """Shut the engine's executor down: cleanly when its work is done, else
-    terminate its worker process (a straggler)."""
+    """Shut the engine's executor down, its worker process terminated: a straggler's
+    work is dropped; a finished one has nothing left to lose, and its own exit (freeing
+    a solver's models) took seconds of a loaded machine past the time limit."""
+    for proc in _workers(executor):
+        proc.terminate()
     if future.done():
         executor.shutdown(wait=True)
         return
-    for proc in _workers(executor):
-        proc.terminate()
     executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -373,14 +374,19 @@ class _Run:
         """Seconds of wall clock left of the budget."""
         return self.end - time.perf_counter()
 
+    def collect_left(self) -> float:
+        """Seconds of wall clock left until ``COLLECT_BY`` of the budget, when the engines are
+        collected: what this process does before that must end by then."""
+        return self.t0 + COLLECT_BY * self.budget - time.perf_counter()
+
     def part_limit(self, wall_s: float) -> float | None:
         """The time limit (s) of a part that runs to completion in counted work: ``wall_s`` by the
-        clock when not counted; none when deterministic; seeded, the wall clock left of the budget
-        (at least 0.05 s), a backstop that binds on a loaded machine only (:meth:`note_cut` names
-        the part then)."""
+        clock when not counted; none when deterministic; seeded, the wall clock left until the
+        engines are collected (:meth:`collect_left`, at least 0.05 s), a backstop that binds on a
+        loaded machine only (:meth:`note_cut` names the part then)."""
         if not self.counted:
             return wall_s
-        return None if self.deterministic else max(0.05, self.wall_left())
+        return None if self.deterministic else max(0.05, self.collect_left())
 
     def note_cut(self, who: str, t1: float, limit: float | None) -> None:
         """Counted: name ``who`` (started at ``t1``, ``time.perf_counter()``) in ``cut_by_clock``
@@ -389,9 +395,10 @@ class _Run:
             self.cut(who)
 
     def over(self, who: str) -> bool:
-        """Seeded: whether the budget's wall clock is spent, so that the part ``who`` is skipped
-        (named in ``cut_by_clock``); never when deterministic or not counted (their own rules)."""
-        if self.counted and not self.deterministic and self.wall_left() <= 0:
+        """Seeded: whether the wall clock has reached the engines' collection
+        (:meth:`collect_left`), so that the part ``who`` is skipped (named in ``cut_by_clock``);
+        never when deterministic or not counted (their own rules)."""
+        if self.counted and not self.deterministic and self.collect_left() <= 0:
             self.cut(who)
             return True
         return False
@@ -417,12 +424,13 @@ class _Run:
                      "s" if self.kind == "time" else "per iteration")
         return val
 
-    def tune(self, p: Plan, seconds: float, who: str = "in-flight limits") -> Plan:
+    def tune(self, p: Plan, seconds: float, who: str = "in-flight limits", left: float | None = None) -> Plan:
         """``p`` with tuned in-flight limits: ``seconds`` of wall clock, or (counted) deterministic
-        seconds, a count of simulations of ``p``'s size, the clock a backstop unless deterministic."""
+        seconds, a count of simulations of ``p``'s size, the clock a backstop unless deterministic:
+        ``left`` seconds (None: the budget's rest)."""
         if not self.counted:
             return tune_inflight(self.instance, p, time_limit=seconds)
-        backstop = None if self.deterministic else max(0.05, self.wall_left())
+        backstop = None if self.deterministic else max(0.05, self.wall_left() if left is None else left)
         t1 = time.perf_counter()
         out = tune_inflight(self.instance, p, time_limit=backstop, max_evals=sim_count(p, seconds, least=10))
         if backstop is not None and time.perf_counter() - t1 >= backstop:
@@ -502,8 +510,8 @@ class _Run:
         """1. Greedy while the engines start (their interpreters import for a second or more): the
         first incumbent, and with ``[options] dp_sync`` its plan with its best sync.  Greedy is fixed
         work, well under a second, capped at half the budget of wall clock (deterministic: greedy's
-        own cap, a minute); the sync choice runs to completion (counted; seeded, the budget's end a
-        backstop: :meth:`part_limit`), by the clock ``SYNC_SHARE * budget`` seconds."""
+        own cap, a minute); the sync choice runs to completion (counted; seeded, the engines'
+        collection a backstop: :meth:`part_limit`), by the clock ``SYNC_SHARE * budget`` seconds."""
         instance, budget, counted = self.instance, self.budget, self.counted
         try:
             # well under a second; capped at half the budget only for huge instances (a cap that binds
@@ -530,8 +538,9 @@ class _Run:
         """1. With several GPU types: greedy on each type's domains alone (a plan of a sub-fleet is a
         plan of the fleet), so that the mixed fleet's plan is never slower than greedy's on one type;
         each plan offered; returns them as (simulated score, order, plan), the annealing's typed
-        start.  Each greedy runs to completion (counted; seeded, the budget's end a backstop), by the
-        clock ``max(0.2, 0.05 * budget)`` seconds; none past the engines' window by the clock."""
+        start.  Each greedy runs to completion (counted; seeded, the engines' collection a
+        backstop), by the clock ``max(0.2, 0.05 * budget)`` seconds; none past the engines' window
+        by the clock."""
         typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
         if self.instance.heterogeneous and (self.counted or time.time() < self.engine_deadline):
             for gpu, sub in type_subfleets(self.instance):
@@ -554,17 +563,21 @@ class _Run:
     def lean_starts(self) -> None:
         """1. Shapes that fit memory only with fewer micro-batches in flight than 1f1b (no engine
         returns them), unless a schedule is pinned: two lean plans, each offered with tuned
-        in-flight limits.  ``lean_plans`` runs to completion (counted; seeded, the budget's end a
-        backstop), by the clock ``max(0.2, 0.03 * budget)`` seconds; each tuning ``0.01 * work`` deterministic seconds
-        (by the clock ``0.01 * budget``); none past the engines' window by the clock."""
+        in-flight limits.  ``lean_plans`` runs to completion (counted; seeded, the engines'
+        collection a backstop), by the clock ``max(0.2, 0.03 * budget)`` seconds; each tuning
+        ``0.01 * work`` deterministic seconds (by the clock ``0.01 * budget``); none past the
+        engines' window by the clock."""
         counted = self.counted
         if self.schedule is None and (counted or time.time() < self.engine_deadline) and not self.over("lean plans"):
             t1, limit = time.perf_counter(), self.part_limit(max(0.2, 0.03 * self.budget))
-            lean = [q for q in lean_plans(self.instance, k=2, time_limit=limit)
+            lean = [q for q in lean_plans(self.instance, k=2, time_limit=limit, at_least_one=False)
                     if plan_matches(q, self.pins, self.forbid, self.require)]
             self.note_cut("lean plans", t1, limit)
             for i, p in enumerate(lean):
-                self.offer(f"lean{i}", self.tune(p, 0.01 * (self.work if counted else self.budget)))
+                if self.over(f"lean{i}"):
+                    break
+                self.offer(f"lean{i}", self.tune(p, 0.01 * (self.work if counted else self.budget),
+                                                 left=self.collect_left()))
 
     def anneal_starts(self, running: dict, typed_starts: list[tuple[float, int, Plan]]) -> None:
         """2. Meanwhile, in this process: the annealing from the best plans of greedy's best shapes
@@ -574,8 +587,8 @@ class _Run:
         engines' window, ``ENGINE_SHARE * work / len(starts)`` deterministic seconds (counted), by
         the clock an equal share of what is left until ``engine_deadline``; ``TUNE_SHARE`` of it on
         the in-flight limits first (unless a schedule is pinned).  ``shape_starts`` and
-        ``spread_starts`` run to completion (counted; seeded, the budget's end a backstop), by the
-        clock ``max(0.5, 0.05 * budget)`` seconds and the engines' window."""
+        ``spread_starts`` run to completion (counted; seeded, the engines' collection a backstop),
+        by the clock ``max(0.5, 0.05 * budget)`` seconds and the engines' window."""
         instance, counted, candidates = self.instance, self.counted, self.candidates
         pins, forbid, require = self.pins, self.forbid, self.require
         engine_deadline = self.engine_deadline
@@ -611,7 +624,8 @@ class _Run:
                 break
             if self.schedule is None:  # 1f1b with deeper warm-ups first, then the annealing (which moves them too)
                 t1 = time.perf_counter()
-                s = self.tune(s, TUNE_SHARE * (share_w if counted else left), f"start {i}")
+                s = self.tune(s, TUNE_SHARE * (share_w if counted else left), f"start {i}",
+                              left=engine_deadline - time.time())
                 left -= time.perf_counter() - t1
             try:
                 out = self.anneal_by(s, (1 - TUNE_SHARE) * share_w, self.seed + i, f"start {i}",

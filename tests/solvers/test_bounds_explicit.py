@@ -110,3 +110,12 @@ def test_greedy_falls_back_to_lean_plans_when_no_named_schedule_fits():
     p = plan(small, solver="greedy")  # was: no feasible plan (exit 3)
     assert not isinstance(p.schedule, str) and not check_plan(small, p)
     assert p.solver.bound <= p.predicted.iteration_time_s
+
+
+def test_lean_plans_past_their_limit_find_one_only_when_asked():
+    # greedy's fallback needs a plan (an empty list reads as "no shape fits"); auto's lean
+    # starts are extras, and on a deep pipeline each check is seconds of a loaded machine
+    inst = _issue_instance()
+    assert lean_plans(inst, k=1, time_limit=1e-9)  # at_least_one (the default): on to the first plan
+    assert lean_plans(inst, k=1, time_limit=1e-9, at_least_one=False) == []
+    assert lean_plans(inst, k=1, time_limit=600, at_least_one=False) == lean_plans(inst, k=1)
