@@ -368,6 +368,8 @@ def train(instances=TRAIN_INSTANCES, seeds=TRAIN_SEEDS, steps: int = 60_000, see
                 log.info("controller: candidates of %s, trace seed %d: %d epochs in %.1f s", name, s,
                          w.trace.epochs, time.perf_counter() - t1)
                 worlds.append(w)
+    for w in worlds:  # given worlds too: filled lazily during training, the fills changed what a seed trains
+        w.plans.fill()
     prep_s = time.perf_counter() - t0
     envs = DummyVecEnv([lambda: ControllerEnv(worlds, hours=(1.0, max(1.0, hours)), horizon_s=horizon_s)
                         for _ in range(n_envs)])

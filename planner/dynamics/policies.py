@@ -202,6 +202,16 @@ class EpochPlans:
         """Greedy's plan of every epoch (computed now if not yet), None where nothing fits."""
         return [self.greedy(e)[0] for e in range(self.trace.epochs)]
 
+    def fill(self) -> None:
+        """Every plan a policy may ask for computed now (the start plan, the robust plan, the
+        library, greedy's plan of every epoch), so that nothing is computed lazily later: filled in
+        the middle of a training run, they changed what a seed trains (two trainings with seed 0
+        on the same worlds differed when the first had filled them)."""
+        self.start()
+        self.robust()
+        self.library()
+        self.all_greedy()
+
 
 @dataclass
 class Situation:
