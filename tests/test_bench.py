@@ -39,6 +39,7 @@ def test_cost_instance_rows_report_the_objective():
     assert g["cost_per_iteration"] < m["cost_per_iteration"] and g["x_bound"] < m["x_bound"]
 
 
+@pytest.mark.slow
 def test_executors_agree_and_files_written(tmp_path):
     names, methods = ["tiny-3dc", "tiny-line"], ["greedy", "megatron", "random"]
     serial, dyn = bench.run(names, methods, dynamic=True, hours=1, iterations=100, executor="serial",
@@ -62,6 +63,7 @@ def test_executors_agree_and_files_written(tmp_path):
     assert "Code: `abc`" in bench.write(serial, dyn, tmp_path, "test", code="abc")["static.md"].read_text()
 
 
+@pytest.mark.slow
 def test_ray_executor_matches_local():
     ray = pytest.importorskip("ray")
     names, methods = ["tiny-3dc"], ["greedy", "megatron", "random"]
@@ -74,6 +76,7 @@ def test_ray_executor_matches_local():
     assert stable(local) == stable(remote)
 
 
+@pytest.mark.slow
 def test_dynamic_rows_held_out_trace_and_rl_policy():
     pytest.importorskip("sb3_contrib")
     inst = load_instance("tiny-3dc")

@@ -435,7 +435,11 @@ def test_summary_fits_80_columns_without_cutting_names(name):
 
 # -- item 13: no two labels overlap on any packaged instance's map ------------
 
-@pytest.mark.parametrize("name", __import__("helpers").unit_instances())
+SLOW_MAPS = {"memory-bound", "gcp-16", "aws-a100-h100", "tiny-mixed", "edwc-full"}  # a plan each: 25 s and more
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_MAPS else n
+                                  for n in __import__("helpers").unit_instances()])
 def test_map_labels_do_not_overlap(name):
     import matplotlib
 

@@ -70,6 +70,7 @@ def trace_1h(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [None, 50])
 def test_simulate_piped_prints_every_number_whole(trace_1h, columns):
     import json
@@ -155,6 +156,7 @@ def test_schedule_says_faster_or_slower_in_words(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_simulate_warns_once_when_the_trace_is_shorter_than_the_job(trace_1h):
     long = _cli("simulate", "tiny-3dc", "--trace", str(trace_1h), "--iterations", "100000", "--policy", "static",
                 "--policy", "oracle", "-q")

@@ -22,7 +22,8 @@ def test_regimes_present():
     assert max(len(load_instance(n).domains) for n in INSTANCES) >= 16
 
 
-@pytest.mark.parametrize("name", INSTANCES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("edwc-full", "memory-bound") else n
+                                  for n in INSTANCES])  # those two: 40 s and more each
 def test_greedy_plan_feasible_and_reproducible(name):
     from planner.problem.errors import InputError
     from planner.solvers.registry import GPU_TYPE_SOLVERS

@@ -94,6 +94,7 @@ def test_references_key_ignores_what_references_do_not_depend_on():
     assert B.refs_key(dict(data, domains=[{"name": "a", "gpus": 16}])) != k
 
 
+@pytest.mark.slow
 def test_quick_run_writes_the_results_and_reuses_the_references(tmp_path):
     args = ["--quick", "--jobs", "2", "--time-limit", "3", "--ref-limit", "0.5", "--objectives", "maxmin",
             "--results-dir", str(tmp_path)]

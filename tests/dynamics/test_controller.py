@@ -32,6 +32,7 @@ def trained(worlds, tmp_path_factory):
     return out, model, curve
 
 
+@pytest.mark.slow
 def test_env_follows_gymnasium(worlds):
     from gymnasium.utils.env_checker import check_env
 
@@ -122,6 +123,7 @@ def test_tiny_training_beats_random_and_is_deterministic(trained, worlds):
         assert np.array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.slow
 def test_controller_rollout_exact_accounting(trained, worlds):
     out, _, _ = trained
     inst = load_instance("tiny-line")
@@ -137,6 +139,7 @@ def test_controller_rollout_exact_accounting(trained, worlds):
     assert oracle.total_s <= r.total_s * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_packaged_controller_and_bad_files(tmp_path):
     inst = load_instance("tiny-3dc")
     tr = traces.generate(inst, hours=1, seed=3)

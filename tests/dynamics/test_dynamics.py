@@ -76,6 +76,7 @@ def test_rollout_accounting_is_exact(inst, policy):
         assert r.total_s == pytest.approx(t, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_oracle_never_worse(inst):
     tr = traces.generate(inst, hours=4, seed=11)
     results = [rollout(inst, tr, p, iterations=600, solver_time=1.0) for p in ("static", "greedy", "resolve")]

@@ -109,6 +109,7 @@ def test_never_switching_is_static(world):
         assert r.switches == 0 and r.total_s == pytest.approx(static.total_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_oracle_bounds_the_new_policies_and_they_are_deterministic(world):
     inst, tr, plans = world
     n = 120000
@@ -203,6 +204,7 @@ def test_best_reachable_against_brute_force():
             assert math.isfinite(dt[got]) and math.isfinite(now[got])
 
 
+@pytest.mark.slow
 def test_library_holds_the_rl_plan_for_the_base_network():
     pytest.importorskip("sb3_contrib")
     from planner.solvers.registry import plan as make_plan
@@ -217,6 +219,7 @@ def test_library_holds_the_rl_plan_for_the_base_network():
     assert greedy_only < with_rl
 
 
+@pytest.mark.slow
 def test_library_holds_the_exact_plan_for_the_base_network():
     """"The last exact plan" (issue 14): auto's plan for the base network, by its deterministic
     budget, is in the library; on two-dc it is 0.92x greedy's under SPEC v3 (0.72x under v2, which

@@ -22,6 +22,7 @@ def test_notebook_is_committed_without_outputs():
         assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
+@pytest.mark.slow
 def test_notebook_runs_without_errors():
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 

@@ -133,6 +133,7 @@ def test_every_engine_failing_still_gives_greedy_and_the_annealing(monkeypatch):
     assert p.solver.incumbent.startswith("greedy")
 
 
+@pytest.mark.slow
 def test_deterministic_mode_is_reproducible():
     inst = slow_wan()
     a = auto(inst, time_limit=LIMIT, seed=3, deterministic=True, refine_schedule=False)

@@ -69,6 +69,7 @@ def test_formulation_is_exact_for_a_shape(inst, data):
     assert cm.true_lower(s.best_objective_bound / cm.obj_scale) <= want * (1 + 1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=int(__import__("os").environ.get("CPSAT_JOINT_EXAMPLES", 12)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_instances())
 def test_cpsat_and_milp_agree_with_brute_force(inst):
@@ -95,6 +96,7 @@ def test_cpsat_and_milp_agree_with_brute_force(inst):
     assert vals["cpsat"] == pytest.approx(vals["milp"], rel=tol)
 
 
+@pytest.mark.slow
 def test_cpsat_deterministic_and_time_limit():
     inst = load_instance("tiny-3dc")  # (pins: tests/test_milp.py::test_pins_are_honoured)
     a = make_plan(inst, solver="cpsat", time_limit=5, seed=3, deterministic=True)

@@ -44,6 +44,7 @@ def test_the_model_size_follows_the_memory_budget():
     assert cps.max_model_size() == 250_000
 
 
+@pytest.mark.slow
 def test_shapes_over_budget_are_left_unsearched_with_the_plan_so_far(monkeypatch, caplog):
     """With a budget no model fits, CP-SAT searches no shape: it returns its starting plan,
     checked by the evaluator, says why in the log, and does not claim optimality; with the

@@ -33,6 +33,7 @@ def parts_alone(inst, budget):
     return {k: p.solver.objective for k, p in runs.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [tiny, slow_wan])
 def test_deterministic_auto_is_no_worse_than_each_part_alone(make):
     inst = make()

@@ -43,6 +43,7 @@ def test_waves_of_one_are_the_sequential_search():
     assert a.solver.status == "time_limit"  # the budget cut some shapes short: the test is not vacuous
 
 
+@pytest.mark.slow
 def test_serial_and_ray_give_identical_plans_and_bounds():
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)

@@ -189,6 +189,7 @@ def test_pins_are_honoured(solver):
     assert not check_plan(inst, p)
 
 
+@pytest.mark.slow
 def test_milp_never_worse_than_greedy_and_deterministic():
     inst = load_instance("tiny-line")
     g = make_plan(inst, solver="greedy")
@@ -247,6 +248,7 @@ def brute_by_stages(inst, shape, max_cells=6, spec=None):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(inst=small_instances(), data=st.data())
 def test_stage_count_bounds_never_exceed_the_optimum(inst, data):
@@ -294,6 +296,7 @@ def test_cost_stage_bound_lets_a_replica_stay_in_one_domain():
             assert got.get(S, 0.0) <= v * (1 + 1e-9), (sched, S, got[S], v)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(inst=small_instances(), data=st.data())
 def test_valid_inequalities_and_cutoff_keep_the_optimum(inst, data):

@@ -81,7 +81,8 @@ def _signal_plan(tmp_path, instance, solver, sig, ready):
 @pytest.mark.parametrize("solver,sig,where", [
     ("greedy", signal.SIGINT, "many"), ("greedy", signal.SIGTERM, "many"),
     ("anneal", signal.SIGINT, "gcp-16"), ("anneal", signal.SIGTERM, "gcp-16"),
-    ("milp", signal.SIGTERM, "gcp-16"), ("auto", signal.SIGTERM, "gcp-16")])
+    pytest.param("milp", signal.SIGTERM, "gcp-16", marks=pytest.mark.slow),
+    pytest.param("auto", signal.SIGTERM, "gcp-16", marks=pytest.mark.slow)])
 def test_a_signal_writes_the_best_plan_and_exits_128_plus_its_number(tmp_path, many_domains, solver, sig, where):
     instance = many_domains if where == "many" else where
     ready = {"greedy": "plans scored", "anneal": "anneal:", "milp": "shape", "auto": "incumbent from"}[solver]
