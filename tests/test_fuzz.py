@@ -44,7 +44,6 @@ def check(args, timeout_s=30.0):
     return out
 
 
-@pytest.mark.slow
 @settings(max_examples=110, **SETTINGS)
 @given(data=st.data())
 def test_mutated_instances(files, data):
@@ -84,7 +83,6 @@ def mutated_trace(draw, text: str) -> str:
     return "\n".join(head + [",".join(r) for r in rows]) + "\n"
 
 
-@pytest.mark.slow
 @settings(max_examples=50, **SETTINGS)
 @given(data=st.data())
 def test_mutated_traces(files, data):
@@ -122,7 +120,6 @@ def test_unreadable_paths(files, tmp_path):
         assert out.code == 2, out
 
 
-@pytest.mark.slow  # counts the cases of the slow fuzz tests too: runs with them
 def test_case_count():
     """At least 300 generated cases ran in this module (the issue's floor per CI run)."""
     assert COUNT["cases"] >= 300, COUNT
