@@ -73,8 +73,9 @@ and the sync choice run to completion (fixed work, well under a second up to
 ``time_limit`` stays a wall-clock limit: the clock is a backstop that cuts a
 part still running when its wall deadline comes (an engine is asked for its
 incumbent at 80% of the budget; the annealing, tunings and refinement stop
-at theirs; greedy's sync choice, the starts and lean plans when the engines are
-collected, at 80%, and a part not started by then is skipped), and then the plan may differ (be weaker); the log says so and
+at theirs; greedy's sync choice, the starts and lean plans when the engines
+are collected, at 80%, and a part not started by then is skipped), and then
+the plan may differ (be weaker); the log says so and
 ``solver.cut_by_clock`` lists the parts cut (empty: the run was the
 deterministic one; ``solver.budget`` is ``"work units"``,
 ``solver.deterministic_s`` the deterministic seconds).
