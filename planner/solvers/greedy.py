@@ -638,13 +638,17 @@ def lean_plans(instance, k: int = 2, time_limit: float | None = None, keep: int 
         shapes.append(((m - 1) * cmax + ctot, sh.tp * sh.stages * sh.replicas, key, cuts))
     shapes.sort(key=lambda x: x[:3])
     scored, seen = [], set()
+
+    def late() -> bool:  # past the limit, with what to return (each check below compiles the plan:
+        return (scored or not at_least_one) and time.perf_counter() > deadline  # seconds when deep)
+
     for _, _, (tp, b, S, R), cuts in shapes[:keep]:
-        if (scored or not at_least_one) and time.perf_counter() > deadline:
+        if late():
             break
         m = gbs // (R * b)
         for p in _placements(instance, space, Shape(tp, b, "1f1b", S, R), cuts, seen, memory_rule=LEAN):
-            if (scored or not at_least_one) and time.perf_counter() > deadline:  # each check compiles the
-                break  # plan: seconds when the pipeline is deep
+            if late():
+                break
             for w in (_fitting_limits(instance, space, p), [1] * S):
                 q = p.model_copy(update={"schedule": inflight_schedule(w, m)})
                 ev = Evaluator(instance, q)

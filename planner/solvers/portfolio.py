@@ -380,20 +380,21 @@ class _Run:
         collected: what this process does before that must end by then."""
         return self.t0 + COLLECT_BY * self.budget - time.perf_counter()
 
-    def part_limit(self, wall_s: float) -> float | None:
-        """The time limit (s) of a part that runs to completion in counted work: ``wall_s`` by the
-        clock when not counted; none when deterministic; seeded, the wall clock left until the
-        engines are collected (:meth:`collect_left`, at least 0.05 s), a backstop that binds on a
-        loaded machine only (:meth:`note_cut` names the part then)."""
-        if not self.counted:
-            return wall_s
-        return None if self.deterministic else max(0.05, self.collect_left())
-
-    def note_cut(self, who: str, t1: float, limit: float | None) -> None:
-        """Counted: name ``who`` (started at ``t1``, ``time.perf_counter()``) in ``cut_by_clock``
-        when it ran out its backstop ``limit`` (:meth:`part_limit`)."""
-        if self.counted and limit is not None and time.perf_counter() - t1 >= limit:
-            self.cut(who)
+    def run_part(self, who: str, wall_s: float, run: Callable, skipped=None):
+        """``run(limit)`` for a part that runs to completion in counted work, ``limit`` its time
+        limit (s): ``wall_s`` by the clock when not counted; none when deterministic; seeded, the
+        wall clock left until the engines are collected (:meth:`collect_left`, at least 0.05 s), a
+        backstop that binds on a loaded machine only, and then names ``who`` in ``cut_by_clock``.
+        Returns ``skipped`` without running it when the collection has come (:meth:`over`)."""
+        if self.over(who):
+            return skipped
+        limit = wall_s if not self.counted else None if self.deterministic else max(0.05, self.collect_left())
+        t1 = time.perf_counter()
+        try:
+            return run(limit)
+        finally:
+            if self.counted and limit is not None and time.perf_counter() - t1 >= limit:
+                self.cut(who)
 
     def over(self, who: str) -> bool:
         """Seeded: whether the wall clock has reached the engines' collection
@@ -512,7 +513,7 @@ class _Run:
         first incumbent, and with ``[options] dp_sync`` its plan with its best sync.  Greedy is fixed
         work, well under a second, capped at half the budget of wall clock (deterministic: greedy's
         own cap, a minute); the sync choice runs to completion (counted; seeded, the engines'
-        collection a backstop: :meth:`part_limit`), by the clock ``SYNC_SHARE * budget`` seconds."""
+        collection a backstop: :meth:`run_part`), by the clock ``SYNC_SHARE * budget`` seconds."""
         instance, budget, counted = self.instance, self.budget, self.counted
         try:
             # well under a second; capped at half the budget only for huge instances (a cap that binds
@@ -523,12 +524,10 @@ class _Run:
             if self.lines["greedy"] == "time_limit":
                 self.cut("greedy")
             self.offer("greedy", g)
-            if self.syncing and not self.over("greedy+sync"):  # SPEC 11: greedy's plan with its best sync,
-                # and the whole-replica and grouped plans with theirs
-                t1, limit = time.perf_counter(), self.part_limit(SYNC_SHARE * budget)
-                gs, score = choose_sync_scored(instance, g, time_limit=limit,
-                                               pins=self.pins, forbid=self.forbid, require=self.require)
-                self.note_cut("greedy+sync", t1, limit)
+            if self.syncing:  # SPEC 11: greedy's plan with its best sync, and the whole-replica and grouped plans
+                gs, score = self.run_part("greedy+sync", SYNC_SHARE * budget, lambda limit: choose_sync_scored(
+                    instance, g, time_limit=limit, pins=self.pins, forbid=self.forbid, require=self.require),
+                    skipped=(g, None))
                 if gs is not g:  # simulated already: kept even when the choice ran past the budget
                     self.offer("greedy+sync", gs.model_copy(update={"solver": None}), score=score)
         except (InfeasibleError, TimeLimitError, Stopped) as err:  # the engines run on: collected below
@@ -545,15 +544,13 @@ class _Run:
         typed_starts: list[tuple[float, int, Plan]] = []  # (simulated score, order, plan)
         if self.instance.heterogeneous and (self.counted or time.time() < self.engine_deadline):
             for gpu, sub in type_subfleets(self.instance):
-                if self.over(f"greedy[{gpu}]"):
-                    break
-                t1, limit = time.perf_counter(), self.part_limit(max(0.2, 0.05 * self.budget))
                 try:
-                    q = greedy(sub, time_limit=limit, seed=self.seed)
+                    q = self.run_part(f"greedy[{gpu}]", max(0.2, 0.05 * self.budget),
+                                      lambda limit: greedy(sub, time_limit=limit, seed=self.seed))
                 except (InfeasibleError, TimeLimitError, Stopped):
                     continue
-                finally:
-                    self.note_cut(f"greedy[{gpu}]", t1, limit)
+                if q is None:  # skipped: the engines' collection has come
+                    break
                 q = q.model_copy(update={"solver": None, "predicted": None})
                 val = self.offer(f"greedy[{gpu}]", q) if plan_matches(q, self.pins, self.forbid, self.require) \
                     else None
@@ -569,11 +566,10 @@ class _Run:
         ``0.01 * work`` deterministic seconds (by the clock ``0.01 * budget``); none past the
         engines' window by the clock."""
         counted = self.counted
-        if self.schedule is None and (counted or time.time() < self.engine_deadline) and not self.over("lean plans"):
-            t1, limit = time.perf_counter(), self.part_limit(max(0.2, 0.03 * self.budget))
-            lean = [q for q in lean_plans(self.instance, k=2, time_limit=limit, at_least_one=False)
+        if self.schedule is None and (counted or time.time() < self.engine_deadline):
+            lean = [q for q in self.run_part("lean plans", max(0.2, 0.03 * self.budget), lambda limit: lean_plans(
+                self.instance, k=2, time_limit=limit, at_least_one=False), skipped=[])
                     if plan_matches(q, self.pins, self.forbid, self.require)]
-            self.note_cut("lean plans", t1, limit)
             for i, p in enumerate(lean):
                 if self.over(f"lean{i}"):
                     break
@@ -593,23 +589,20 @@ class _Run:
         instance, counted, candidates = self.instance, self.counted, self.candidates
         pins, forbid, require = self.pins, self.forbid, self.require
         engine_deadline = self.engine_deadline
-        t1, limit = time.perf_counter(), self.part_limit(max(0.5, 0.05 * self.budget))
         try:
-            starts = [] if self.over("shape starts") else [
-                s for s in shape_starts(instance, k=STARTS, time_limit=limit) if plan_matches(s, pins, forbid, require)]
+            starts = [s for s in self.run_part("shape starts", max(0.5, 0.05 * self.budget), lambda limit: shape_starts(
+                instance, k=STARTS, time_limit=limit), skipped=[]) if plan_matches(s, pins, forbid, require)]
         except (InfeasibleError, TimeLimitError, Stopped):
             starts = []
-        self.note_cut("shape starts", t1, limit)
         if candidates:
             first = _incumbent(candidates)[1] if self.syncing else candidates[0][1]  # with a sync: the best so far
             starts = [first] + [s for s in starts if not _same_plan(s, first)]
         starts = starts[:STARTS]
         # and one pipeline across datacenters (greedy's ranking by T_est under 1f1b rarely keeps one)
-        if starts and (counted or time.time() < engine_deadline) and not self.over("spread start"):
-            t1, limit = time.perf_counter(), self.part_limit(math.inf)  # by the clock: the engines' window
-            spread = [s for s in spread_starts(instance, starts, deadline=t1 + (limit or math.inf))
+        if starts and (counted or time.time() < engine_deadline):  # by the clock: the engines' window
+            spread = [s for s in self.run_part("spread start", math.inf, lambda limit: spread_starts(
+                instance, starts, deadline=time.perf_counter() + (limit or math.inf)), skipped=[])
                       if plan_matches(s, pins, forbid, require)][:1]
-            self.note_cut("spread start", t1, limit)
             starts = starts[:1] + spread + starts[1:]  # second: annealed before any cut-off
         # and the best plan of one GPU type's domains alone (several types), unless it is the incumbent
         starts += [q for _, _, q in sorted(typed_starts)[:1] if not any(_same_plan(q, s) for s in starts)]
