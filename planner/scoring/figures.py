@@ -173,10 +173,11 @@ class PlanFigures:
         self.stored = np.array([sum(u.stored_bytes_per_token for u in units[s.start:s.end])
                                 for s in plan.stages])
         self.inflight = np.array(inflight_counts(plan.schedule_spec, S, self.m))
-        self.memory = (BYTES_PER_PARAM_STATE * self.P + self.inflight * tokens * self.stored) / t
         self._setup_sync(instance, plan)
-        if self.outer_state_share:  # SPEC 11: phi_o beta_o P_j / t of outer state per GPU
-            self.memory = self.memory + self.outer_state_share * self.beta_o * self.P / t
+        # bytes per stage (over its t GPUs) that do not grow with micro-batches in flight: weights,
+        # gradients and optimizer state, plus SPEC 11's phi_o beta_o P_j of outer state
+        self.fixed_bytes = (BYTES_PER_PARAM_STATE + self.outer_state_share * self.beta_o) * self.P
+        self.memory = (self.fixed_bytes + self.inflight * tokens * self.stored) / t
         # usable bytes per GPU of each stage: the smallest over the types hosting it (SPEC 5)
         limits = np.array([instance.memory_limit_of(gpu) for gpu in instance.gpu_types])
         self.memory_limit = limits[self.type_of].min(axis=0)

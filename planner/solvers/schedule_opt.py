@@ -44,7 +44,6 @@ import numpy as np
 from . import stop
 from ..problem.errors import InfeasibleError
 from ..scoring.evaluator import Evaluator, check_plan
-from ..problem.model import BYTES_PER_PARAM_STATE
 from ..problem.plan import ExplicitSchedule, Plan, SolverInfo
 from ..problem.oplists import B, F, format_op, op_lists
 
@@ -53,11 +52,12 @@ log = logging.getLogger("planner.scheduling")
 
 def memory_caps(instance, plan) -> list[int]:
     """Largest in-flight count per stage that fits GPU memory (SPEC 5), capped at m: the
-    usable memory of the smallest GPU type hosting the stage (SPEC v3 (g))."""
+    usable memory of the smallest GPU type hosting the stage (SPEC v3 (g)), less the weights,
+    optimizer state and outer state (SPEC 11) the stage keeps whatever is in flight."""
     ev = Evaluator(instance, plan)
     fig = ev.fig
     tok = plan.micro_batch_size * instance.workload.seq_len
-    room = fig.memory_limit * plan.tp - BYTES_PER_PARAM_STATE * fig.P
+    room = fig.memory_limit * plan.tp - fig.fixed_bytes  # weights, optimizer and outer state
     caps = []
     for j in range(plan.num_stages):
         per = tok * fig.stored[j]
@@ -104,7 +104,7 @@ def budget_caps(instance, plan, memory: str = "gpu") -> list[int]:
         out = []
         for j, c in enumerate(caps):
             per = tok * fig.stored[j]
-            room = peak * plan.tp - BYTES_PER_PARAM_STATE * fig.P[j]
+            room = peak * plan.tp - fig.fixed_bytes[j]
             out.append(c if per <= 0 else max(1, min(c, int(math.floor(room / per + 1e-9)))))
         return out
     return caps

@@ -200,3 +200,39 @@ def test_too_large_schedule_is_refused_quickly(tmp_path):
     res = CliRunner().invoke(main, ["schedule", "memory-bound", str(path), "--out", str(tmp_path / "r.json"),
                                     "--time-limit", "5", "-q", "--memory", "stage"])
     assert res.exit_code == 2 and "too large" in res.output  # 1f1b's own limits: nothing else to try
+
+
+def windowed(m, w):
+    """One stage's op list with ``w`` micro-batches in flight: w forwards, then B/F pairs."""
+    ops = [f"F{i}" for i in range(min(w, m))]
+    for i in range(m):
+        ops.append(f"B{i}")
+        if i + w < m:
+            ops.append(f"F{i + w}")
+    return ops
+
+
+def test_memory_caps_leave_room_for_the_outer_state():
+    # SPEC 11: a DiLoCo plan keeping its outer state on the GPU has phi_o beta_o P_j / t bytes per
+    # GPU less for activations; memory_caps is the most in flight check_plan accepts, not one more
+    # (it once forgot the outer state, and the schedule optimiser's plan failed check_plan)
+    from planner.problem.dpsync import DpSync
+
+    inst = load_instance("two-dc").with_options(dp_sync=["every_step", "diloco"])
+    g = make_plan(inst, solver="greedy")
+    base = Plan.build(g.bounds(), g.placement, tp=g.tp, micro_batch_size=g.micro_batch_size, instance=inst,
+                      schedule="gpipe")
+    p = base.model_copy(update={"dp_sync": DpSync(mode="diloco", H=10, outer_state="gpu")})
+    caps, m = memory_caps(inst, p), p.num_micro_batches
+    assert caps[0] >= caps[1] and max(caps) < m
+    assert all(c < b for c, b in zip(caps, memory_caps(inst, base)))  # the outer state takes room
+
+    def with_windows(ws):
+        q = p.model_copy(update={"schedule": ExplicitSchedule(ops=[windowed(m, w) for w in ws])})
+        return check_plan(inst, Plan.model_validate(q.model_dump(exclude={"predicted", "solver"})))
+
+    assert not with_windows(caps)
+    for j in range(len(caps)):
+        more = [c + (k == j) for k, c in enumerate(caps)]
+        bad = with_windows(more)
+        assert bad and all(f"stage {j}" in v.message and "GB per GPU" in v.message for v in bad), bad
