@@ -123,11 +123,6 @@ def conv_picture(names: list[str], res: Path, out: Path) -> None:
     picture(rows, out)
 
 
-def _and(items: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def det_table(names: list[str], res: Path) -> str:
     """The table of the ``--det-compare`` runs ``names`` (results files NAME.md and NAME.json)."""
     import json
@@ -136,13 +131,15 @@ def det_table(names: list[str], res: Path) -> str:
     for name in names:
         code = next((ln.split(";")[0].split(":", 1)[1].strip() for ln in (res / f"{name}.md").read_text().splitlines()
                      if ln.startswith("Code:")), "?")
-        cites.append(_cite(res, name, "../benchmarks/results/")[:-1] + f"; code `{code}`)")
+        first = (res / f"{name}.md").read_text().splitlines()[0].strip()  # "Command: `...`"
+        cites.append(f"- [{name}.md](../benchmarks/results/{name}.md), code `{code}`: {first.split(':', 1)[1].strip()}")
         rows.update(json.loads((res / f"{name}.json").read_text()))
     budgets = sorted({float(k.rsplit("@", 1)[1]) for k in rows})
     out = [f"Each solver alone and `auto` with the same deterministic budget of {', '.join(f'{b:g}' for b in budgets)} s "
            "(CP-SAT and HiGHS work and the annealing's simulations counted, so the figures do not depend on the "
            "machine's load), scored by the evaluator under SPEC v3: simulated iteration time (s; T_eff / e with "
-           f"`[options] dp_sync`; cost per iteration on cost instances), from {_and(cites)}.  "
+           f"`[options] dp_sync`; cost per iteration on cost instances), from the {len(names)} runs listed "
+           "below the table.  "
            "`auto` runs every part's own budget in deterministic mode, so it is never worse by construction; "
            "the seeded default shares one budget (docs/guide.md).", "",
            "| instance | B s | " + " | ".join(DET_SOLVERS) + " | auto / best part | auto vs greedy |",
@@ -159,7 +156,7 @@ def det_table(names: list[str], res: Path) -> str:
         parts = [v for s, v in vals.items() if s != "auto" and v is not None]
         ratio = f"{vals['auto'] / min(parts):.4f}" if parts and vals["auto"] is not None else "-"
         out.append(f"| {inst} | {b} | " + " | ".join(cells) + f" | {ratio} | {gain} |")
-    return "\n".join(out)
+    return "\n".join(out + ["", "The runs (results file, code, command):", "", *cites])
 
 
 def det_picture(names: list[str], res: Path, out: Path) -> None:
