@@ -168,7 +168,58 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
-    S, m, R = plan.num_stages, plan.num_micro_batches, plan.replicas
+    S, m = plan.num_stages, plan.num_micro_batches
+    caps = _caps(instance, plan, inflight_cap, time_limit if max_literals is None else None, max_literals)
+    d = _Data(instance, plan, caps)
+
+    # the model: interleaving literals, then per replica group its ops and channels; min makespan
+    M = cp_model.CpModel()
+    before = _interleaving(M, S, m, caps)
+    makespan = M.new_int_var(0, d.horizon, "makespan")
+    for gi, ((cls, key), _members) in enumerate(d.groups.items()):
+        xk, lk = key[:S - 1], key[S - 1:]
+        fq, gq = d.cfq[cls], d.cgq[cls]
+        Fs, Bs = _stage_ops(M, before, caps, m, d.horizon, gi, fq, gq)
+        _channels(M, Fs, Bs, d.horizon, gi, fq, gq, xk, lk)
+        for j in range(S):  # the makespan: each stage's last backward, then its gradient all-reduce
+            M.add(makespan >= Bs[j][m - 1] + gq[j] + d.arq[j])
+    M.minimize(makespan)
+    _hint(M, before, d.ref[0])
+
+    solver = _solver(seed, workers, time_limit, deterministic, wall_limit, log_progress)
+    with stop.stoppable(solver.stop_search):  # Ctrl-C: stop with the best schedule so far
+        status = solver.solve(M)
+    if status == cp_model.INFEASIBLE or status == cp_model.MODEL_INVALID:
+        raise InfeasibleError(f"CP-SAT found no schedule ({solver.status_name(status)})")
+    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    bound = solver.best_objective_bound * d.unit
+    if found:
+        lists, obj = _read_lists(solver, before, S, m), solver.objective_value * d.unit
+    if not found or (status != cp_model.OPTIMAL and obj > d.ref[1]):
+        # nothing better than the reference schedule within the time: return it (explicitly)
+        lists, obj = [[format_op(o) for o in ops] for ops in d.ref[0]], d.ref[1]
+        log.info("cpsat: no schedule better than %s within the time limit", d.ref[2])
+    new = plan.model_copy(update={"schedule": ExplicitSchedule(ops=lists), "predicted": None, "solver": None})
+    new = Plan.model_validate(new.model_dump())
+    violations = check_plan(instance, new)
+    if violations:
+        raise RuntimeError("schedule optimiser produced an invalid plan: " + "; ".join(v.message for v in violations))
+    status_name = "optimal" if status == cp_model.OPTIMAL else (stop.requested() or "time_limit")
+    bound = min(max(bound, inflight_bound(instance, plan, caps)), obj)
+    simulated = float(Evaluator(instance, new).iteration_times()[0])
+    info = SolverInfo(name="cpsat-schedule", status=status_name, objective=obj, bound=bound,
+                      gap=max(0.0, (obj - bound) / obj) if obj > 0 else 0.0, time_s=time.perf_counter() - t0,
+                      unit_s=d.unit, simulated_s=simulated, reference=d.ref[2], reference_s=d.ref[1], caps=caps)
+    log.info("cpsat: schedule %s, makespan %.6g s (bound %.6g), simulated %.6g s; %s %.6g s",
+             status_name, obj, bound, simulated, d.ref[2], d.ref[1])
+    return new.model_copy(update={"solver": info})
+
+
+def _caps(instance, plan, inflight_cap, time_limit: float | None, max_literals: int | None) -> list[int]:
+    """Cap_j, the in-flight limit per stage: memory's (:func:`memory_caps`) and ``inflight_cap``'s;
+    raises :class:`ScheduleTooLarge` past ``max_literals`` interleaving literals (None: from
+    ``time_limit``, see :func:`optimize_schedule`)."""
+    S, m = plan.num_stages, plan.num_micro_batches
     caps = memory_caps(instance, plan)
     if inflight_cap is not None:
         extra = [inflight_cap] * S if isinstance(inflight_cap, int) else list(inflight_cap)
@@ -181,30 +232,45 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
                                f"interleaving literals, more than the {max_literals:,} the time limit allows "
                                f"({LITERALS_PER_SECOND:,} a second, at least {MIN_LITERALS:,}); a longer time "
                                "limit or fewer micro-batches in flight go further")
-    ev = Evaluator(instance, plan)
-    fig = ev.fig
-    comm = fig.comm(ev._states(None))
-    x, l, ar = comm.x[0], comm.l[0], comm.ar[0]  # (R, S-1), (R, S-1), (S,)
-    if not np.all(np.isfinite(x)) or not np.all(np.isfinite(l)):
-        raise InfeasibleError("a link the plan uses is down: no schedule can finish")
-    # reference schedules: 1f1b (if it fits) and the all-sequential one
-    ref = _reference(instance, plan, caps)
-    unit = _unit(ref[1])
-    q = lambda v: int(round(float(v) / unit))
-    # each replica's compute is its class's (GPU types, SPEC v3 (g); one class without them)
-    cfq = [[q(v) for v in row] for row in fig.class_f]
-    cgq = [[q(v) for v in row] for row in fig.class_g]
-    arq = [q(v) for v in ar]
-    groups: dict[tuple, list[int]] = {}
-    for r in range(R):
-        key = tuple(q(v) for v in x[r]) + tuple(q(v) for v in l[r])
-        groups.setdefault((int(fig.replica_class[r]), key), []).append(r)
-    # one micro-batch at a time through every stage and channel always fits in this
-    horizon = (m * (max(sum(a) + sum(b) for a, b in zip(cfq, cgq)) + 2 * max(sum(key) for _, key in groups))
-               + max(arq, default=0) + 1)
+    return caps
 
-    M = cp_model.CpModel()
-    before = {}  # (j, i, k) -> literal or bool
+
+class _Data:
+    """The model's data, in integer time units: ``unit`` (s), per replica class ``cfq``/``cgq``
+    (forward/backward per stage), ``arq`` (all-reduce per stage), ``groups`` ((class, transfer
+    and latency figures) -> replicas: one set of intervals each), ``horizon``, and ``ref``, the
+    best named schedule (:func:`_reference`), which sets the unit and hints the search."""
+
+    def __init__(self, instance, plan, caps):
+        ev = Evaluator(instance, plan)
+        fig = ev.fig
+        comm = fig.comm(ev._states(None))
+        x, l, ar = comm.x[0], comm.l[0], comm.ar[0]  # (R, S-1), (R, S-1), (S,)
+        if not np.all(np.isfinite(x)) or not np.all(np.isfinite(l)):
+            raise InfeasibleError("a link the plan uses is down: no schedule can finish")
+        # reference schedules: 1f1b (if it fits) and the all-sequential one
+        self.ref = _reference(instance, plan, caps)
+        self.unit = unit = _unit(self.ref[1])
+        q = lambda v: int(round(float(v) / unit))
+        # each replica's compute is its class's (GPU types, SPEC v3 (g); one class without them)
+        self.cfq = [[q(v) for v in row] for row in fig.class_f]
+        self.cgq = [[q(v) for v in row] for row in fig.class_g]
+        self.arq = [q(v) for v in ar]
+        self.groups: dict[tuple, list[int]] = {}
+        for r in range(plan.replicas):
+            key = tuple(q(v) for v in x[r]) + tuple(q(v) for v in l[r])
+            self.groups.setdefault((int(fig.replica_class[r]), key), []).append(r)
+        # one micro-batch at a time through every stage and channel always fits in this
+        self.horizon = (plan.num_micro_batches * (max(sum(a) + sum(b) for a, b in zip(self.cfq, self.cgq))
+                                                  + 2 * max(sum(key) for _, key in self.groups))
+                        + max(self.arq, default=0) + 1)
+
+
+def _interleaving(M, S: int, m: int, caps: list[int]) -> dict:
+    """before[j, i, k]: "F(i) precedes B(k) on stage j", a literal, or fixed: True for k >= i,
+    False for k <= i - cap_j (at most cap_j in flight); monotone: F(i) before B(k) implies
+    F(i-1) before B(k) and F(i) before B(k+1)."""
+    before = {}
     for j in range(S):
         for i in range(m):
             for k in range(m):
@@ -214,7 +280,7 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
                     before[j, i, k] = False
                 else:
                     before[j, i, k] = M.new_bool_var(f"before_{j}_{i}_{k}")
-    for j in range(S):  # monotone: F(i) before B(k) implies F(i-1) before B(k) and F(i) before B(k+1)
+    for j in range(S):
         for i in range(m):
             for k in range(m):
                 lit = before[j, i, k]
@@ -223,60 +289,77 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
                 for a, b in ((i - 1, k), (i, k + 1)):
                     if 0 <= a < m and b < m and not isinstance(before[j, a, b], bool):
                         M.add_implication(lit, before[j, a, b])
-    makespan = M.new_int_var(0, horizon, "makespan")
-    for gi, ((cls, key), members) in enumerate(groups.items()):
-        xk, lk = key[:S - 1], key[S - 1:]
-        fq, gq = cfq[cls], cgq[cls]
-        Fs = [[M.new_int_var(0, horizon, f"F{gi}_{j}_{i}") for i in range(m)] for j in range(S)]
-        Bs = [[M.new_int_var(0, horizon, f"B{gi}_{j}_{i}") for i in range(m)] for j in range(S)]
-        for j in range(S):
-            ivs = []
-            for i in range(m):
-                ivs.append(M.new_fixed_size_interval_var(Fs[j][i], fq[j], f"iF{gi}_{j}_{i}"))
-                ivs.append(M.new_fixed_size_interval_var(Bs[j][i], gq[j], f"iB{gi}_{j}_{i}"))
-                if i + 1 < m:
-                    M.add(Fs[j][i] + fq[j] <= Fs[j][i + 1])
-                    M.add(Bs[j][i] + gq[j] <= Bs[j][i + 1])
-            M.add_no_overlap(ivs)  # redundant with the literals, helps propagation
-            for i in range(m):
-                for k in range(m):
-                    lit = before[j, i, k]
-                    if lit is True:  # F(i) before B(i); the chains order the rest
-                        if k == i:
-                            M.add(Fs[j][i] + fq[j] <= Bs[j][k])
-                    elif lit is False:  # the in-flight cap: F(i) after B(i - cap)
-                        if k == i - caps[j]:
-                            M.add(Bs[j][k] + gq[j] <= Fs[j][i])
-                    else:
-                        M.add(Fs[j][i] + fq[j] <= Bs[j][k]).only_enforce_if(lit)
-                        M.add(Bs[j][k] + gq[j] <= Fs[j][i]).only_enforce_if(~lit)
-        for k in range(S - 1):  # channels of boundary k
-            prev_f = prev_b = None
-            for i in range(m):
-                sf = M.new_int_var(0, horizon, f"sf{gi}_{k}_{i}")  # send start, forward
-                M.add(sf >= Fs[k][i] + fq[k])
-                if prev_f is not None:
-                    M.add(sf >= prev_f + xk[k])
-                M.add(Fs[k + 1][i] >= sf + xk[k] + lk[k])
-                prev_f = sf
-                sb = M.new_int_var(0, horizon, f"sb{gi}_{k}_{i}")  # send start, backward
-                M.add(sb >= Bs[k + 1][i] + gq[k + 1])
-                if prev_b is not None:
-                    M.add(sb >= prev_b + xk[k])
-                M.add(Bs[k][i] >= sb + xk[k] + lk[k])
-                prev_b = sb
-        for j in range(S):
-            M.add(makespan >= Bs[j][m - 1] + gq[j] + arq[j])
-    M.minimize(makespan)
-    # hint: the best reference schedule's order
-    ref_lists = ref[0]
+    return before
+
+
+def _stage_ops(M, before: dict, caps: list[int], m: int, horizon: int, gi: int, fq, gq):
+    """Group ``gi``'s forward and backward start times (Fs, Bs)[j][i]: one op at a time per stage,
+    micro-batches in order, and the interleaving ``before`` decides (F(i) before B(i) always; F(i)
+    after B(i - cap_j) at the in-flight cap)."""
+    S = len(fq)
+    Fs = [[M.new_int_var(0, horizon, f"F{gi}_{j}_{i}") for i in range(m)] for j in range(S)]
+    Bs = [[M.new_int_var(0, horizon, f"B{gi}_{j}_{i}") for i in range(m)] for j in range(S)]
     for j in range(S):
-        pos = {op: p for p, op in enumerate(ref_lists[j])}
+        ivs = []
+        for i in range(m):
+            ivs.append(M.new_fixed_size_interval_var(Fs[j][i], fq[j], f"iF{gi}_{j}_{i}"))
+            ivs.append(M.new_fixed_size_interval_var(Bs[j][i], gq[j], f"iB{gi}_{j}_{i}"))
+            if i + 1 < m:
+                M.add(Fs[j][i] + fq[j] <= Fs[j][i + 1])
+                M.add(Bs[j][i] + gq[j] <= Bs[j][i + 1])
+        M.add_no_overlap(ivs)  # redundant with the literals, helps propagation
+        for i in range(m):
+            for k in range(m):
+                lit = before[j, i, k]
+                if lit is True:  # F(i) before B(i); the chains order the rest
+                    if k == i:
+                        M.add(Fs[j][i] + fq[j] <= Bs[j][k])
+                elif lit is False:  # the in-flight cap: F(i) after B(i - cap)
+                    if k == i - caps[j]:
+                        M.add(Bs[j][k] + gq[j] <= Fs[j][i])
+                else:
+                    M.add(Fs[j][i] + fq[j] <= Bs[j][k]).only_enforce_if(lit)
+                    M.add(Bs[j][k] + gq[j] <= Fs[j][i]).only_enforce_if(~lit)
+    return Fs, Bs
+
+
+def _channels(M, Fs, Bs, horizon: int, gi: int, fq, gq, xk, lk) -> None:
+    """Group ``gi``'s channels of each boundary k: sends in micro-batch order, each taking x_k,
+    and F(i) on stage k+1 (B(i) on stage k) after its send ends plus the latency l_k."""
+    S, m = len(Fs), len(Fs[0])
+    for k in range(S - 1):
+        prev_f = prev_b = None
+        for i in range(m):
+            sf = M.new_int_var(0, horizon, f"sf{gi}_{k}_{i}")  # send start, forward
+            M.add(sf >= Fs[k][i] + fq[k])
+            if prev_f is not None:
+                M.add(sf >= prev_f + xk[k])
+            M.add(Fs[k + 1][i] >= sf + xk[k] + lk[k])
+            prev_f = sf
+            sb = M.new_int_var(0, horizon, f"sb{gi}_{k}_{i}")  # send start, backward
+            M.add(sb >= Bs[k + 1][i] + gq[k + 1])
+            if prev_b is not None:
+                M.add(sb >= prev_b + xk[k])
+            M.add(Bs[k][i] >= sb + xk[k] + lk[k])
+            prev_b = sb
+
+
+def _hint(M, before: dict, ref_lists) -> None:
+    """Hint every interleaving literal with the reference schedule's order."""
+    for j, ops in enumerate(ref_lists):
+        pos = {op: p for p, op in enumerate(ops)}
+        m = len(ops) // 2
         for i in range(m):
             for k in range(m):
                 lit = before[j, i, k]
                 if not isinstance(lit, bool):
                     M.add_hint(lit, pos[(F, i)] < pos[(B, k)])
+
+
+def _solver(seed: int, workers: int, time_limit: float, deterministic: bool, wall_limit: float | None,
+            log_progress: bool):
+    """A CP-SAT solver with the seed, workers, memory cap and time limit (deterministic or wall)."""
+    from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -293,43 +376,23 @@ def optimize_schedule(instance, plan, time_limit: float = 60.0, seed: int = 0, w
     p.log_search_progress = bool(log_progress)
     if log_progress:
         solver.log_callback = lambda line: log.info("cpsat: %s", line)
-    with stop.stoppable(solver.stop_search):  # Ctrl-C: stop with the best schedule so far
-        status = solver.solve(M)
-    if status == cp_model.INFEASIBLE or status == cp_model.MODEL_INVALID:
-        raise InfeasibleError(f"CP-SAT found no schedule ({solver.status_name(status)})")
-    found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-    bound = solver.best_objective_bound * unit
-    if found:
-        lists = []
-        for j in range(S):
-            ops, i, k = [], 0, 0
-            while i < m or k < m:
-                if i < m and (k >= m or _val(solver, before[j, i, k])):
-                    ops.append(format_op((F, i)))
-                    i += 1
-                else:
-                    ops.append(format_op((B, k)))
-                    k += 1
-            lists.append(ops)
-        obj = solver.objective_value * unit
-    if not found or (status != cp_model.OPTIMAL and obj > ref[1]):
-        # nothing better than the reference schedule within the time: return it (explicitly)
-        lists, obj = [[format_op(o) for o in ops] for ops in ref[0]], ref[1]
-        log.info("cpsat: no schedule better than %s within the time limit", ref[2])
-    new = plan.model_copy(update={"schedule": ExplicitSchedule(ops=lists), "predicted": None, "solver": None})
-    new = Plan.model_validate(new.model_dump())
-    violations = check_plan(instance, new)
-    if violations:
-        raise RuntimeError("schedule optimiser produced an invalid plan: " + "; ".join(v.message for v in violations))
-    status_name = "optimal" if status == cp_model.OPTIMAL else (stop.requested() or "time_limit")
-    bound = min(max(bound, inflight_bound(instance, plan, caps)), obj)
-    simulated = float(Evaluator(instance, new).iteration_times()[0])
-    info = SolverInfo(name="cpsat-schedule", status=status_name, objective=obj, bound=bound,
-                      gap=max(0.0, (obj - bound) / obj) if obj > 0 else 0.0, time_s=time.perf_counter() - t0,
-                      unit_s=unit, simulated_s=simulated, reference=ref[2], reference_s=ref[1], caps=caps)
-    log.info("cpsat: schedule %s, makespan %.6g s (bound %.6g), simulated %.6g s; %s %.6g s",
-             status_name, obj, bound, simulated, ref[2], ref[1])
-    return new.model_copy(update={"solver": info})
+    return solver
+
+
+def _read_lists(solver, before: dict, S: int, m: int) -> list[list[str]]:
+    """Each stage's op list from the solution's interleaving literals."""
+    lists = []
+    for j in range(S):
+        ops, i, k = [], 0, 0
+        while i < m or k < m:
+            if i < m and (k >= m or _val(solver, before[j, i, k])):
+                ops.append(format_op((F, i)))
+                i += 1
+            else:
+                ops.append(format_op((B, k)))
+                k += 1
+        lists.append(ops)
+    return lists
 
 
 def _val(solver, lit) -> bool:
