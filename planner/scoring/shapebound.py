@@ -589,41 +589,345 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
 
     >>> shape_bound(inst, ring_bits=4).value                 # doctest: +SKIP
     """
-    wl = instance.workload
-    gpu = instance.gpu
-    units = instance.units
-    n = len(units)
-    gbs, s = wl.global_batch_size, wl.seq_len
-    beta = 3.0 if wl.recompute else 2.0
-    o = (gpu.unit_overhead_ms or 0.0) * MS
-    rate = gpu.flops_per_s
-    limit = instance.memory_limit_bytes
-    net = network_figures(instance)
-    caps = domain_caps(instance)
-    F = np.array([u.fwd_flops_per_token for u in units], float)
-    P = np.array([u.params for u in units], float)
-    stored = np.array([u.stored_bytes_per_token for u in units], float)
-    tpb = np.array([u.tp_bytes_per_token for u in units], float)
-    nflop = (F > 0).astype(float)
-    out_cut = np.array([u.out_bytes_per_token for u in units[:-1]], float)  # boundary after unit k
-    pre = lambda v: np.concatenate([[0.0], np.cumsum(v)])  # noqa: E731
-    Ppre, Spre = pre(P), pre(stored)
-    Pint = Ppre[None, :] - Ppre[:, None]  # [a, e): parameters of units a..e-1
-    Sint = Spre[None, :] - Spre[:, None]
-    valid = np.triu(np.ones((n + 1, n + 1), bool), k=1)
-    cut_figs = network_cuts(instance) if cuts else None
+    fig = _Figures(instance, ring_bits, objective, slow, joint, little, cuts, per_step)
+    best_value, best_shape, counted, skipped = np.inf, None, 0, 0
+    values: dict = {}  # shape -> its bound, for the shapes bounded in full
+    for cand in _candidates(fig):  # the most promising first, by their cheap compute bound
+        if prune and objective == "time" and cand.cheap >= best_value:
+            skipped += 1
+            continue
+        shape = _Shape.of(fig, cand)
+        if shape is None:  # no memory-feasible partition, or not a shape of the class
+            continue
+        counted += 1
+        for S in range(1, cand.S_max + 1):
+            value = shape.value(S, best_value)
+            if value is None:
+                continue
+            values[(cand.t, cand.b, cand.R, S)] = value
+            if value < best_value:
+                best_value, best_shape = value, (cand.t, cand.b, cand.R, S)
+    return ShapeBound(best_value, best_shape, counted, skipped, values)
 
-    def _cut_value(S, V0, sx, sy, A, cut_ring, v, ring, R, t, slot_prices, K2, phi, p_cap, top: int = 2):
+
+class _Figures:
+    """The instance's figures every shape reads (the optimistic one-type instance): units'
+    FLOPs ``F``, parameters ``P``, stored and TP bytes per token; prefix sums and interval
+    sums ``Pint``/``Sint`` ([a, e): units a..e-1); the network (:func:`network_figures`,
+    :func:`domain_caps`, :func:`network_cuts`); and :func:`shape_bound`'s options."""
+
+    def __init__(self, instance, ring_bits, objective, slow, joint, little, cuts, per_step):
+        self.instance, self.ring_bits, self.objective, self.slow = instance, ring_bits, objective, slow
+        self.joint, self.little, self.per_step = joint, little, per_step
+        wl = self.wl = instance.workload
+        self.gpu = instance.gpu
+        units = instance.units
+        self.n = len(units)
+        self.gbs, self.s = wl.global_batch_size, wl.seq_len
+        self.beta = 3.0 if wl.recompute else 2.0
+        self.o = (self.gpu.unit_overhead_ms or 0.0) * MS
+        self.rate = self.gpu.flops_per_s
+        self.limit = instance.memory_limit_bytes
+        self.net = network_figures(instance)
+        self.caps = domain_caps(instance)
+        self.F = np.array([u.fwd_flops_per_token for u in units], float)
+        self.P = np.array([u.params for u in units], float)
+        stored = np.array([u.stored_bytes_per_token for u in units], float)
+        self.tpb = np.array([u.tp_bytes_per_token for u in units], float)
+        self.nflop = (self.F > 0).astype(float)
+        self.out_cut = np.array([u.out_bytes_per_token for u in units[:-1]], float)  # boundary after unit k
+        self.Ppre, Spre = _pre(self.P), _pre(stored)
+        self.Pint = self.Ppre[None, :] - self.Ppre[:, None]  # [a, e): parameters of units a..e-1
+        self.Sint = Spre[None, :] - Spre[:, None]
+        self.valid = np.triu(np.ones((self.n + 1, self.n + 1), bool), k=1)
+        self.cut_figs = network_cuts(instance) if cuts else None
+        self.P_small = _pre(np.sort(self.P))  # the sum of the k smallest units' parameters
+
+
+def _pre(v):
+    """Prefix sums with a leading 0."""
+    return np.concatenate([[0.0], np.cumsum(v)])
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """(t, b, R) with its cheap compute bound ``cheap`` = m sum c / S_max, the slots of t GPUs
+    per domain, per-unit forward ``f`` and ``c`` = f + g at micro-batch b (seconds), the
+    slots' prices in increasing order, and ``c_slow``/``fast_slots`` with GPU types."""
+
+    cheap: float
+    t: int
+    b: int
+    R: int
+    m: int
+    S_max: int
+    slots: list
+    f: np.ndarray
+    c: np.ndarray
+    tokens: int
+    slot_prices: np.ndarray
+    c_slow: np.ndarray | None
+    fast_slots: int | None
+    slots_all: list
+
+
+def _candidates(fig: _Figures) -> list[_Candidate]:
+    """Every (t, b, R) whose GPUs fit the instance, by increasing cheap compute bound."""
+    instance, wl, gpu, slow = fig.instance, fig.wl, fig.gpu, fig.slow
+    F, tpb, nflop, beta, o, rate, s = fig.F, fig.tpb, fig.nflop, fig.beta, fig.o, fig.rate, fig.s
+    todo = []
+    for t in sorted(set(wl.tensor_parallel)):
+        doms = [d for d in instance.domains if d.gpus_per_node >= t and d.gpus >= t]
+        if not doms:
+            continue
+        slots_total = sum(d.gpus // t for d in doms)
+        slots = [d.gpus // t for d in doms]
+        fast_slots = (sum(d.gpus // t for d, quick in zip(instance.domains, slow.fast)
+                          if quick and d.gpus_per_node >= t) if slow is not None else None)
+        slots_all = [d.gpus // t if d.gpus_per_node >= t else 0 for d in instance.domains]
+        slot_prices = np.sort(np.concatenate([np.full(d.gpus // t, d.price_per_gpu_hour) for d in doms]))
+        for b in sorted(set(wl.micro_batch_sizes)):
+            if fig.gbs % b:
+                continue
+            tokens = b * s
+            y = np.asarray(gpu.tp_allreduce_s(tpb * tokens, t), float)
+            f = F * tokens / (t * rate) + y + nflop * o
+            g = beta * F * tokens / (t * rate) + y + beta * nflop * o
+            c = f + g
+            c_slow = None
+            if slow is not None:
+                srate = slow.gpu.flops_per_s
+                sy = np.asarray(slow.gpu.tp_allreduce_s(tpb * tokens, t), float)
+                so = slow.gpu.unit_overhead_ms * MS
+                c_slow = (1 + beta) * F * tokens / (t * srate) + 2 * sy + (1 + beta) * nflop * so
+            for R in divisors(fig.gbs // b):
+                if R > slots_total:
+                    break
+                m = fig.gbs // (R * b)
+                S_max = min(instance.max_stages, fig.n, slots_total // R)
+                if S_max < 1:
+                    continue
+                cheap = m * c.sum() / S_max
+                todo.append(_Candidate(cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow,
+                                       fast_slots, slots_all))
+    todo.sort(key=lambda row: row.cheap)
+    return todo
+
+
+class _Shape:
+    """One (t, b, R)'s programmes over S (module docstring): (1) with (3) (``base``), the
+    crossing ring of (a) (``ring``), runs of whole stages (``v_run``), GPU types (``v_slow``),
+    and the network cuts and joint WAN terms per S (:meth:`value`)."""
+
+    @classmethod
+    def of(cls, fig: _Figures, cand: _Candidate):
+        """The shape's programmes, or None when no partition fits memory or the class
+        (``per_step``) has no plan of the shape."""
+        t, m, tokens, n = cand.t, cand.m, cand.tokens, fig.n
+        Pint, Sint, valid, limit = fig.Pint, fig.Sint, fig.valid, fig.limit
+        Cpre, Fpre = _pre(cand.c), _pre(cand.f)
+        Cint = Cpre[None, :] - Cpre[:, None]
+        fits = valid & ((STATE_BYTES * Pint + tokens * Sint) / t <= limit)
+        if not fits[:, n].any():
+            return None
+        base = np.where(fits, Cpre[:, None] + m * Cint, np.inf)
+        if fig.little:
+            base = np.maximum(base, _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m))
+        every = None  # the sync every stage pays (planner.scoring.syncbound), in a class of plans
+        per_step = fig.per_step
+        if per_step is not None:
+            if not per_step.admits(cand.R, cand.slots_all):
+                return None  # no plan of this class has the shape
+            if cand.R > 1:
+                floor_sync = per_step.stage_floor(fig.instance, cand.R, t, Pint, cand.slots_all, fig.net.cap,
+                                                  fig.net.lat_min)
+                every = np.where(fits, Fpre[:, None] + m * Cint + floor_sync, np.inf)
+        return cls(fig, cand, Cpre, Fpre, Cint, fits, base, every)
+
+    def __init__(self, fig, cand, Cpre, Fpre, Cint, fits, base, every):
+        self.fig, self.cand = fig, cand
+        self.Cpre, self.Fpre, self.Cint, self.fits, self.base, self.every = Cpre, Fpre, Cint, fits, base, every
+        wl, net, out_cut, n, ring_bits = fig.wl, fig.net, fig.out_cut, fig.n, fig.ring_bits
+        R, S_max, slots, m, tokens, c = cand.R, cand.S_max, cand.slots, cand.m, cand.tokens, cand.c
+        Pint = fig.Pint
+        self.slots_one = slots_one = max(slots)
+        self.x_min = x_min = float(out_cut.min()) * tokens / net.bw_any if n > 1 else 0.0
+        forced = R * S_max > slots_one  # some S of this (t, b, R) cannot sit in one domain
+        self.unsplit = unsplit = sum(k // R for k in slots)  # stages whose R replicas can share a domain
+        # a stage's replicas span at least K domains: the fewest whose slots hold R
+        K = (int(np.searchsorted(np.cumsum(sorted(slots, reverse=True)), R) + 1) if fig.joint
+             else -(-R // slots_one))
+        self.K2 = K2 = max(K, 2)
+        # a ring over K2 domains
+        self.phi_min = phi_min = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2
+        ring = None
+        if forced and R > 1 and ring_bits is not None and net.cap > 0:
+            lat = 2 * (K2 - 1) * net.lat_min
+            sync = np.where(Pint > 0, phi_min * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
+            if fig.per_step is not None:  # with the intra part of its largest domain (syncbound)
+                sync = np.maximum(sync, fig.per_step.stage_floor(fig.instance, R, cand.t, Pint, cand.slots_all,
+                                                                 net.cap, net.lat_min, crossing=True))
+            ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
+        self.ring = ring
+        self.v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit), every=every)
+        # runs of whole stages (syncbound.run_dp): at most this many in a row share a domain
+        self.L_run = L_run = slots_one // R
+        self.v_run = (run_dp(base, ring, S_max, x_min, L_run, every) if fig.per_step is not None
+                      and ring is not None and L_run < S_max else None)
+        self.p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
+        self.cut_side = self.cut_A = None
+        self.cut_rings: dict = {}  # (S, c_min, a cut's figures) -> the programme with that crossing term
+        cut_figs = fig.cut_figs
+        if cut_figs is not None and len(cut_figs.total):
+            sx = cut_figs.in_x @ np.asarray(cand.slots_all)
+            self.cut_side = (sx, sum(cand.slots_all) - sx)
+            a_min_cut = float(out_cut.min()) * tokens if n > 1 else 0.0
+            self.cut_A = boundary_cut_term(float(c.sum()), m, R, a_min_cut, cut_figs.total, cut_figs.latency)
+        self.v_slow = None
+        if cand.c_slow is not None and R * S_max > cand.fast_slots:
+            # a replica with k stages on a slower type: those stages' (1) at its figures
+            Sfit = fig.valid & ((STATE_BYTES * Pint + tokens * fig.Sint) / cand.t <= fig.slow.memory_limit)
+            Cs = _pre(cand.c_slow)
+            slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
+            self.v_slow = _pipeline_dp(base, slow_base, S_max, x_min,
+                                       max(1, -(-(R * S_max - cand.fast_slots) // R)), ring_steps=2, every=every)
+        self.row_bytes = m * float(out_cut.min()) * tokens if n > 1 else 0.0
+        self.floor = m * float(c.min()) + 2 * (K2 - 1) * net.lat_min
+        self.fill = float(c.sum()) + 2 * net.lat_min
+
+    def _price(self, S: int) -> float:
+        """Dollars per second of T: the cheapest R S slots' price (cost instances)."""
+        cand = self.cand
+        return cand.t * float(cand.slot_prices[:cand.R * S].sum()) / 3600.0
+
+    def _priced(self, T: float, S: int) -> float:
+        """The price of T seconds on the cheapest R S slots (cost instances)."""
+        cand = self.cand
+        return T * cand.t * float(cand.slot_prices[:cand.R * S].sum()) / 3600.0
+
+    def value(self, S: int, best_value: float) -> float | None:
+        """The bound on every plan of the shape with S stages (on T, or the cost), None when no
+        partition into S stages fits; terms that cannot bring it below ``best_value`` skipped."""
+        fig, cand = self.fig, self.cand
+        R, m, tokens, c = cand.R, cand.m, cand.tokens, cand.c
+        P, out_cut, net, ring_bits, objective = fig.P, fig.out_cut, fig.net, fig.ring_bits, fig.objective
+        v, ring, unsplit, L_run, v_run = self.v, self.ring, self.unsplit, self.L_run, self.v_run
+        V0 = float(v[0, S - 1])
+        if not np.isfinite(V0):
+            return None
+        if R * S <= self.slots_one:
+            value, wan = V0, 0.0
+        else:
+            need = S - unsplit  # stages that must cross: (a) certainly holds when >= 1
+            alts = []
+            if R > 1:
+                if ring is None:
+                    alts.append((V0, 0.0))  # the per-step sync may stay in one domain
+                else:
+                    alts.append((float(v[min(max(need, 1), len(v) - 1):, S - 1].min()),
+                                 2.0 * max(need, 1) * float(P.min()) * ring_bits / 8.0))
+            if S > 1 and (need < 1 or ring is None):
+                if net.cap > 0:
+                    a_min = float(out_cut.min()) * tokens
+                    tb = float(c.sum()) + (m + 1) * R * a_min / net.cap + 2 * net.lat_min
+                    alts.append((max(V0, tb), 2.0 * fig.gbs * fig.s * float(out_cut.min())))
+                else:
+                    alts.append((V0, 0.0))
+            if v_run is not None and S > 1 and ring is not None and S > L_run:
+                # no two adjacent whole stages in different domains: runs of at most L_run,
+                # else (b) at such a boundary (syncbound.run_dp)
+                lower = float(v[min(need, len(v) - 1):, S - 1].min()) if need >= 1 else V0
+                tb = (float(c.sum()) + (m + 1) * R * float(out_cut.min()) * tokens / net.cap
+                      + 2 * net.lat_min)
+                alts = [(max(alts[0][0], float(v_run[S - 1])), alts[0][1]),
+                        (max(lower, tb), 2.0 * fig.gbs * fig.s * float(out_cut.min()))]
+            if not alts:
+                return None
+            value, wan = min(alts)
+            if objective == "cost":
+                value = min(self._priced(a, S) + w * fig.instance.options.wan_price_per_gb / 1e9 for a, w in alts)
+        if objective == "cost" and R * S <= self.slots_one:
+            value = self._priced(value, S)
+        if fig.joint and R * S > self.slots_one and ring_bits is not None and value < best_value:
+            # the WAN every used domain must send, its stages' syncs seen together
+            if objective == "cost":
+                value = max(value, self._priced(spread, S) if (spread := self._joint(S, 0.0)) < np.inf else np.inf)
+            else:
+                value = max(value, self._joint(S, value))
+        cut_side = self.cut_side
+        if (cut_side is not None and value < best_value
+                and ((R * S > cut_side[0]) & (R * S > cut_side[1])).any()):
+            value = max(value, self._cut_value(S, V0))
+        per_step = fig.per_step
+        if per_step is not None and per_step.groups is not None and S > 1 and fig.n > 1 and value < best_value:
+            # stage 0 in few domains: the replicas not whole there send activations out
+            conf = stage0_cut_term(fig.cut_figs, cand.slots_all, R, S, m, float(c.sum()),
+                                   float(out_cut.min()) * tokens, per_step.groups, per_step.groups_lo)
+            if objective == "cost":
+                conf *= self._price(S)
+            value = max(value, conf)
+        v_slow = self.v_slow
+        if v_slow is not None and R * S > cand.fast_slots:
+            k = -(-(R * S - cand.fast_slots) // R)
+            typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())
+            if objective == "cost":
+                typed *= self._price(S)
+            value = max(value, typed)
+        return value
+
+    def _joint(self, S: int, current: float) -> float:
+        """A bound on T of every plan of the shape with S stages, or 0 when it cannot
+        exceed ``current``: the smaller of the whole-replicas case and the
+        split-replica case (:func:`whole_replicas_bound`, :func:`spread_bound`,
+        :func:`row_term`)."""
+        fig, cand = self.fig, self.cand
+        R, m, net, Ppre, ring_bits = cand.R, cand.m, fig.net, fig.Ppre, fig.ring_bits
+        heavy = np.where(self.fits & (fig.Pint * S >= float(Ppre[-1]) * (1 - 1e-12)), self.Cint, np.inf).min()
+        payload = float(Ppre[-1]) * ring_bits / 8.0
+        phi = (lambda D: 2.0) if fig.wl.gradient_sync == "reduce_broadcast" else (lambda D: 2.0 * (D - 1) / D)
+        whole = (whole_replicas_bound(R, S, cand.slots_all, fig.caps, lambda D: phi(D) * payload, m * float(heavy),
+                                      net.lat_min) if R > 1 and np.isfinite(heavy) else np.inf)
+        if whole <= current:
+            return 0.0
+        if S == 1:  # every replica is whole
+            return whole
+        one = self.fill + self.row_bytes / net.cap if net.cap > 0 else 0.0  # one channel over the WAN
+        q = np.arange(S + 1)
+        params = _least_params(fig.P_small, float(Ppre[-1]), self.p_cap, q, S)
+        cols = self.phi_min * params * ring_bits / 8.0 if R > 1 else None
+        spread = spread_bound(R, S, cand.slots_all, fig.caps, self.row_bytes, cols, self.floor, self.fill,
+                              above=max(current, one))
+        return min(whole, max(spread, one))
+
+    def _cut_ring(self, S: int, c_min: int, widest: float, latency: float, total: float) -> float:
+        """Case (B) of the module docstring's network cuts at one cut, S stages, at least ``c_min`` crossing:
+        the programme whose designated stage pays max(its own sync over ``widest``, the
+        ``c_min`` smallest crossing volumes over ``total``) and 2 (K - 1) ``latency``."""
+        key = (S, c_min, float(widest), float(latency), float(total))
+        if key not in self.cut_rings:
+            fig, Pint, phi, ring_bits = self.fig, self.fig.Pint, self.phi_min, self.fig.ring_bits
+            shared = float(_least_params(fig.P_small, float(fig.Ppre[-1]), self.p_cap, c_min, S))
+            own = np.maximum(phi * Pint * ring_bits / 8.0 / widest, phi * shared * ring_bits / 8.0 / total)
+            sync = np.where(Pint > 0, own + 2 * (self.K2 - 1) * latency, 0.0)
+            ring_c = np.where(self.fits, self.Fpre[:, None] + self.cand.m * self.Cint + sync, np.inf)
+            self.cut_rings[key] = float(_pipeline_dp(self.base, ring_c, S, self.x_min, 1,
+                                                     every=self.every)[1:, S - 1].min())
+        return self.cut_rings[key]
+
+    def _cut_value(self, S: int, V0: float, top: int = 2) -> float:
         """The largest over the cuts both of whose sides are too small for the R S cells
         of the module docstring's network-cut bound on the shape with S stages (on T, or on the cost for
-        ``objective="cost"``); ``V0`` the programme without crossing, ``v``/``ring`` the
-        generic one, ``sx``/``sy`` the slots of each cut's sides; the ``top`` cuts with
-        the largest (A) get their own (B) programme."""
+        ``objective="cost"``); ``V0`` the programme without crossing; the ``top`` cuts with
+        the largest (A) get their own (B) programme, the others the generic crossing one."""
+        fig, cand = self.fig, self.cand
+        R, ring_bits, cut_figs, P, out_cut = cand.R, fig.ring_bits, fig.cut_figs, fig.P, fig.out_cut
+        v, ring, K2, phi = self.v, self.ring, self.K2, self.phi_min
+        sx, sy = self.cut_side
         forced = (R * S > sx) & (R * S > sy)
         sx, sy = sx[forced], sy[forced]
         # (A) needs whole stages on both sides: R cells each, S columns in all
         a_ok = (S > 1) & (sx >= R) & (sy >= R) & (sx // R + sy // R >= S)
-        a_T = np.where(a_ok, np.maximum(V0, A[forced]), np.inf)
+        a_T = np.where(a_ok, np.maximum(V0, self.cut_A[forced]), np.inf)
         if R == 1:  # a stage with one replica cannot sit on both sides: (A) holds
             b_T = np.full_like(a_T, np.inf)
         elif ring_bits is None:  # the per-step sync may stay on one side: (B) forces nothing
@@ -638,224 +942,17 @@ def shape_bound(instance, ring_bits: int | None = 16, objective: str = "time",
             b_T = np.where(c_min > 0, b_gen, np.inf)
             widest, latency, total = (cut_figs.widest[forced], cut_figs.latency[forced], cut_figs.total[forced])
             # which cuts get a programme: by the larger of what (B) could add at most
-            shared = _least_params(P_small, float(Ppre[-1]), p_cap, c_min, S)
+            shared = _least_params(fig.P_small, float(fig.Ppre[-1]), self.p_cap, c_min, S)
             reach = b_gen + phi * shared * ring_bits / 8.0 / total + 2 * (K2 - 1) * latency
             for i in np.argsort(-np.where(c_min > 0, np.minimum(a_T, reach), -np.inf), kind="stable")[:top]:
                 if c_min[i] > 0:
-                    b_T[i] = max(b_T[i], cut_ring(S, int(c_min[i]), widest[i], latency[i], total[i]))
-        if objective == "cost":
-            price = t * float(slot_prices[:R * S].sum()) / 3600.0
-            wan = instance.options.wan_price_per_gb / 1e9
-            a_wan = 2.0 * gbs * s * float(out_cut.min()) * wan if n > 1 else 0.0
+                    b_T[i] = max(b_T[i], self._cut_ring(S, int(c_min[i]), widest[i], latency[i], total[i]))
+        if fig.objective == "cost":
+            price = self._price(S)
+            wan = fig.instance.options.wan_price_per_gb / 1e9
+            a_wan = 2.0 * fig.gbs * fig.s * float(out_cut.min()) * wan if fig.n > 1 else 0.0
             b_wan = 2.0 * float(P.min()) * ring_bits / 8.0 * wan if ring_bits is not None and R > 1 else 0.0
             values = np.minimum(a_T * price + a_wan, b_T * price + b_wan)
         else:
             values = np.minimum(a_T, b_T)
         return float(values.max()) if values.size else 0.0
-
-    # the shapes' cheap compute bound first, to visit the most promising first
-    todo = []
-    for t in sorted(set(wl.tensor_parallel)):
-        doms = [d for d in instance.domains if d.gpus_per_node >= t and d.gpus >= t]
-        if not doms:
-            continue
-        slots_total = sum(d.gpus // t for d in doms)
-        slots = [d.gpus // t for d in doms]
-        fast_slots = (sum(d.gpus // t for d, quick in zip(instance.domains, slow.fast)
-                          if quick and d.gpus_per_node >= t) if slow is not None else None)
-        slots_all = [d.gpus // t if d.gpus_per_node >= t else 0 for d in instance.domains]
-        slot_prices = np.sort(np.concatenate([np.full(d.gpus // t, d.price_per_gpu_hour) for d in doms]))
-        for b in sorted(set(wl.micro_batch_sizes)):
-            if gbs % b:
-                continue
-            tokens = b * s
-            y = np.asarray(gpu.tp_allreduce_s(tpb * tokens, t), float)
-            f = F * tokens / (t * rate) + y + nflop * o
-            g = beta * F * tokens / (t * rate) + y + beta * nflop * o
-            c = f + g
-            c_slow = None
-            if slow is not None:
-                srate = slow.gpu.flops_per_s
-                sy = np.asarray(slow.gpu.tp_allreduce_s(tpb * tokens, t), float)
-                so = slow.gpu.unit_overhead_ms * MS
-                c_slow = (1 + beta) * F * tokens / (t * srate) + 2 * sy + (1 + beta) * nflop * so
-            for R in divisors(gbs // b):
-                if R > slots_total:
-                    break
-                m = gbs // (R * b)
-                S_max = min(instance.max_stages, n, slots_total // R)
-                if S_max < 1:
-                    continue
-                cheap = m * c.sum() / S_max
-                todo.append((cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots,
-                             slots_all))
-    todo.sort(key=lambda row: row[0])
-
-    best_value, best_shape, counted, skipped = np.inf, None, 0, 0
-    values: dict = {}  # shape -> its bound, for the shapes bounded in full
-    P_small = pre(np.sort(P))  # the sum of the k smallest units' parameters
-    for cheap, t, b, R, m, S_max, slots, f, c, tokens, slot_prices, c_slow, fast_slots, slots_all in todo:
-        slots_one = max(slots)
-        if prune and objective == "time" and cheap >= best_value:
-            skipped += 1
-            continue
-        Cpre, Fpre = pre(c), pre(f)
-        Cint = Cpre[None, :] - Cpre[:, None]
-        fits = valid & ((STATE_BYTES * Pint + tokens * Sint) / t <= limit)
-        if not fits[:, n].any():
-            continue
-        base = np.where(fits, Cpre[:, None] + m * Cint, np.inf)
-        if little:
-            base = np.maximum(base, _in_flight_term(Cpre, Fpre, Pint, Sint, fits, limit, t, tokens, m))
-        every = None  # the sync every stage pays (planner.scoring.syncbound), in a class of plans
-        if per_step is not None:
-            if not per_step.admits(R, slots_all):
-                continue  # no plan of this class has the shape
-            if R > 1:
-                floor_sync = per_step.stage_floor(instance, R, t, Pint, slots_all, net.cap, net.lat_min)
-                every = np.where(fits, Fpre[:, None] + m * Cint + floor_sync, np.inf)
-        x_min = float(out_cut.min()) * tokens / net.bw_any if n > 1 else 0.0
-        forced = R * S_max > slots_one  # some S of this (t, b, R) cannot sit in one domain
-        unsplit = sum(k // R for k in slots)  # stages whose R replicas can share a domain
-        # a stage's replicas span at least K domains: the fewest whose slots hold R
-        K = (int(np.searchsorted(np.cumsum(sorted(slots, reverse=True)), R) + 1) if joint
-             else -(-R // slots_one))
-        K2 = max(K, 2)
-        phi_min = 2.0 if wl.gradient_sync == "reduce_broadcast" else 2.0 * (K2 - 1) / K2  # a ring over K2 domains
-        ring = None
-        if forced and R > 1 and ring_bits is not None and net.cap > 0:
-            lat = 2 * (K2 - 1) * net.lat_min
-            sync = np.where(Pint > 0, phi_min * Pint * ring_bits / 8.0 / net.cap + lat, 0.0)
-            if per_step is not None:  # with the intra part of its largest domain (syncbound)
-                sync = np.maximum(sync, per_step.stage_floor(instance, R, t, Pint, slots_all, net.cap,
-                                                             net.lat_min, crossing=True))
-            ring = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
-        v = _pipeline_dp(base, ring, S_max, x_min, max(1, S_max - unsplit), every=every)
-        # runs of whole stages (syncbound.run_dp): at most this many in a row share a domain
-        L_run = slots_one // R
-        v_run = (run_dp(base, ring, S_max, x_min, L_run, every) if per_step is not None and ring is not None
-                 and L_run < S_max else None)
-        p_cap = float(np.where(fits, Pint, 0.0).max())  # the most parameters a stage can hold
-        cut_side = cut_A = None
-        cut_rings: dict = {}  # (S, c_min, a cut's figures) -> the programme with that crossing term
-        if cut_figs is not None and len(cut_figs.total):
-            sx = cut_figs.in_x @ np.asarray(slots_all)
-            cut_side = (sx, sum(slots_all) - sx)
-            a_min_cut = float(out_cut.min()) * tokens if n > 1 else 0.0
-            cut_A = boundary_cut_term(float(c.sum()), m, R, a_min_cut, cut_figs.total, cut_figs.latency)
-
-        def _cut_ring(S, c_min, widest, latency, total, K2=K2, phi=phi_min, fits=fits, Fpre=Fpre, Cint=Cint,
-                      base=base, x_min=x_min, p_cap=p_cap, every=every):
-            """Case (B) of the module docstring's network cuts at one cut, S stages, at least ``c_min`` crossing:
-            the programme whose designated stage pays max(its own sync over ``widest``, the
-            ``c_min`` smallest crossing volumes over ``total``) and 2 (K - 1) ``latency``."""
-            key = (S, c_min, float(widest), float(latency), float(total))
-            if key not in cut_rings:
-                shared = float(_least_params(P_small, float(Ppre[-1]), p_cap, c_min, S))
-                own = np.maximum(phi * Pint * ring_bits / 8.0 / widest, phi * shared * ring_bits / 8.0 / total)
-                sync = np.where(Pint > 0, own + 2 * (K2 - 1) * latency, 0.0)
-                ring_c = np.where(fits, Fpre[:, None] + m * Cint + sync, np.inf)
-                cut_rings[key] = float(_pipeline_dp(base, ring_c, S, x_min, 1, every=every)[1:, S - 1].min())
-            return cut_rings[key]
-        counted += 1
-        v_slow = None
-        if c_slow is not None and R * S_max > fast_slots:
-            # a replica with k stages on a slower type: those stages' (1) at its figures
-            Sfit = valid & ((STATE_BYTES * Pint + tokens * Sint) / t <= slow.memory_limit)
-            Cs = pre(c_slow)
-            slow_base = np.where(Sfit, Cpre[:, None] + m * (Cs[None, :] - Cs[:, None]), np.inf)
-            v_slow = _pipeline_dp(base, slow_base, S_max, x_min, max(1, -(-(R * S_max - fast_slots) // R)),
-                                  ring_steps=2, every=every)
-        row_bytes = m * float(out_cut.min()) * tokens if n > 1 else 0.0
-        floor = m * float(c.min()) + 2 * (K2 - 1) * net.lat_min
-
-        fill = float(c.sum()) + 2 * net.lat_min
-
-        def _joint(S, current, R=R, m=m, p_cap=p_cap, phi_min=phi_min, row_bytes=row_bytes, floor=floor,
-                   slots_all=slots_all, fits=fits, Cint=Cint):
-            """A bound on T of every plan of the shape with S stages, or 0 when it cannot
-            exceed ``current``: the smaller of the whole-replicas case and the
-            split-replica case (:func:`whole_replicas_bound`, :func:`spread_bound`,
-            :func:`row_term`)."""
-            heavy = np.where(fits & (Pint * S >= float(Ppre[-1]) * (1 - 1e-12)), Cint, np.inf).min()
-            payload = float(Ppre[-1]) * ring_bits / 8.0
-            phi = (lambda D: 2.0) if wl.gradient_sync == "reduce_broadcast" else (lambda D: 2.0 * (D - 1) / D)
-            whole = (whole_replicas_bound(R, S, slots_all, caps, lambda D: phi(D) * payload, m * float(heavy),
-                                          net.lat_min) if R > 1 and np.isfinite(heavy) else np.inf)
-            if whole <= current:
-                return 0.0
-            if S == 1:  # every replica is whole
-                return whole
-            one = fill + row_bytes / net.cap if net.cap > 0 else 0.0  # one channel over the WAN
-            q = np.arange(S + 1)
-            params = _least_params(P_small, float(Ppre[-1]), p_cap, q, S)
-            cols = phi_min * params * ring_bits / 8.0 if R > 1 else None
-            spread = spread_bound(R, S, slots_all, caps, row_bytes, cols, floor, fill, above=max(current, one))
-            return min(whole, max(spread, one))
-
-        for S in range(1, S_max + 1):
-            V0 = float(v[0, S - 1])
-            if not np.isfinite(V0):
-                continue
-            if R * S <= slots_one:
-                value, wan = V0, 0.0
-            else:
-                need = S - unsplit  # stages that must cross: (a) certainly holds when >= 1
-                alts = []
-                if R > 1:
-                    if ring is None:
-                        alts.append((V0, 0.0))  # the per-step sync may stay in one domain
-                    else:
-                        alts.append((float(v[min(max(need, 1), len(v) - 1):, S - 1].min()),
-                                     2.0 * max(need, 1) * float(P.min()) * ring_bits / 8.0))
-                if S > 1 and (need < 1 or ring is None):
-                    if net.cap > 0:
-                        a_min = float(out_cut.min()) * tokens
-                        tb = float(c.sum()) + (m + 1) * R * a_min / net.cap + 2 * net.lat_min
-                        alts.append((max(V0, tb), 2.0 * gbs * s * float(out_cut.min())))
-                    else:
-                        alts.append((V0, 0.0))
-                if v_run is not None and S > 1 and ring is not None and S > L_run:
-                    # no two adjacent whole stages in different domains: runs of at most L_run,
-                    # else (b) at such a boundary (syncbound.run_dp)
-                    lower = float(v[min(need, len(v) - 1):, S - 1].min()) if need >= 1 else V0
-                    tb = (float(c.sum()) + (m + 1) * R * float(out_cut.min()) * tokens / net.cap
-                          + 2 * net.lat_min)
-                    alts = [(max(alts[0][0], float(v_run[S - 1])), alts[0][1]),
-                            (max(lower, tb), 2.0 * gbs * s * float(out_cut.min()))]
-                if not alts:
-                    continue
-                value, wan = min(alts)
-                if objective == "cost":
-                    value = min(a * t * float(slot_prices[:R * S].sum()) / 3600.0
-                                + w * instance.options.wan_price_per_gb / 1e9 for a, w in alts)
-            if objective == "cost" and R * S <= slots_one:
-                value = value * t * float(slot_prices[:R * S].sum()) / 3600.0
-            if joint and R * S > slots_one and ring_bits is not None and value < best_value:
-                # the WAN every used domain must send, its stages' syncs seen together
-                if objective == "cost":
-                    value = max(value, spread * t * float(slot_prices[:R * S].sum()) / 3600.0
-                                if (spread := _joint(S, 0.0)) < np.inf else np.inf)
-                else:
-                    value = max(value, _joint(S, value))
-            if (cut_side is not None and value < best_value
-                    and ((R * S > cut_side[0]) & (R * S > cut_side[1])).any()):
-                value = max(value, _cut_value(S, V0, *cut_side, cut_A, _cut_ring, v, ring, R, t, slot_prices,
-                                                  K2, phi_min, p_cap))
-            if per_step is not None and per_step.groups is not None and S > 1 and n > 1 and value < best_value:
-                # stage 0 in few domains: the replicas not whole there send activations out
-                conf = stage0_cut_term(cut_figs, slots_all, R, S, m, float(c.sum()),
-                                       float(out_cut.min()) * tokens, per_step.groups, per_step.groups_lo)
-                if objective == "cost":
-                    conf *= t * float(slot_prices[:R * S].sum()) / 3600.0
-                value = max(value, conf)
-            if v_slow is not None and R * S > fast_slots:
-                k = -(-(R * S - fast_slots) // R)
-                typed = float(v_slow[min(k, len(v_slow) - 1):, S - 1].min())
-                if objective == "cost":
-                    typed *= t * float(slot_prices[:R * S].sum()) / 3600.0
-                value = max(value, typed)
-            values[(t, b, R, S)] = value
-            if value < best_value:
-                best_value, best_shape = value, (t, b, R, S)
-    return ShapeBound(best_value, best_shape, counted, skipped, values)
