@@ -359,251 +359,303 @@ def shape_search(instance, solve_shape: Callable[[Shape, float, SearchContext], 
     bound (computed only if visited).  ``spec``: the SPEC version planned for
     and scored with (default :data:`~planner.problem.specversion.DEFAULT_SPEC`).
     """
-    log = log or logging.getLogger(f"planner.{name}")
-    pins = {k: (pins or {}).get(k) for k in PINS}
-    forbid, require = tuple(forbid), tuple(require)
-    t0 = time.perf_counter()
-    spec = check_spec(spec)
-    kind = instance.options.objective
-    total = time_limit if time_limit is not None else math.inf
-    reserve = 0.1 * total if polish is not None and math.isfinite(total) and kind == "time" else 0.0
-    budget = total - reserve
-    spent = 0.0  # deterministic time used (deterministic mode)
-    space = search_space(instance)
-    typed_space = PlanSpace(instance) if instance.heterogeneous else space  # greedy's warm starts: real types
-    if instance.heterogeneous and spec < 3:
-        raise InputError("GPU types ([[gpus]], a domain's gpu) are SPEC v3: plan them with spec 3", "gpus")
+    search = _Search(instance, solve_shape, name, time_limit, gap, pins, forbid, require, polish is not None,
+                     deterministic, log, executor, spec)
+    search.first_incumbent(start)                # 1.
+    search.bound_shapes(bounding)                # 2.
+    search.solve_rounds(rounds)                  # 3-4.
+    return search.result(polish, info_extra)     # 5.
 
-    def left() -> float:
-        return budget - spent if deterministic else t0 + budget - time.perf_counter()
 
-    # 1. the greedy incumbent
-    best_plan, best = None, math.inf
-    greedy_plans: list[Plan] = []  # greedy's plans honouring the pins: the result never simulates slower
-    sims: dict = {}  # plans simulated for the final comparison (id -> (plan, value))
-    final_s = 0.0  # the time kept back for it
-    try:
-        # as the greedy solver alone (the result is never slower than it), within half the time limit
-        # (deterministic mode: greedy's own budget, never a share of a deterministic one, which would
-        # make the incumbent depend on the machine's speed)
-        g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) and not deterministic else None)
-        if plan_matches(g, pins, forbid, require):
-            best_plan, best = g, score(instance, g, spec)
-            greedy_plans.append(g)
-    except (InfeasibleError, TimeLimitError, Stopped):
-        pass
-    if greedy_plans and math.isfinite(budget) and not deterministic:
-        # the final comparison with greedy's plans simulates up to FINAL_SIMS plans: keep that time back
-        ts = time.perf_counter()
-        _simulated(instance, greedy_plans[0], sims)
-        final_s = min(0.25 * total, FINAL_SIMS * (time.perf_counter() - ts))
-        budget -= final_s
-    if start is not None and plan_matches(start, pins, forbid, require) and not check_plan(instance, start):
-        s0 = score(instance, start, spec)
-        greedy_plans.append(start)
-        if s0 < best * (1 - 1e-9):
-            best_plan, best = start, s0
-    log.info("%s: greedy incumbent %.6g (%s)", name, best, kind)
+class _Search:
+    """:func:`shape_search`'s state: the incumbent (``best_plan``, objective ``best``), the
+    shapes (``nodes``, best-first) with their proven bounds (``bound_of``; ``final``: solved
+    or proven empty), the per-shape plans, and the time (``budget`` seconds; ``spent``
+    deterministic time in deterministic mode)."""
 
-    # 2. shapes with their bounds, best-first
-    price_min = min(d.price_per_gpu_hour for d in instance.domains)
-    nodes, per_shape, later = [], {}, []
-    for sh in shapes(space, pins):
-        if math.isfinite(budget) and left() < (1.0 - bounding) * budget:
-            # out of time for bounds: the rest keep the instance's analytic bound (time; the
-            # cost's 0), computed if visited
-            later.append(_Node(lower_bound(instance, spec=spec).value if kind == "time" else 0.0, sh))
-            continue
-        per_s = stage_bounds(space, sh, spec)
-        if not per_s:
-            continue
-        lb = min(per_s.values())
-        if kind == "cost":  # every GPU of the plan costs at least the cheapest price for T_est
-            lb = min(v * price_min * sh.replicas * sh.tp * S for S, v in per_s.items()) / 3600.0
-        nodes.append(_Node(lb, sh))
-        per_shape[sh] = per_s
-    nodes.sort()
-    if later:
-        log.info("%s: %d shapes keep the instance's analytic bound %.6g (no time to bound them)", name,
-                 len(later), later[0].bound)
-        nodes += later  # after the bounded ones: visited last
-    if not nodes and best_plan is None:
-        raise _no_plan(instance, space, pins, forbid, require)
+    def __init__(self, instance, solve_shape, name, time_limit, gap, pins, forbid, require, polishes,
+                 deterministic, log, executor, spec):
+        self.instance, self.solve_shape, self.name, self.gap = instance, solve_shape, name, gap
+        self.log = log or logging.getLogger(f"planner.{name}")
+        self.pins = {k: (pins or {}).get(k) for k in PINS}
+        self.forbid, self.require = tuple(forbid), tuple(require)
+        self.t0 = time.perf_counter()
+        self.spec = spec = check_spec(spec)
+        self.kind = kind = instance.options.objective
+        self.deterministic, self.executor = deterministic, executor
+        self.width = executor.width if executor is not None else 1
+        self.total = total = time_limit if time_limit is not None else math.inf
+        self.reserve = 0.1 * total if polishes and math.isfinite(total) and kind == "time" else 0.0
+        self.budget = total - self.reserve
+        self.spent = 0.0  # deterministic time used (deterministic mode)
+        self.space = search_space(instance)
+        # greedy's warm starts: real types
+        self.typed_space = PlanSpace(instance) if instance.heterogeneous else self.space
+        if instance.heterogeneous and spec < 3:
+            raise InputError("GPU types ([[gpus]], a domain's gpu) are SPEC v3: plan them with spec 3", "gpus")
+        self.best_plan, self.best = None, math.inf
+        self.greedy_plans: list[Plan] = []  # greedy's plans honouring the pins: the result never simulates slower
+        self.sims: dict = {}  # plans simulated for the final comparison (id -> (plan, value))
+        self.final_s = 0.0  # the time kept back for it
+        self.nodes: list[_Node] = []
+        self.per_shape: dict = {}
+        self.bound_of: dict[int, float] = {}
+        self.final: set[int] = set()
+        self.shape_best: dict[int, Plan] = {}
+        self.timed_out = self.out_of_time = False
+        self.build_total = 0.0
+        # the longest model build (and overrun) so far: no shape starts with less time left; before the
+        # first build, a flat model beyond auto's size rule is predicted from its size (it cannot be
+        # interrupted once started: 120 domains took over 85 s)
+        self.build_est = flat_build_estimate(instance)
+        self.skipped: dict[str, int] = {}     # reason -> shapes proven empty for it
+        self.unsearched: dict[str, int] = {}  # reason -> shapes whose model could not be built
 
-    # 3-4. rounds of best-first solves
-    bound_of: dict[int, float] = {}
-    final: set[int] = set()
-    shape_best: dict[int, Plan] = {}
-    timed_out = False
-    build_total = 0.0
-    out_of_time = False
-    # the longest model build (and overrun) so far: no shape starts with less time left; before the
-    # first build, a flat model beyond auto's size rule is predicted from its size (it cannot be
-    # interrupted once started: 120 domains took over 85 s)
-    build_est = flat_build_estimate(instance)
-    skipped: dict[str, int] = {}     # reason -> shapes proven empty for it
-    unsearched: dict[str, int] = {}  # reason -> shapes whose model could not be built
+    def left(self) -> float:
+        """Seconds (deterministic: deterministic seconds) left of the search's budget."""
+        return self.budget - self.spent if self.deterministic else self.t0 + self.budget - time.perf_counter()
 
-    def is_open(i: int) -> bool:
-        return i not in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap)
+    def matches(self, plan) -> bool:
+        """``plan`` honours the pins, the forbidden and the required."""
+        return plan_matches(plan, self.pins, self.forbid, self.require)
 
-    width = executor.width if executor is not None else 1
+    def offer(self, plan) -> bool:
+        """``plan`` (feasible) becomes the incumbent when it scores lower; whether it did."""
+        s = score(self.instance, plan, self.spec)
+        if s < self.best * (1 - 1e-9):
+            self.best_plan, self.best = plan, s
+            return True
+        return False
 
-    def run(items: list) -> list:
+    def first_incumbent(self, start) -> None:
+        """1. Greedy's plan (and ``start``) as the first incumbent."""
+        instance, total = self.instance, self.total
+        try:
+            # as the greedy solver alone (the result is never slower than it), within half the time limit
+            # (deterministic mode: greedy's own budget, never a share of a deterministic one, which would
+            # make the incumbent depend on the machine's speed)
+            g = greedy(instance, time_limit=0.5 * total if math.isfinite(total) and not self.deterministic else None)
+            if self.matches(g):
+                self.best_plan, self.best = g, score(instance, g, self.spec)
+                self.greedy_plans.append(g)
+        except (InfeasibleError, TimeLimitError, Stopped):
+            pass
+        if self.greedy_plans and math.isfinite(self.budget) and not self.deterministic:
+            # the final comparison with greedy's plans simulates up to FINAL_SIMS plans: keep that time back
+            ts = time.perf_counter()
+            _simulated(instance, self.greedy_plans[0], self.sims)
+            self.final_s = min(0.25 * total, FINAL_SIMS * (time.perf_counter() - ts))
+            self.budget -= self.final_s
+        if start is not None and self.matches(start) and not check_plan(instance, start):
+            self.greedy_plans.append(start)
+            self.offer(start)
+        self.log.info("%s: greedy incumbent %.6g (%s)", self.name, self.best, self.kind)
+
+    def bound_shapes(self, bounding: float) -> None:
+        """2. Every shape with its cheap bound, best-first; past ``bounding`` of the budget the
+        rest keep the instance's analytic bound (bounded if visited)."""
+        instance, budget, kind = self.instance, self.budget, self.kind
+        price_min = min(d.price_per_gpu_hour for d in instance.domains)
+        later = []
+        for sh in shapes(self.space, self.pins):
+            if math.isfinite(budget) and self.left() < (1.0 - bounding) * budget:
+                # out of time for bounds: the rest keep the instance's analytic bound (time; the
+                # cost's 0), computed if visited
+                later.append(_Node(lower_bound(instance, spec=self.spec).value if kind == "time" else 0.0, sh))
+                continue
+            per_s = stage_bounds(self.space, sh, self.spec)
+            if not per_s:
+                continue
+            lb = min(per_s.values())
+            if kind == "cost":  # every GPU of the plan costs at least the cheapest price for T_est
+                lb = min(v * price_min * sh.replicas * sh.tp * S for S, v in per_s.items()) / 3600.0
+            self.nodes.append(_Node(lb, sh))
+            self.per_shape[sh] = per_s
+        self.nodes.sort()
+        if later:
+            self.log.info("%s: %d shapes keep the instance's analytic bound %.6g (no time to bound them)",
+                          self.name, len(later), later[0].bound)
+            self.nodes += later  # after the bounded ones: visited last
+        if not self.nodes and self.best_plan is None:
+            raise _no_plan(instance, self.space, self.pins, self.forbid, self.require)
+
+    def is_open(self, i: int) -> bool:
+        """Shape i is not final and its bound is below the incumbent (within the gap)."""
+        return i not in self.final and self.bound_of.get(i, self.nodes[i].bound) < self.best * (1 - self.gap)
+
+    def run(self, items: list) -> list:
         """The wave's outcomes: in this process (no executor), else on the executor."""
-        if executor is None:
-            return [solve_shape(*it) for it in items]
-        got = executor.map(solve_shape, items)
+        if self.executor is None:
+            return [self.solve_shape(*it) for it in items]
+        got = self.executor.map(self.solve_shape, items)
         return [o if o is not None else ShapeOutcome("unknown", detail="stopped") for o in got]
 
-    def absorb(i: int, out: ShapeOutcome, solve_s: float) -> None:
+    def absorb(self, i: int, out: ShapeOutcome, solve_s: float) -> None:
         """A shape's outcome: its bound, its plan (maybe the new incumbent), the log line."""
-        nonlocal best_plan, best, timed_out
-        node = nodes[i]
+        node, name, log = self.nodes[i], self.name, self.log
         if out.status == "skipped":  # proven empty
-            bound_of[i] = math.inf
-            final.add(i)
-            skipped[out.detail] = skipped.get(out.detail, 0) + 1
+            self.bound_of[i] = math.inf
+            self.final.add(i)
+            self.skipped[out.detail] = self.skipped.get(out.detail, 0) + 1
             return
         if out.status == "unsearched":  # nothing proven: the shape keeps its cheap bound
-            final.add(i)
-            if out.detail not in unsearched:
+            self.final.add(i)
+            if out.detail not in self.unsearched:
                 log.warning("%s: a shape could not be searched: %s", name, out.detail)
-            unsearched[out.detail] = unsearched.get(out.detail, 0) + 1
+            self.unsearched[out.detail] = self.unsearched.get(out.detail, 0) + 1
             return
         if out.plan is not None:
-            problems = check_plan(instance, out.plan)
+            problems = check_plan(self.instance, out.plan)
             if problems:  # never expected: the models encode every rule of SPEC 4-5
                 log.warning("%s: shape %s gave an infeasible plan: %s", name, node.shape,
                             "; ".join(v.message for v in problems))
             else:
-                shape_best[i] = out.plan
-                s = score(instance, out.plan, spec)
-                if s < best * (1 - 1e-9):
-                    best_plan, best = out.plan, s
+                self.shape_best[i] = out.plan
+                self.offer(out.plan)
         if out.status == "infeasible":  # nothing in this shape beats the incumbent
-            shape_bound = best
-            final.add(i)
+            shape_bound = self.best
+            self.final.add(i)
         else:
             shape_bound = max(node.bound, out.bound) if out.bound is not None else node.bound
             if out.status == "optimal":
-                final.add(i)
+                self.final.add(i)
             else:
-                timed_out = True
-        bound_of[i] = max(bound_of.get(i, node.bound), min(shape_bound, best))
+                self.timed_out = True
+        self.bound_of[i] = max(self.bound_of.get(i, node.bound), min(shape_bound, self.best))
         sh = node.shape
         log.info("%s: shape tp=%d b=%d %s R=%d: %s in %.2fs (build %.2fs%s), shape bound %.6g; incumbent %.6g",
                  name, sh.tp, sh.micro_batch, sh.schedule, sh.replicas, out.status,
                  solve_s, out.build_s, f", {out.detail}" if out.detail else "",
-                 bound_of[i], best)
+                 self.bound_of[i], self.best)
 
-    for rnd in range(rounds):
-        todo = [i for i in range(len(nodes)) if is_open(i)]
-        if not todo:
-            break
-        k = 0
-        while k < len(todo):
-            # a wave: up to `width` open shapes, each with the incumbent of the waves before it
-            wave, halt = [], False
-            while k < len(todo) and len(wave) < width:
-                i = todo[k]
-                k += 1
-                if stop.requested():  # Ctrl-C or the memory cap: keep the incumbent
-                    halt = True
-                    break
-                if not is_open(i):
-                    continue  # the incumbent improved meanwhile
-                rest = left()
-                if rest <= 0.05:
-                    timed_out = halt = True
-                    break
-                n_open = sum(1 for j in todo[k - 1:] if is_open(j))
-                share = rest if math.isinf(rest) else min(rest, max(rest * width / n_open, min(rest, 1.0)))
-                if not deterministic and build_est and rest < build_est + 0.5:
-                    timed_out = out_of_time = halt = True  # too little time to build this shape's model
-                    break
-                node = nodes[i]
-                if node.shape not in per_shape:  # bounded lazily (see step 2)
-                    per_shape[node.shape] = stage_bounds(space, node.shape, spec)
-                    if not per_shape[node.shape]:
-                        bound_of[i] = math.inf
-                        final.add(i)
-                        continue
-                if i not in shape_best and not (best_plan is not None and same_shape(best_plan, node.shape)):
-                    # a greedy plan of this shape: a warm start, and maybe a better incumbent
-                    per_s = per_shape[node.shape]
-                    h = shape_plan(instance, node.shape, sorted(per_s, key=per_s.get)[:3], typed_space, forbid)
-                    if h is not None and plan_matches(h, pins, forbid, require) and not check_plan(instance, h):
-                        shape_best[i] = h
-                        greedy_plans.append(h)
-                        s = score(instance, h, spec)
-                        if s < best * (1 - 1e-9):
-                            best_plan, best = h, s
-                            if not is_open(i):
-                                continue
-                ctx = SearchContext(instance, space, best, best_plan, shape_best.get(i), per_shape[node.shape],
-                                    forbid, require)
-                wave.append((i, (node.shape, share, ctx)))
-            if wave:
-                ts = time.perf_counter()
-                outs = run([item for _, item in wave])
-                wall = time.perf_counter() - ts
-                spent += max(out.spent for out in outs)
-                build_total += sum(out.build_s for out in outs)
-                # what a shape costs beyond the solver's share: model building and compiling it for the solver
-                build_est = max(build_est, max(out.build_s for out in outs),
-                                wall - max(item[1] for _, item in wave))
-                for (i, _), out in zip(wave, outs):
-                    absorb(i, out, wall - out.build_s)
-            if halt:
+    def warm_start(self, i: int) -> None:
+        """A greedy plan of shape i: its warm start, and maybe a better incumbent."""
+        node = self.nodes[i]
+        per_s = self.per_shape[node.shape]
+        h = shape_plan(self.instance, node.shape, sorted(per_s, key=per_s.get)[:3], self.typed_space, self.forbid)
+        if h is not None and self.matches(h) and not check_plan(self.instance, h):
+            self.shape_best[i] = h
+            self.greedy_plans.append(h)
+            self.offer(h)
+
+    def next_wave(self, todo: list[int], k: int) -> tuple[list, bool, int]:
+        """(wave, halt, k): up to ``width`` open shapes of ``todo`` from position k on, each with
+        the incumbent of the waves before it and its share of the time left; ``halt`` when
+        the time, or a stop, ends the rounds."""
+        wave, halt = [], False
+        while k < len(todo) and len(wave) < self.width:
+            i = todo[k]
+            k += 1
+            if stop.requested():  # Ctrl-C or the memory cap: keep the incumbent
+                halt = True
                 break
-        if left() <= 0.05 or out_of_time or stop.requested():
-            timed_out = timed_out or any(is_open(i) for i in range(len(nodes)))
-            break
-        n_open = sum(1 for i in range(len(nodes)) if is_open(i))
-        if n_open:
-            log.info("%s: round %d done, %d shapes open", name, rnd + 1, n_open)
-    for reason, n in skipped.items():
-        log.info("%s: %d shape%s proven to hold no plan: %s", name, n, "s" if n > 1 else "", reason)
-    stopped = stop.requested()
-    if best_plan is None:
-        if stopped:
-            raise Stopped(stopped, f"{name}: stopped ({stopped}) before any plan was found")
-        raise _no_plan(instance, space, pins, forbid, require)
+            if not self.is_open(i):
+                continue  # the incumbent improved meanwhile
+            rest = self.left()
+            if rest <= 0.05:
+                self.timed_out = halt = True
+                break
+            n_open = sum(1 for j in todo[k - 1:] if self.is_open(j))
+            share = rest if math.isinf(rest) else min(rest, max(rest * self.width / n_open, min(rest, 1.0)))
+            if not self.deterministic and self.build_est and rest < self.build_est + 0.5:
+                self.timed_out = self.out_of_time = halt = True  # too little time to build this shape's model
+                break
+            node = self.nodes[i]
+            if node.shape not in self.per_shape:  # bounded lazily (see step 2)
+                self.per_shape[node.shape] = stage_bounds(self.space, node.shape, self.spec)
+                if not self.per_shape[node.shape]:
+                    self.bound_of[i] = math.inf
+                    self.final.add(i)
+                    continue
+            if i not in self.shape_best and not (self.best_plan is not None and same_shape(self.best_plan, node.shape)):
+                self.warm_start(i)
+                if not self.is_open(i):
+                    continue
+            ctx = SearchContext(self.instance, self.space, self.best, self.best_plan, self.shape_best.get(i),
+                                self.per_shape[node.shape], self.forbid, self.require)
+            wave.append((i, (node.shape, share, ctx)))
+        return wave, halt, k
 
-    # 5. polish, bound, gap
-    if reserve > 0 and not stopped:
-        rest = (total - spent) if deterministic else (t0 + total - final_s - time.perf_counter())
-        rest = min(rest, reserve)  # the last 10%, also when the search ends early
-        if rest > 0.2 and rest > flat_build_estimate(instance):  # the polish builds a flat model too
-            ctx = SearchContext(instance, space, best, best_plan, None, {}, forbid, require)
-            best_plan = polish(best_plan, best, rest, ctx)
-            best = min(best, score(instance, best_plan, spec))  # the polish may also lower the objective
-    best_plan, best = _not_slower_than_greedy(instance, best_plan, best, greedy_plans, log, name, sims, spec)
-    bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
-    bound = min(bounds + [best])
-    gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
-    # "optimal" within the default tolerance, "within_gap" within a looser requested one
-    status = gap_claim(gap_now, gap) or (stopped or ("time_limit" if timed_out else "feasible"))
-    if status in ("optimal", "within_gap") and unsearched and any(
-            i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap) for i in range(len(nodes))):
-        status = "feasible"  # a shape that might hold a better plan was not searched
-    if not isinstance(best_plan.schedule, str):  # greedy's lean plan: outside the family the shapes cover
-        fam = [bound_of.get(i, nodes[i].bound) for i in range(len(nodes))]
-        bound = min(fam) if fam and math.isfinite(min(fam)) else None
-        gap_now = None if bound is None or best <= 0 else max(0.0, (best - bound) / best)
-        status = stopped or ("time_limit" if timed_out else "feasible")
-    if deterministic:
-        info_extra.setdefault("deterministic_time", spent)
-    family = estimate_family(instance, pins.get("schedule"),
-                             pinned=any(v is not None for v in pins.values()) or bool(forbid or require))
-    info = SolverInfo(name=name, status=status, objective=best, bound=bound, gap=gap_now,
-                      time_s=time.perf_counter() - t0, shapes=len(nodes), build_s=build_total,
-                      requested_gap=gap, estimate_family=family, **info_extra)
-    log.info("%s: %s, objective %.6g, bound %s, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
-             name, status, best, "-" if bound is None else f"{bound:.6g}", 100 * (gap_now or 0.0), len(nodes),
-             info.time_s, build_total)
-    return best_plan.model_copy(update={"solver": info})
+    def solve_wave(self, wave: list) -> None:
+        """Solve one wave and absorb its outcomes (the time spent, the builds' estimate)."""
+        ts = time.perf_counter()
+        outs = self.run([item for _, item in wave])
+        wall = time.perf_counter() - ts
+        self.spent += max(out.spent for out in outs)
+        self.build_total += sum(out.build_s for out in outs)
+        # what a shape costs beyond the solver's share: model building and compiling it for the solver
+        self.build_est = max(self.build_est, max(out.build_s for out in outs),
+                             wall - max(item[1] for _, item in wave))
+        for (i, _), out in zip(wave, outs):
+            self.absorb(i, out, wall - out.build_s)
+
+    def solve_rounds(self, rounds: int) -> None:
+        """3-4. Rounds of best-first solves, in waves, until no shape is open or the time ends."""
+        for rnd in range(rounds):
+            todo = [i for i in range(len(self.nodes)) if self.is_open(i)]
+            if not todo:
+                break
+            k = 0
+            while k < len(todo):
+                wave, halt, k = self.next_wave(todo, k)
+                if wave:
+                    self.solve_wave(wave)
+                if halt:
+                    break
+            if self.left() <= 0.05 or self.out_of_time or stop.requested():
+                self.timed_out = self.timed_out or any(self.is_open(i) for i in range(len(self.nodes)))
+                break
+            n_open = sum(1 for i in range(len(self.nodes)) if self.is_open(i))
+            if n_open:
+                self.log.info("%s: round %d done, %d shapes open", self.name, rnd + 1, n_open)
+
+    def result(self, polish, info_extra: dict) -> Plan:
+        """5. The incumbent polished, never slower than greedy's plans, with its bound, gap and status."""
+        instance, name, log, nodes, bound_of = self.instance, self.name, self.log, self.nodes, self.bound_of
+        for reason, n in self.skipped.items():
+            log.info("%s: %d shape%s proven to hold no plan: %s", name, n, "s" if n > 1 else "", reason)
+        stopped = stop.requested()
+        if self.best_plan is None:
+            if stopped:
+                raise Stopped(stopped, f"{name}: stopped ({stopped}) before any plan was found")
+            raise _no_plan(instance, self.space, self.pins, self.forbid, self.require)
+        best_plan, best = self.best_plan, self.best
+        if self.reserve > 0 and not stopped:
+            rest = ((self.total - self.spent) if self.deterministic
+                    else (self.t0 + self.total - self.final_s - time.perf_counter()))
+            rest = min(rest, self.reserve)  # the last 10%, also when the search ends early
+            if rest > 0.2 and rest > flat_build_estimate(instance):  # the polish builds a flat model too
+                ctx = SearchContext(instance, self.space, best, best_plan, None, {}, self.forbid, self.require)
+                best_plan = polish(best_plan, best, rest, ctx)
+                best = min(best, score(instance, best_plan, self.spec))  # the polish may also lower the objective
+        best_plan, best = _not_slower_than_greedy(instance, best_plan, best, self.greedy_plans, log, name, self.sims,
+                                                  self.spec)
+        gap, final = self.gap, self.final
+        bounds = [min(bound_of.get(i, nodes[i].bound), best) for i in range(len(nodes))]
+        bound = min(bounds + [best])
+        gap_now = 0.0 if best <= 0 else max(0.0, (best - bound) / best)
+        # "optimal" within the default tolerance, "within_gap" within a looser requested one
+        status = gap_claim(gap_now, gap) or (stopped or ("time_limit" if self.timed_out else "feasible"))
+        if status in ("optimal", "within_gap") and self.unsearched and any(
+                i in final and bound_of.get(i, nodes[i].bound) < best * (1 - gap) for i in range(len(nodes))):
+            status = "feasible"  # a shape that might hold a better plan was not searched
+        if not isinstance(best_plan.schedule, str):  # greedy's lean plan: outside the family the shapes cover
+            fam = [bound_of.get(i, nodes[i].bound) for i in range(len(nodes))]
+            bound = min(fam) if fam and math.isfinite(min(fam)) else None
+            gap_now = None if bound is None or best <= 0 else max(0.0, (best - bound) / best)
+            status = stopped or ("time_limit" if self.timed_out else "feasible")
+        if self.deterministic:
+            info_extra.setdefault("deterministic_time", self.spent)
+        pins = self.pins
+        family = estimate_family(instance, pins.get("schedule"),
+                                 pinned=any(v is not None for v in pins.values()) or bool(self.forbid or self.require))
+        info = SolverInfo(name=name, status=status, objective=best, bound=bound, gap=gap_now,
+                          time_s=time.perf_counter() - self.t0, shapes=len(nodes), build_s=self.build_total,
+                          requested_gap=gap, estimate_family=family, **info_extra)
+        log.info("%s: %s, objective %.6g, bound %s, gap %.2f%%, %d shapes, %.1fs (%.1fs building models)",
+                 name, status, best, "-" if bound is None else f"{bound:.6g}", 100 * (gap_now or 0.0), len(nodes),
+                 info.time_s, self.build_total)
+        return best_plan.model_copy(update={"solver": info})
 
 
 FINAL_SIMS = 6  # simulations after the search (the result against greedy's plans), timed before it
