@@ -193,3 +193,23 @@ def test_edf_order_is_by_deadline(two_jobs):
         for d, n in a.gpus.items():
             taken[d] = taken.get(d, 0) + n
     assert all(taken.get(d.name, 0) <= d.gpus for d in minst.domains)
+
+
+def test_cost_infeasible_names_the_job_that_cannot_meet_its_deadline(two_jobs):
+    """Under cost every job must meet its deadline: a job whose deadline no column meets is
+    named with its fastest column's completion (hours, above the deadline); the other is not."""
+    import re
+
+    from planner.problem.errors import InfeasibleError
+    from planner.solvers.multijob.colgen import multiplan
+
+    jobs = [job_table(two_jobs, 0, name="hopeless", deadline_hours=1e-6),
+            job_table(two_jobs, 1, name="easy", deadline_hours=1000.0)]
+    minst = with_jobs(two_jobs, jobs, multi_objective="cost")
+    with pytest.raises(InfeasibleError) as err:
+        multiplan(minst, time_limit=5, deterministic=True)
+    msg = str(err.value)
+    assert "job 'hopeless' meets its deadline of 1e-06 h in none of its" in msg, msg
+    assert "'easy'" not in msg and "objective deadline admits" in msg
+    fastest = float(re.search(r"the fastest finishes in ([0-9.e+-]+) h", msg).group(1))
+    assert fastest > 1e-6

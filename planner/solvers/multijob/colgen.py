@@ -203,11 +203,27 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
     budget = _Budget(time_limit, deterministic)
     if allocator not in ALLOCATORS:
         raise InputError(f"one of {', '.join(ALLOCATORS)}, not {allocator!r}", "allocator")
-    J = len(minst.jobs)
-    if J == 1:
+    if len(minst.jobs) == 1:
         mp, extra = _single(minst, objective, time_limit, seed, solver, deterministic, references, t0)
         refs = {j.name: j.reference_throughput_tokens_per_s for j in mp.jobs}
         return _finish(minst, mp, objective, sharing, refs, "heuristic", extra, t0)
+    t_ref = time.perf_counter()
+    refs = _references(minst, references, time_limit, seed, solver, deterministic)
+    ref_s = time.perf_counter() - t_ref
+    if allocator == "rl":
+        return _rl_multiplan(minst, refs, objective, sharing, solver, seed, deterministic, policy, samples,
+                             budget, t0)
+    cg = _ColumnGeneration(minst, refs, objective, solver, seed, deterministic, baselines, budget, t0)
+    cg.first_multiplan()      # 1. the baselines: a feasible multi-plan first
+    cg.first_columns()        # the jobs' reference plans, weight shares, one domain each
+    status = cg.rounds()      # 2. master, LP, pricing, until nothing new
+    return cg.result(status, sharing, references, ref_s)
+
+
+def _references(minst, references, time_limit, seed, solver, deterministic) -> dict:
+    """tput*_j by job name: ``references`` (checked), else :func:`reference_throughputs` within
+    at most :data:`REF_SHARE` of the time limit in all."""
+    J = len(minst.jobs)
     t_ref = time.perf_counter()
     if references:
         refs = dict(references)
@@ -216,289 +232,360 @@ def multiplan(minst, objective: str | None = None, time_limit: float = 60.0, see
             raise InputError(f"no reference throughput (tokens/s > 0) for job {missing[0]!r}"
                              + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
                              f"references.{missing[0]}")
-    else:
-        # one fixed method (solver alone on the whole cluster), its time inside the limit here: at
-        # most REF_SHARE of it in all, so that the columns keep the rest
-        ref_limit = None if deterministic else max(0.1, min(COLUMN_SHARE * time_limit, REF_SHARE * time_limit / J))
-        refs = reference_throughputs(minst, time_limit=ref_limit, seed=seed, solver=solver,
-                                     deterministic=deterministic)
-        log.info("multiplan: references tput* of %d jobs (%s alone on the whole cluster, %s s each) took %.1f s "
-                 "of the time limit; pass references (planner multiplan --references FILE) to compute them once "
-                 "per mix", J, solver, "default" if ref_limit is None else f"{ref_limit:.3g}",
-                 time.perf_counter() - t_ref)
-    ref_s = time.perf_counter() - t_ref
-    if allocator == "rl":
-        from .rl import COLUMN_TIME_LIMIT, SAMPLES, allocate
+        return refs
+    # one fixed method (solver alone on the whole cluster), its time inside the limit here: at
+    # most REF_SHARE of it in all, so that the columns keep the rest
+    ref_limit = None if deterministic else max(0.1, min(COLUMN_SHARE * time_limit, REF_SHARE * time_limit / J))
+    refs = reference_throughputs(minst, time_limit=ref_limit, seed=seed, solver=solver,
+                                 deterministic=deterministic)
+    log.info("multiplan: references tput* of %d jobs (%s alone on the whole cluster, %s s each) took %.1f s "
+             "of the time limit; pass references (planner multiplan --references FILE) to compute them once "
+             "per mix", J, solver, "default" if ref_limit is None else f"{ref_limit:.3g}",
+             time.perf_counter() - t_ref)
+    return refs
 
-        pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic,
-                          column_time_limit=COLUMN_TIME_LIMIT)
-        cut = []  # the time limit (or a stop) ended the menus: the columns not planned are left out
 
-        def stop_menus() -> bool:
-            if not cut and budget.out(pool):
-                cut.append(True)
-            return bool(cut)
+def _rl_multiplan(minst, refs, objective, sharing, solver, seed, deterministic, policy, samples, budget, t0):
+    """``allocator="rl"``: the PPO allocator (:mod:`.rl`) over menus of columns, cut by the budget."""
+    from .rl import COLUMN_TIME_LIMIT, SAMPLES, allocate
 
-        if not deterministic:
-            pool.stop_check = stop_menus
-        mp = allocate(minst, refs, pool=pool, objective=objective, policy=policy,
-                      samples=SAMPLES if samples is None else samples, seed=seed)
-        extra = {k: v for k, v in (mp.solver.model_extra or {}).items()}
-        extra.update({"allocator": "rl", "columns": len(pool.columns), "plans_made": pool.plans_made,
-                      "column_solver": solver})
-        status = budget.reason if cut else "heuristic"
-        return _finish(minst, mp, objective, sharing, refs, status, extra, t0, allow_infeasible=True)
-    pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic)
-    pool.limit_fn = budget.column_limit
-    weights = [s.weight for s in minst.jobs]
-    cap = capacity(minst)
-    equal_tput: dict[str, float] = {}
-    state = {"best": None, "master_s": 0.0, "lp_s": 0.0}
+    pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic,
+                      column_time_limit=COLUMN_TIME_LIMIT)
+    cut = []  # the time limit (or a stop) ended the menus: the columns not planned are left out
 
-    def reserve() -> float:
+    def stop_menus() -> bool:
+        if not cut and budget.out(pool):
+            cut.append(True)
+        return bool(cut)
+
+    if not deterministic:
+        pool.stop_check = stop_menus
+    mp = allocate(minst, refs, pool=pool, objective=objective, policy=policy,
+                  samples=SAMPLES if samples is None else samples, seed=seed)
+    extra = {k: v for k, v in (mp.solver.model_extra or {}).items()}
+    extra.update({"allocator": "rl", "columns": len(pool.columns), "plans_made": pool.plans_made,
+                  "column_solver": solver})
+    status = budget.reason if cut else "heuristic"
+    return _finish(minst, mp, objective, sharing, refs, status, extra, t0, allow_infeasible=True)
+
+
+class _ColumnGeneration:
+    """:func:`multiplan`'s column generation (module docstring): the pool of columns, the
+    incumbent (``state["best"]``, a master result) and the baselines' runs and certificates.
+    ``lazy`` (greedy columns, on a clock): baselines by the pricing planner first, certified
+    by the exact planner as late as possible."""
+
+    def __init__(self, minst, refs, objective, solver, seed, deterministic, baselines, budget, t0):
+        self.minst, self.refs, self.objective, self.solver = minst, refs, objective, solver
+        self.seed, self.deterministic, self.baselines, self.budget, self.t0 = seed, deterministic, baselines, budget, t0
+        self.pool = pool = ColumnPool(minst, refs, solver=solver, seed=seed, deterministic=deterministic)
+        pool.limit_fn = budget.column_limit
+        self.weights = [s.weight for s in minst.jobs]
+        self.cap = capacity(minst)
+        self.equal_tput: dict[str, float] = {}
+        self.state = {"best": None, "master_s": 0.0, "lp_s": 0.0}
+        budget.extra = self.reserve
+        self.lazy = solver == "greedy" and not deterministic
+        self.runs: dict = {}  # baseline -> its multi-plan (None: none)
+        self.pending: list[str] = []  # maxmin: baselines whose certificate takes exact plans, made late (a
+        # better incumbent may certify them by the slice bound alone)
+        self.late: list[str] = []  # baselines run after the rounds converge (lazy)
+        self.skip: set[str] = set()
+        self.master_lp = None
+        self.n_rounds = 0
+
+    def reserve(self) -> float:
         """Seconds kept for the last master and the final evaluation of the incumbent."""
-        best = state["best"]
-        ev = 0.0 if best is None else sum(pool.columns[k].eval_s for k in best.choice if k is not None)
-        return 2.0 * ev + 1.5 * (state["master_s"] + state["lp_s"])
+        best = self.state["best"]
+        ev = 0.0 if best is None else sum(self.pool.columns[k].eval_s for k in best.choice if k is not None)
+        return 2.0 * ev + 1.5 * (self.state["master_s"] + self.state["lp_s"])
 
-    budget.extra = reserve
-
-    def master():
+    def master(self):
+        """The master over the pool's columns; a better result becomes the incumbent."""
         t = time.perf_counter()
-        limit = None if deterministic else max(0.2, budget.left() - FINISH_S * budget.limit)
-        res = solve_master(pool.columns, weights, cap, objective, time_limit=limit, seed=seed)
-        state["master_s"] = time.perf_counter() - t
-        if res.value is not None and (state["best"] is None or _better(objective, res, state["best"])):
-            state["best"] = res
+        budget = self.budget
+        limit = None if self.deterministic else max(0.2, budget.left() - FINISH_S * budget.limit)
+        res = solve_master(self.pool.columns, self.weights, self.cap, self.objective, time_limit=limit, seed=self.seed)
+        self.state["master_s"] = time.perf_counter() - t
+        if res.value is not None and (self.state["best"] is None or _better(self.objective, res, self.state["best"])):
+            self.state["best"] = res
         return res
 
-    def make(j, g, links, ups=None, source="", fast=None):
-        if budget.out(pool):
+    def make(self, j, g, links, ups=None, source="", fast=None):
+        """A column of job j on the slice (GPUs ``g``, link and uplink shares), None past the budget."""
+        if self.budget.out(self.pool):
             return None
-        return pool.make(j, g, links, ups, source=source, fast=fast)
+        return self.pool.make(j, g, links, ups, source=source, fast=fast)
 
-    def run_baseline(name):
+    def run_baseline(self, name):
+        """Baseline ``name``'s multi-plan over the pool (its columns join it), None when it has none."""
         try:
-            return BASELINES[name](minst, refs, pool=pool, objective=objective)
+            return BASELINES[name](self.minst, self.refs, pool=self.pool, objective=self.objective)
         except (InfeasibleError, InputError) as err:
             log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
             return None
 
-    # -- 1. a feasible multi-plan first: every baseline by the pricing planner (greedy without
-    # its exact re-ranking; plans shared by the jobs of one workload), cheapest first, the master
-    # after each; then each baseline certified by the exact planner, lazily (:func:`_certify`):
-    # the result is never below a baseline that the exact planner would make
-    pool.stop_check = None if deterministic else (lambda: budget.out(pool))
-    lazy = solver == "greedy" and not deterministic
-    pool.fast = lazy
-    runs = {}
-    late = [n for n in BASELINE_ORDER if n not in FIRST_BASELINES and baselines]  # lazy: after the rounds
+    def log_progress(self, what: str) -> None:
+        """The log line after a step: columns, plans, time, incumbent."""
+        best = self.state["best"]
+        log.info("multiplan: %s: %d columns from %d plans (%.1f s)%s", what, len(self.pool.columns),
+                 self.pool.plans_made, time.perf_counter() - self.t0,
+                 "" if best is None else f", incumbent {best.value:.6g}")
 
-    def quick_baseline(name):
-        mp0 = run_baseline(name)
-        runs[name] = mp0
+    def quick_baseline(self, name) -> None:
+        """Baseline ``name`` by the pool's current planner; the master after it (lazy, or no incumbent)."""
+        mp0 = self.run_baseline(name)
+        self.runs[name] = mp0
         if name == "equal_share" and mp0 is not None:
-            equal_tput.update({a.name: a.equal_share_throughput_tokens_per_s for a in mp0.jobs
-                               if a.equal_share_throughput_tokens_per_s})
-        if pool.columns and (lazy or state["best"] is None):
-            master()
-        log.info("multiplan: %sbaseline %s: %d columns from %d plans (%.1f s)%s", "quick " if pool.fast else "", name,
-                 len(pool.columns), pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
-                 f", incumbent {state['best'].value:.6g}")
+            self.equal_tput.update({a.name: a.equal_share_throughput_tokens_per_s for a in mp0.jobs
+                                    if a.equal_share_throughput_tokens_per_s})
+        if self.pool.columns and (self.lazy or self.state["best"] is None):
+            self.master()
+        self.log_progress(f"{'quick ' if self.pool.fast else ''}baseline {name}")
 
-    pending = []  # maxmin: baselines whose certificate takes exact plans, made late (a better
-    # incumbent may certify them by the slice bound alone)
-
-    def certify(name, plans=True):
+    def certify(self, name, plans=True) -> None:
+        """The incumbent made no worse than baseline ``name`` by the exact planner (:func:`_certify`);
+        left in ``pending`` when that takes plans and ``plans`` is False."""
+        pool = self.pool
         fast, pool.fast = pool.fast, False
         try:
-            how = _certify(minst, pool, name, runs[name], objective, weights, state, master, run_baseline,
-                           plans=plans)
+            how = _certify(self.minst, pool, name, self.runs[name], self.objective, self.weights, self.state,
+                           self.master, self.run_baseline, plans=plans)
         finally:
             pool.fast = fast
         if how is None:
-            pending.append(name)
+            self.pending.append(name)
             log.info("multiplan: baseline %s: certificate by exact plans left for later", name)
             return
+        best = self.state["best"]
         log.info("multiplan: baseline %s certified (%s): %d columns from %d plans (%.1f s), incumbent %s",
-                 name, how, len(pool.columns), pool.plans_made, time.perf_counter() - t0,
-                 None if state["best"] is None else f"{state['best'].value:.6g}")
+                 name, how, len(pool.columns), pool.plans_made, time.perf_counter() - self.t0,
+                 None if best is None else f"{best.value:.6g}")
 
-    skip = set()
-    if lazy and objective == "maxmin":
-        if any(not clip(minst, j, h) for j, h in enumerate(static_domains(minst))):
-            skip.add("static_split")  # a job left out whatever the plans: value 0, nothing to plan
-            log.info("multiplan: baseline static_split certified (a job left out whatever the plans)")
-        skip.add("equal_share")  # certified by its exact columns alone, below (no pricing plans)
-    if lazy and objective != "maxmin":
-        # other objectives: one datacenter and the static split by the pricing planner (an
-        # incumbent within seconds), then every baseline exactly, as it runs alone
+    def first_multiplan(self) -> None:
+        """1. A feasible multi-plan first: every baseline by the pricing planner (greedy without
+        its exact re-ranking; plans shared by the jobs of one workload), cheapest first, the master
+        after each; then each baseline certified by the exact planner, lazily (:func:`_certify`):
+        the result is never below a baseline that the exact planner would make."""
+        minst, pool, budget, objective, lazy = self.minst, self.pool, self.budget, self.objective, self.lazy
+        pool.stop_check = None if self.deterministic else (lambda: budget.out(pool))
+        pool.fast = lazy
+        self.late = [n for n in BASELINE_ORDER if n not in FIRST_BASELINES and self.baselines]  # lazy: after the rounds
+        skip = self.skip
+        if lazy and objective == "maxmin":
+            if any(not clip(minst, j, h) for j, h in enumerate(static_domains(minst))):
+                skip.add("static_split")  # a job left out whatever the plans: value 0, nothing to plan
+                log.info("multiplan: baseline static_split certified (a job left out whatever the plans)")
+            skip.add("equal_share")  # certified by its exact columns alone, below (no pricing plans)
+        if lazy and objective != "maxmin":
+            self._quick_then_exact()
+        for name in (FIRST_BASELINES if lazy else BASELINE_ORDER) if objective == "maxmin" or not lazy else ():
+            if (name not in FIRST_BASELINES and not self.baselines) or (not self.deterministic and budget.out(pool)) \
+                    or name in skip:
+                continue
+            if lazy and name == "static_split" and self.state["best"] is not None:
+                why = _static_split_bound(minst, pool, self.weights, self.state["best"])
+                skip.add(name)
+                if why:
+                    log.info("multiplan: baseline static_split certified (%s)", why)
+                else:  # its plans span datacenters: after the rounds, with the other plan-dependent ones
+                    self.late.insert(0, name)
+                continue
+            self.quick_baseline(name)
+        if lazy and objective == "maxmin":
+            runs = self.runs
+            order = sorted(runs, key=lambda n: -(_baseline_value(pool, runs[n], objective, self.weights) or -math.inf))
+            if "equal_share" in skip:
+                order.append("equal_share")
+                runs["equal_share"] = _equal_share_allocation(minst)
+            for name in order:
+                if budget.out(pool):
+                    break
+                self.certify(name, plans=name not in PLAN_FREE)
+        elif not lazy:
+            self.late = []
+        budget.plans += pool.plans_made
+
+    def _quick_then_exact(self) -> None:
+        """Lazy, objectives but maxmin: one datacenter and the static split by the pricing planner
+        (an incumbent within seconds), then every baseline exactly, as it runs alone."""
+        pool, budget, objective = self.pool, self.budget, self.objective
         pool.fast = True
         if objective in ("deadline", "cost"):
             # the least slices meeting each deadline (.deadline), by the pricing planner, first,
             # until DEADLINE_EARLY of the time limit has passed: the columns these objectives pack
             def early(*args, **kw):
-                return None if budget.left() < (1 - DEADLINE_EARLY) * budget.limit else make(*args, **kw)
+                return None if budget.left() < (1 - DEADLINE_EARLY) * budget.limit else self.make(*args, **kw)
 
-            price_deadline(minst, pool, state["best"], objective, early)
+            price_deadline(self.minst, pool, self.state["best"], objective, early)
             if pool.columns:
-                master()
-            log.info("multiplan: deadline columns: %d columns from %d plans (%.1f s)%s", len(pool.columns),
-                     pool.plans_made, time.perf_counter() - t0, "" if state["best"] is None else
-                     f", incumbent {state['best'].value:.6g}")
+                self.master()
+            self.log_progress("deadline columns")
         for name in QUICK_BASELINES:
             if name == "one_datacenter" and objective in ("deadline", "cost"):
                 continue  # the deadline columns hold the least one-domain slices already
             if not budget.out(pool):
-                quick_baseline(name)
+                self.quick_baseline(name)
         pool.fast = False
         for name in BASELINE_ORDER:
-            if (name in FIRST_BASELINES or baselines) and not budget.out(pool):
-                quick_baseline(name)
-        late = []
-    for name in (FIRST_BASELINES if lazy else BASELINE_ORDER) if objective == "maxmin" or not lazy else ():
-        if (name not in FIRST_BASELINES and not baselines) or (not deterministic and budget.out(pool)) \
-                or name in skip:
-            continue
-        if lazy and name == "static_split" and state["best"] is not None:
-            why = _static_split_bound(minst, pool, weights, state["best"])
-            skip.add(name)
-            if why:
-                log.info("multiplan: baseline static_split certified (%s)", why)
-            else:  # its plans span datacenters: after the rounds, with the other plan-dependent ones
-                late.insert(0, name)
-            continue
-        quick_baseline(name)
-    if lazy and objective == "maxmin":
-        order = sorted(runs, key=lambda n: -(_baseline_value(pool, runs[n], objective, weights) or -math.inf))
-        if "equal_share" in skip:
-            order.append("equal_share")
-            runs["equal_share"] = _equal_share_allocation(minst)
-        for name in order:
-            if budget.out(pool):
-                break
-            certify(name, plans=name not in PLAN_FREE)
-    elif not lazy:
-        late = []
-    budget.plans += pool.plans_made
-    for j, p in enumerate(_reference_plans_known(minst, solver)):  # each job's reference plan: no new plan
-        if p is not None and (deterministic or not budget.out(pool)):  # (one evaluation each)
-            used = {d: n for d, n in p.gpus_per_domain().items() if n}
-            quota = minst.jobs[j].max_gpus
-            if set(used) <= set(minst.allowed(j)) and (quota is None or sum(used.values()) <= quota):
-                pool.add(pool.score(j, used, {k: 1.0 for k in cap.links}, {d: 1.0 for d in used},
-                                    pool.as_job(p, j), "reference"))
-    pool.fast = solver == "greedy"  # the pricing planner from here on; chosen columns re-planned exactly
-    W = sum(weights)
-    first = range(J)
-    if lazy and objective == "maxmin" and state["best"] is not None:  # the jobs the incumbent holds lowest
-        inc = state["best"]
-        vals = {j: pool.columns[k].rho / weights[j] for j, k in enumerate(inc.choice) if k is not None}
-        first = [j for j in range(J) if vals.get(j, 0.0) <= FIRST_LOW * inc.value]
-    for j in first:
-        f = weights[j] / W
-        make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
-             {k: f for k in cap.links}, None, source="weight_share")
-    for j in first:  # alone in each of its two largest domains
-        big = sorted(minst.allowed(j), key=lambda d: (-minst.domains[minst.domain_names.index(d)].gpus,
-                                                        minst.domain_names.index(d)))[:2]
-        for d in big:
-            make(j, {d: minst.domains[minst.domain_names.index(d)].gpus}, {}, None, source="one_domain")
-    log.info("multiplan: %d first columns from %d plans (%.1f s)", len(pool.columns), pool.plans_made,
-             time.perf_counter() - t0)
+            if (name in FIRST_BASELINES or self.baselines) and not budget.out(pool):
+                self.quick_baseline(name)
+        self.late = []
 
-    # -- 2. rounds ---------------------------------------------------------------
-    bound = multi_bound(minst, objective, refs)
-    master_lp = None
-    rounds = 0
-    status = "heuristic"
-    seen = -1  # the columns the last master saw
-    probed = None  # the incumbent's value when the converged rounds last probed above it
-    while True:
-        if rounds and budget.out(pool) and len(pool.columns) == seen:
+    def first_columns(self) -> None:
+        """Each job's reference plan (no new plan), then, for the jobs the incumbent holds lowest
+        (maxmin, lazy; else every job), its weight's share of everything and each of its two
+        largest domains alone."""
+        minst, pool, cap, weights = self.minst, self.pool, self.cap, self.weights
+        for j, p in enumerate(_reference_plans_known(minst, self.solver)):  # each job's reference plan
+            if p is not None and (self.deterministic or not self.budget.out(pool)):  # (one evaluation each)
+                used = {d: n for d, n in p.gpus_per_domain().items() if n}
+                quota = minst.jobs[j].max_gpus
+                if set(used) <= set(minst.allowed(j)) and (quota is None or sum(used.values()) <= quota):
+                    pool.add(pool.score(j, used, {k: 1.0 for k in cap.links}, {d: 1.0 for d in used},
+                                        pool.as_job(p, j), "reference"))
+        pool.fast = self.solver == "greedy"  # the pricing planner from here on; chosen columns re-planned exactly
+        W = sum(weights)
+        first = range(len(minst.jobs))
+        if self.lazy and self.objective == "maxmin" and self.state["best"] is not None:
+            inc = self.state["best"]  # the jobs the incumbent holds lowest
+            vals = {j: pool.columns[k].rho / weights[j] for j, k in enumerate(inc.choice) if k is not None}
+            first = [j for j in range(len(minst.jobs)) if vals.get(j, 0.0) <= FIRST_LOW * inc.value]
+        for j in first:
+            f = weights[j] / W
+            self.make(j, {d.name: int(f * d.gpus) for d in minst.domains if d.name in minst.allowed(j)},
+                      {k: f for k in cap.links}, None, source="weight_share")
+        for j in first:  # alone in each of its two largest domains
+            big = sorted(minst.allowed(j), key=lambda d: (-minst.domains[minst.domain_names.index(d)].gpus,
+                                                            minst.domain_names.index(d)))[:2]
+            for d in big:
+                self.make(j, {d: minst.domains[minst.domain_names.index(d)].gpus}, {}, None, source="one_domain")
+        log.info("multiplan: %d first columns from %d plans (%.1f s)", len(pool.columns), pool.plans_made,
+                 time.perf_counter() - self.t0)
+
+    def rounds(self) -> str:
+        """2. Rounds of master, LP and pricing (polish, deadline columns, the LP's prices; when
+        converged, one probe above the incumbent), the late certificates and baselines, until no
+        new column comes or the budget ends; the status."""
+        minst, pool, budget, objective, weights, cap = (self.minst, self.pool, self.budget, self.objective,
+                                                        self.weights, self.cap)
+        self.bound = multi_bound(minst, objective, self.refs)
+        status = "heuristic"
+        seen = -1  # the columns the last master saw
+        probed = None  # the incumbent's value when the converged rounds last probed above it
+        pending = self.pending
+        while True:
+            if self.n_rounds and budget.out(pool) and len(pool.columns) == seen:
+                return budget.reason
+            seen = len(pool.columns)
+            res = self.master()
+            best = self.state["best"]
+            t_lp = time.perf_counter()
+            lp = solve_lp(pool.columns, weights, cap, objective)
+            self.state["lp_s"] = time.perf_counter() - t_lp
+            self.master_lp = lp.value
+            self.n_rounds += 1
+            log.info("multiplan round %d: %d columns, master %s, LP %s (%.1f s)", self.n_rounds, len(pool.columns),
+                     None if res.value is None else f"{res.value:.6g}",
+                     None if lp.value is None else f"{lp.value:.6g}", time.perf_counter() - self.t0)
+            if best is not None and gap_of(best.value, self.bound) is not None \
+                    and gap_of(best.value, self.bound) <= 1e-9:
+                return status  # the bound is reached: no column can do better
+            converged = objective == "maxmin" and best is not None and lp.value is not None \
+                and lp.value <= best.value * (1 + LP_TOL)  # no mix of these columns beats one column per job
+            if pending and not budget.out(pool) and (converged or budget.left() <= CERTIFY_AT * budget.limit):
+                names, pending[:] = list(pending), []
+                for name in names:  # the late certificates (bound first, against the incumbent now)
+                    self.certify(name)
+                continue
+            if budget.out(pool):
+                return budget.reason
+            before = len(pool.columns)
+            if not converged:
+                if best is not None:
+                    _polish(minst, pool, best, objective, weights, budget, self.deterministic)
+                if objective in ("deadline", "cost"):  # the least slices meeting each deadline first
+                    price_deadline(minst, pool, best, objective, self.make, prices=lp.duals)
+                _price(minst, pool, best, lp, objective, weights, cap, self.make)
+            elif probed != best.value:
+                # converged: one probe above the incumbent (rebalanced towards REBALANCE_STEP more);
+                # the rounds go on if it adds columns, end when the value has not moved since the last probe
+                probed = best.value
+                cols = pool.columns
+                picked = {j: (None if k is None else cols[k]) for j, k in enumerate(best.choice)}
+                _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, self.make)
+                _rebalance(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, self.make)
+            if len(pool.columns) == before and pending and not budget.out(pool):
+                names, pending[:] = list(pending), []
+                for name in names:  # stalled: the late certificates first
+                    self.certify(name)
+            while len(pool.columns) == before and self.late and not budget.out(pool):
+                self.late_baseline()
+            if len(pool.columns) == before:
+                return status
+
+    def late_baseline(self) -> None:
+        """Converged, or no new column: the next baseline (pricing planner), certified when it competes."""
+        pool, objective, weights = self.pool, self.objective, self.weights
+        name = self.late.pop(0)
+        if objective == "maxmin":  # scored apart: its columns join only when it competes (certify)
+            scratch = pool.scratch()
+            try:
+                self.runs[name] = BASELINES[name](self.minst, self.refs, pool=scratch, objective=objective)
+            except (InfeasibleError, InputError) as err:
+                log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
+                self.runs[name] = None
+            pool.plans_made += scratch.plans_made
+            v, inc = _baseline_value(scratch, self.runs[name], objective, weights), self.state["best"]
+            log.info("multiplan: quick baseline %s (apart): %s (%.1f s)", name,
+                     None if v is None else f"{v:.6g}", time.perf_counter() - self.t0)
+        else:
+            self.quick_baseline(name)
+            v, inc = _baseline_value(pool, self.runs[name], objective, weights), self.state["best"]
+        if not (objective == "maxmin" and v is not None and inc is not None and v < CERTIFY_SHARE * inc.value):
+            self.certify(name)
+        else:
+            log.info("multiplan: baseline %s left uncertified: %.6g by the pricing planner, below %g x the "
+                     "incumbent", name, v, CERTIFY_SHARE)
+
+    def result(self, status: str, sharing: str, references, ref_s: float):
+        """The incumbent's multi-plan, scored, with its status, bound and the run's figures."""
+        for name in self.pending:
+            log.info("multiplan: baseline %s left uncertified: the time limit came first", name)
+        best, pool, budget = self.state["best"], self.pool, self.budget
+        if best is None:
+            raise InfeasibleError(f"no choice of one column per job is feasible under {self.objective} "
+                                  f"({len(pool.columns)} columns from {pool.plans_made} plans): "
+                                  + _no_choice_reason(self.minst, pool.columns, self.objective))
+        if budget.reason is not None and status == "heuristic":
             status = budget.reason
-            break
-        seen = len(pool.columns)
-        res = master()
-        best = state["best"]
-        t_lp = time.perf_counter()
-        lp = solve_lp(pool.columns, weights, cap, objective)
-        state["lp_s"] = time.perf_counter() - t_lp
-        master_lp = lp.value
-        rounds += 1
-        log.info("multiplan round %d: %d columns, master %s, LP %s (%.1f s)", rounds, len(pool.columns),
-                 None if res.value is None else f"{res.value:.6g}", None if lp.value is None else f"{lp.value:.6g}",
-                 time.perf_counter() - t0)
-        if best is not None and gap_of(best.value, bound) is not None and gap_of(best.value, bound) <= 1e-9:
-            break  # the bound is reached: no column can do better
-        converged = objective == "maxmin" and best is not None and lp.value is not None \
-            and lp.value <= best.value * (1 + LP_TOL)  # no mix of these columns beats one column per job
-        if pending and not budget.out(pool) and (converged or budget.left() <= CERTIFY_AT * budget.limit):
-            names, pending[:] = list(pending), []
-            for name in names:  # the late certificates (bound first, against the incumbent now)
-                certify(name)
-            continue
-        if budget.out(pool):
-            status = budget.reason
-            break
-        before = len(pool.columns)
-        if not converged:
-            if best is not None:
-                _polish(minst, pool, best, objective, weights, budget, deterministic)
-            if objective in ("deadline", "cost"):  # the least slices meeting each deadline first
-                price_deadline(minst, pool, best, objective, make, prices=lp.duals)
-            _price(minst, pool, best, lp, objective, weights, cap, make)
-        elif probed != best.value:
-            # converged: one probe above the incumbent (rebalanced towards REBALANCE_STEP more);
-            # the rounds go on if it adds columns, end when the value has not moved since the last probe
-            probed = best.value
-            cols = pool.columns
-            picked = {j: (None if k is None else cols[k]) for j, k in enumerate(best.choice)}
-            _pack(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
-            _rebalance(minst, pool, picked, weights, best.value * (1 + REBALANCE_STEP), cap, make)
-        if len(pool.columns) == before and pending and not budget.out(pool):
-            names, pending[:] = list(pending), []
-            for name in names:  # stalled: the late certificates first
-                certify(name)
-        while len(pool.columns) == before and late and not budget.out(pool):
-            # converged, or no new column: the next baseline (pricing planner), certified when it competes
-            name = late.pop(0)
-            if objective == "maxmin":  # scored apart: its columns join only when it competes (certify)
-                scratch = pool.scratch()
-                try:
-                    runs[name] = BASELINES[name](minst, refs, pool=scratch, objective=objective)
-                except (InfeasibleError, InputError) as err:
-                    log.info("multiplan: baseline %s gave no multi-plan: %s", name, err)
-                    runs[name] = None
-                pool.plans_made += scratch.plans_made
-                v, inc = _baseline_value(scratch, runs[name], objective, weights), state["best"]
-                log.info("multiplan: quick baseline %s (apart): %s (%.1f s)", name,
-                         None if v is None else f"{v:.6g}", time.perf_counter() - t0)
-            else:
-                quick_baseline(name)
-                v, inc = _baseline_value(pool, runs[name], objective, weights), state["best"]
-            if not (objective == "maxmin" and v is not None and inc is not None and v < CERTIFY_SHARE * inc.value):
-                certify(name)
-            else:
-                log.info("multiplan: baseline %s left uncertified: %.6g by the pricing planner, below %g x the "
-                         "incumbent", name, v, CERTIFY_SHARE)
-        if len(pool.columns) == before:
-            break
-    for name in pending:
-        log.info("multiplan: baseline %s left uncertified: the time limit came first", name)
-    best = state["best"]
-    if best is None:
-        raise InfeasibleError(f"no choice of one column per job is feasible under {objective} "
-                              f"({len(pool.columns)} columns from {pool.plans_made} plans)")
-    if budget.reason is not None and status == "heuristic":
-        status = budget.reason
-    cols = [None if k is None else pool.columns[k] for k in best.choice]
-    mp = assemble(minst, objective, cols, refs, equal_tput)
-    extra = {"master_lp": master_lp, "master_value": best.value, "columns": len(pool.columns), "rounds": rounds,
-             "plans_made": pool.plans_made, "column_solver": solver, "references_given": bool(references)}
-    if not deterministic:  # a time: not in a deterministic run's document
-        extra["references_s"] = round(ref_s, 3)
-    return _finish(minst, mp, objective, sharing, refs, status, extra, t0, bound)
+        cols = [None if k is None else pool.columns[k] for k in best.choice]
+        mp = assemble(self.minst, self.objective, cols, self.refs, self.equal_tput)
+        extra = {"master_lp": self.master_lp, "master_value": best.value, "columns": len(pool.columns),
+                 "rounds": self.n_rounds, "plans_made": pool.plans_made, "column_solver": self.solver,
+                 "references_given": bool(references)}
+        if not self.deterministic:  # a time: not in a deterministic run's document
+            extra["references_s"] = round(ref_s, 3)
+        return _finish(self.minst, mp, self.objective, sharing, self.refs, status, extra, self.t0, self.bound)
+
+
+def _no_choice_reason(minst, columns, objective: str) -> str:
+    """Why no column per job is feasible together: the jobs without a column (under ``cost``:
+    without one meeting its deadline, with the fastest one's completion), else the cluster."""
+    why = []
+    for j, spec in enumerate(minst.jobs):
+        own = [c for c in columns if c.job == j]
+        if not own:
+            why.append(f"job {spec.name!r} has no plan on any slice tried")
+        elif objective == "cost" and not any(c.deadline_met for c in own):
+            fastest = min(c.completion_s for c in own)
+            why.append(f"job {spec.name!r} meets its deadline of {spec.deadline_hours:g} h in none of its {len(own)} "
+                       f"columns (the fastest finishes in {fastest / 3600.0:.3g} h)")
+    if not why:
+        return ("every job has a column" + (" meeting its deadline" if objective == "cost" else "")
+                + ", but none of their combinations fits the cluster's GPUs and links at once")
+    hint = "; objective deadline admits the jobs that can meet theirs" if objective == "cost" else ""
+    return "; ".join(why) + hint
 
 
 def _polish(minst, pool, best, objective, weights, budget, deterministic) -> None:
