@@ -421,7 +421,6 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
         raise InputError(f"top level solver {top!r}: choose milp or cpsat", "top")
     t0 = time.perf_counter()
     budget = 60.0 if time_limit is None else float(time_limit)
-    kind = instance.options.objective
     forbid = tuple(forbid or ())
     pins = dict(stages=stages, replicas=replicas, tp=tp, micro_batch_size=micro_batch_size, schedule=schedule)
     names = [d for d in instance.domain_names if d not in set(forbid)]
@@ -433,30 +432,14 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
     bound_aggs, plan_aggs = aggregate(instance, gs, tps), aggregate(instance, gs, tps, optimistic=False)
     log.info("hier: %d domains in %d groups (%s); %d tensor-parallel class%s", len(names), len(gs),
              ", ".join(str(len(g)) for g in gs), len(bound_aggs), "es" if len(bound_aggs) != 1 else "")
-
-    candidates: list[tuple[str, Plan, float]] = []  # (who, plan, simulated objective)
-
-    def offer(who: str, p: Plan, until: float | None = None) -> float:
-        """Add a real plan to the candidates; its simulated objective (inf: rejected).  Past
-        ``until`` (default: the end of the budget; never with ``deterministic``) a plan is
-        not simulated once there is a candidate: a simulation of a deep pipeline takes
-        tenths of a second, and a run of them overran the limit."""
-        if not plan_matches(p, pins, forbid):
-            return math.inf
-        if candidates and not deterministic and time.perf_counter() > (t0 + budget if until is None else until):
-            return math.inf
-        val = simulated_score(instance, p)
-        if val is None:
-            return math.inf
-        candidates.append((who, p, val))
-        return val
+    cands = _Candidates(instance, pins, forbid, deterministic, t0 + budget)
 
     # greedy: a candidate (the result never simulates slower than it), and the shape the
     # representative top level searches around
     plan_pins = {k: v for k, v in pins.items() if v is not None}
     try:
         g = greedy(instance, time_limit=None if deterministic else max(0.5, GREEDY_SHARE * budget), seed=seed)
-        offer("greedy", g)
+        cands.offer("greedy", g)
         for key, value in (("tp", g.tp), ("micro_batch_size", g.micro_batch_size), ("stages", g.num_stages)):
             plan_pins.setdefault(key, value)
     except TimeLimitError:
@@ -465,16 +448,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
         if not forbid:
             raise  # no plan at all (greedy is complete on feasibility)
 
-    # top level: per tensor-parallel class, the representative instance for a plan, the
-    # optimistic one for a bound (and a plan too), each with the exact planner
     top_share = TOP_SHARE if polish else 0.9  # without the annealing, nearly all the time
-    top_end = t0 + top_share * budget
-    lines: list[str] = []
-    class_bounds: list[float] = []
-    timed_out = False
-    top_name = "cpsat" if deterministic else top
-    solve = _top_solver(top_name)
-    runs = [(agg, rep) for agg, rep in zip(bound_aggs, plan_aggs)]
     opts = dict(seed=seed, gap=gap, polish=False)
     if deterministic:
         opts.update(deterministic=True, workers=1)
@@ -482,6 +456,86 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
         opts.update(threads=1) if top == "milp" else opts.update(workers=1)
     if executor is not None:
         opts.update(executor=executor, address=address, jobs=jobs)
+    lines, class_bounds, timed_out = _top_level(instance, list(zip(bound_aggs, plan_aggs)), cands, pins, plan_pins,
+                                                "cpsat" if deterministic else top, opts, type_aware,
+                                                t0 + top_share * budget, top_share, budget, deterministic)
+    if not cands.items:
+        if all(b == math.inf for b in class_bounds):
+            raise InfeasibleError(f"instance {instance.name} has no feasible plan"
+                                  + (" with the pinned choices" if any(v is not None for v in pins.values())
+                                     or forbid else ""),
+                                  ["the aggregated instance of every tensor-parallel class has no plan, and "
+                                   "every real plan maps to one of them"])
+        raise InfeasibleError(f"instance {instance.name}: hier found no plan ({'; '.join(lines) or 'no top level'})")
+    low = min(c[2] for c in cands.items)
+    who, best, best_val = next(c for c in cands.items if c[2] <= low * (1 + 1e-9))
+    log.info("hier: best start from %s, simulated %.6g", who, best_val)
+
+    # the bound: the top level's (smallest over its classes) and the analytic one
+    bound = min(class_bounds) if class_bounds else 0.0
+    if not math.isfinite(bound):
+        bound = 0.0
+    bound = max(bound, objective_lower_bound(instance))
+
+    if polish and not stop.requested():
+        who, best, best_val = _polish_best(instance, who, best, best_val, bound, t0 + budget, budget, gap, seed,
+                                           deterministic, forbid, stages, schedule)
+
+    # figures: gap on the returned plan's T_est
+    objective = score(instance, best)
+    if isinstance(best.schedule, str):  # an explicit schedule is outside the space the bound covers
+        bound = min(bound, objective)
+    gap_now = 0.0 if objective <= 0 else max(0.0, (objective - bound) / objective)
+    if objective < bound:  # an explicit schedule, faster than the named optimum: no gap to report
+        gap_now = None
+    status = gap_claim(gap_now, gap) or stop.requested() or ("time_limit" if timed_out else "feasible")
+    pinned = any(v is not None for v in (stages, replicas, tp, micro_batch_size, schedule)) or bool(forbid)
+    info = SolverInfo(name="hier", status=status, objective=objective, bound=bound, gap=gap_now,
+                      time_s=time.perf_counter() - t0, incumbent=who, requested_gap=gap,
+                      estimate_family=estimate_family(instance, schedule, pinned),
+                      groups=[_group_name(instance, g) for g in gs], top_level=lines)
+    log.info("hier: %s from %s, simulated %.6g, T_est %.6g, bound %.6g, gap %.2f%%", status, who, best_val,
+             objective, bound, 100 * (gap_now or 0.0))
+    # these are claims on T_est over plans with a named schedule: planner.solvers.registry.finish
+    # moves them to estimate_* and claims the instance's bound, valid for any schedule
+    return best.model_copy(update={"solver": info, "predicted": None})
+
+
+class _Candidates:
+    """Real plans offered by every step, ``items`` (who, plan, simulated objective)."""
+
+    def __init__(self, instance, pins: dict, forbid, deterministic: bool, end: float):
+        self.instance, self.pins, self.forbid, self.deterministic, self.end = instance, pins, forbid, deterministic, end
+        self.items: list[tuple[str, Plan, float]] = []
+
+    def offer(self, who: str, p: Plan, until: float | None = None) -> float:
+        """Add a real plan to the candidates; its simulated objective (inf: rejected).  Past
+        ``until`` (default: the end of the budget; never with ``deterministic``) a plan is
+        not simulated once there is a candidate: a simulation of a deep pipeline takes
+        tenths of a second, and a run of them overran the limit."""
+        if not plan_matches(p, self.pins, self.forbid):
+            return math.inf
+        if self.items and not self.deterministic and time.perf_counter() > (self.end if until is None else until):
+            return math.inf
+        val = simulated_score(self.instance, p)
+        if val is None:
+            return math.inf
+        self.items.append((who, p, val))
+        return val
+
+
+def _top_level(instance, runs: list, cands: _Candidates, pins: dict, plan_pins: dict, top_name: str, opts: dict,
+               type_aware, top_end: float, top_share: float, budget: float,
+               deterministic: bool) -> tuple[list[str], list[float], bool]:
+    """The top level: per tensor-parallel class (``runs``: its optimistic and representative
+    aggregates), the representative instance for a plan (around ``plan_pins``, from greedy's
+    starts), the optimistic one for a bound (and a plan too), each with the exact planner
+    ``top_name`` until ``top_end`` (deterministic: ``top_share`` of ``budget`` seconds in all); every plan
+    disaggregated and offered.  Returns (the log lines, each class's proven bound, timed out)."""
+    lines: list[str] = []
+    class_bounds: list[float] = []
+    timed_out = False
+    solve = _top_solver(top_name)
     weight_left = float(len(runs))  # each class: PLAN_WEIGHT for the plan, the rest for the bound
     for i, (agg, rep) in enumerate(runs):
         what = f"tp {','.join(map(str, agg.tps))}"
@@ -497,7 +551,7 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
             weight_left -= weight
             start = None
             if role == "plan":  # greedy's best plans of distinct shapes on the aggregate, then its best shape
-                found, start = _plan_starts(instance, a, pins, lambda who, q: offer(who, q, until=top_end),
+                found, start = _plan_starts(instance, a, pins, lambda who, q: cands.offer(who, q, until=top_end),
                                             f"top-start{i}" if len(runs) > 1 else "top-start",
                                             None if deterministic else 0.3 * share)
                 role_pins = found or role_pins
@@ -526,67 +580,36 @@ def hier(instance, time_limit: float | None = 60.0, seed: int = 0, gap: float = 
                 if a.bounds and info.bound is not None:
                     proven = info.bound
             for k, p in enumerate(disaggregate(instance, a, res)):
-                offer(f"top-{role}{i}.{k}" if len(runs) > 1 else f"top-{role}.{k}", p)
+                cands.offer(f"top-{role}{i}.{k}" if len(runs) > 1 else f"top-{role}.{k}", p)
         class_bounds.append(proven)
-    if not candidates:
-        if all(b == math.inf for b in class_bounds):
-            raise InfeasibleError(f"instance {instance.name} has no feasible plan"
-                                  + (" with the pinned choices" if any(v is not None for v in pins.values())
-                                     or forbid else ""),
-                                  ["the aggregated instance of every tensor-parallel class has no plan, and "
-                                   "every real plan maps to one of them"])
-        raise InfeasibleError(f"instance {instance.name}: hier found no plan ({'; '.join(lines) or 'no top level'})")
-    low = min(c[2] for c in candidates)
-    who, best, best_val = next(c for c in candidates if c[2] <= low * (1 + 1e-9))
-    log.info("hier: best start from %s, simulated %.6g", who, best_val)
+    return lines, class_bounds, timed_out
 
-    # the bound: the top level's (smallest over its classes) and the analytic one
-    bound = min(class_bounds) if class_bounds else 0.0
-    if not math.isfinite(bound):
-        bound = 0.0
-    bound = max(bound, objective_lower_bound(instance))
 
-    # polish: annealing on the real instance (briefly when the start's T_est is proven optimal)
-    if polish and not stop.requested():
-        left = t0 + budget - 0.2 - time.perf_counter()
-        share = (1 - TOP_SHARE) * budget
-        if score(instance, best) * (1 - gap) <= bound + 1e-12:
-            left, share = min(left, PROVEN_SHARE * budget), PROVEN_SHARE * budget
-        anneal_pins = {k: v for k, v in (("stages", stages), ("schedule", schedule)) if v is not None}
-        if schedule is None and (left > 0.4 or deterministic):  # 1f1b with deeper warm-ups first (cheap)
-            t1 = time.perf_counter()
-            tuned = tune_inflight(instance, best, time_limit=None if deterministic else TUNE_SHARE * left,
-                                  max_evals=100 + 20 * best.num_stages if deterministic else None)
-            left -= time.perf_counter() - t1
-            if tuned is not best:
-                val = simulated_score(instance, tuned)
-                if val is not None and val < best_val * (1 - 1e-12):
-                    who, best, best_val = f"{who}+inflight", tuned, val
-        if left > 0.2 or deterministic:
-            out = anneal(instance, best, time_limit=max(0.2, left) if not deterministic else None, seed=seed,
-                         max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
-                         forbid=forbid, **anneal_pins)
-            if out.solver.end_s < best_val * (1 - 1e-12):
-                who, best, best_val = f"{who}+anneal", out, out.solver.end_s
-
-    # figures: gap on the returned plan's T_est
-    objective = score(instance, best)
-    if isinstance(best.schedule, str):  # an explicit schedule is outside the space the bound covers
-        bound = min(bound, objective)
-    gap_now = 0.0 if objective <= 0 else max(0.0, (objective - bound) / objective)
-    if objective < bound:  # an explicit schedule, faster than the named optimum: no gap to report
-        gap_now = None
-    status = gap_claim(gap_now, gap) or stop.requested() or ("time_limit" if timed_out else "feasible")
-    pinned = any(v is not None for v in (stages, replicas, tp, micro_batch_size, schedule)) or bool(forbid)
-    info = SolverInfo(name="hier", status=status, objective=objective, bound=bound, gap=gap_now,
-                      time_s=time.perf_counter() - t0, incumbent=who, requested_gap=gap,
-                      estimate_family=estimate_family(instance, schedule, pinned),
-                      groups=[_group_name(instance, g) for g in gs], top_level=lines)
-    log.info("hier: %s from %s, simulated %.6g, T_est %.6g, bound %.6g, gap %.2f%%", status, who, best_val,
-             objective, bound, 100 * (gap_now or 0.0))
-    # these are claims on T_est over plans with a named schedule: planner.solvers.registry.finish
-    # moves them to estimate_* and claims the instance's bound, valid for any schedule
-    return best.model_copy(update={"solver": info, "predicted": None})
+def _polish_best(instance, who: str, best: Plan, best_val: float, bound: float, end: float, budget: float,
+                 gap: float, seed: int, deterministic: bool, forbid, stages, schedule) -> tuple[str, Plan, float]:
+    """Polish: 1f1b with deeper warm-ups, then the annealing on the real instance until ``end``
+    (briefly when the start's T_est is proven optimal); (who, plan, simulated objective)."""
+    left = end - 0.2 - time.perf_counter()
+    share = (1 - TOP_SHARE) * budget
+    if score(instance, best) * (1 - gap) <= bound + 1e-12:
+        left, share = min(left, PROVEN_SHARE * budget), PROVEN_SHARE * budget
+    anneal_pins = {k: v for k, v in (("stages", stages), ("schedule", schedule)) if v is not None}
+    if schedule is None and (left > 0.4 or deterministic):  # 1f1b with deeper warm-ups first (cheap)
+        t1 = time.perf_counter()
+        tuned = tune_inflight(instance, best, time_limit=None if deterministic else TUNE_SHARE * left,
+                              max_evals=100 + 20 * best.num_stages if deterministic else None)
+        left -= time.perf_counter() - t1
+        if tuned is not best:
+            val = simulated_score(instance, tuned)
+            if val is not None and val < best_val * (1 - 1e-12):
+                who, best, best_val = f"{who}+inflight", tuned, val
+    if left > 0.2 or deterministic:
+        out = anneal(instance, best, time_limit=max(0.2, left) if not deterministic else None, seed=seed,
+                     max_evals=max(50, int(EVALS_PER_S * share)) if deterministic else None,
+                     forbid=forbid, **anneal_pins)
+        if out.solver.end_s < best_val * (1 - 1e-12):
+            who, best, best_val = f"{who}+anneal", out, out.solver.end_s
+    return who, best, best_val
 
 
 def _plan_starts(instance, agg: Aggregate, pins: dict, offer, who: str, time_limit: float | None) -> dict:
