@@ -816,7 +816,7 @@ class _Shape:
         if not np.isfinite(V0):
             return None
         if R * S <= self.slots_one:
-            value, wan = V0, 0.0
+            value = V0
         else:
             need = S - unsplit  # stages that must cross: (a) certainly holds when >= 1
             alts = []
@@ -843,7 +843,7 @@ class _Shape:
                         (max(lower, tb), 2.0 * fig.gbs * fig.s * float(out_cut.min()))]
             if not alts:
                 return None
-            value, wan = min(alts)
+            value = min(alts)[0]  # the smaller bound on T (ties: the less WAN)
             if objective == "cost":
                 value = min(self._priced(a, S) + w * fig.instance.options.wan_price_per_gb / 1e9 for a, w in alts)
         if objective == "cost" and R * S <= self.slots_one:
