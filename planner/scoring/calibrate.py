@@ -413,13 +413,48 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
     if not runs and not transfers:
         raise InputError("no measurements: give measured runs (plan, seconds) and/or transfers", "runs")
     _check(instance, runs, transfers)
+    net_values, fitted, unchanged, notes = _fit_network(instance, transfers)  # 1. the network
+    start = _with_figures(instance, net_values) if net_values else instance
+    final_values = dict(net_values)
+    if runs:  # 2. compute from the runs, on that network
+        values, more_fitted, more_unchanged = _fit_compute(instance, start, runs)
+        final_values.update(values)
+        fitted += more_fitted
+        unchanged += more_unchanged
+    else:
+        for fld in ("gpu.mfu", "gpu.unit_overhead_ms"):
+            unchanged.append(Unchanged(fld, fld, getattr(instance.gpu, fld.split(".")[1]), "no runs given"))
+
+    result = _with_figures(instance, final_values) if final_values else instance
+    before_r = _start_times(instance, runs) if runs else np.array([])
+    after_r = _start_times(result, runs) if runs else np.array([])
+    rows: list[Row] = []  # measured against modelled, before and after
+    for r, b, a in zip(runs, before_r, after_r):
+        rows.append(Row("run", r.label or r.where, r.seconds, float(b), float(a)))
+    if transfers:
+        nb = _Network(instance, transfers).times(*_instance_network(instance))
+        na = _Network(result, transfers).times(*_instance_network(result))
+        for t, b, a in zip(transfers, nb, na):
+            rows.append(Row("transfer", t.label, t.seconds, float(b), float(a)))
+
+    def rms(vals):
+        vals = np.array(vals, dtype=float)
+        return float(np.sqrt(np.mean(vals ** 2))) if len(vals) else 0.0
+
+    order = {f: i for i, f in enumerate(_field_order(instance))}
+    fitted.sort(key=lambda f: order.get(f.field, len(order)))
+    unchanged.sort(key=lambda u: order.get(u.field, len(order)))
+    return Calibration(result, tuple(fitted), tuple(unchanged), tuple(rows),
+                       rms([r.residual_before for r in rows]), rms([r.residual_after for r in rows]), tuple(notes))
+
+
+def _fit_network(instance, transfers: list[Transfer]):
+    """Step 1 of :func:`calibrate`: link bandwidths (per direction; the smaller kept), uplinks
+    and latencies fitted to ``transfers``; returns (the fitted values by field, the
+    :class:`Figure` rows, the :class:`Unchanged` rows with their reasons, notes)."""
     fitted: list[Figure] = []
     unchanged: list[Unchanged] = []
     notes: list[str] = []
-    rows: list[Row] = []
-    start = instance
-
-    # 1. the network from the transfers ------------------------------------------
     net_values: dict[str, float | None] = {}
     measured_links: set[int] = set()
     if transfers:
@@ -537,7 +572,6 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
                 net_values[p.field] = values[k]
                 fitted.append(Figure(p.field, p.label, instance.domains[p.key].uplink_gbps, float(values[k]),
                                      "Gbit/s", "transfers"))
-        start = _with_figures(instance, net_values) if net_values else instance
         if not any(t.group for t in transfers):
             notes.append("no transfer has a group: uplinks need transfers measured together (the group column)")
     for li, link in enumerate(instance.links):
@@ -554,65 +588,48 @@ def calibrate(instance, runs, transfers=None) -> Calibration:
                                        "no transfers out of or into it measured together (a group of 2 or more: "
                                        "an uplink caps a domain's total, so only concurrent transfers show it)"
                                        if transfers else "no transfers given"))
+    return net_values, fitted, unchanged, notes
 
-    # 2. compute from the runs, on that network --------------------------------------
-    final_values = dict(net_values)
-    if runs:
-        if start.gpus is not None:
-            raise InputError("fitting mfu and unit_overhead_ms of an instance with [[gpus]] types is not "
-                             "supported yet (SPEC v3 (g)); calibrate the network alone, without runs", "gpus")
-        gpu = start.gpu
-        measured_r = np.array([r.seconds for r in runs])
-        for r, t in zip(runs, _start_times(start, runs)):
-            if not math.isfinite(t):
-                raise InputError(f"plan {r.label}: its simulated iteration time is not finite (a link it uses "
-                                 "is down, or its schedule deadlocks)", r.where or "runs", r.source or None)
-        params = [_Param("gpu.mfu", "gpu.mfu", gpu.mfu, 1e-9, 1.0, gpu.mfu, "mfu", "runs"),
-                  _Param("gpu.unit_overhead_ms", "gpu.unit_overhead_ms", gpu.unit_overhead_ms, 0.0,
-                         L.MAX_UNIT_OVERHEAD_MS, max(gpu.unit_overhead_ms, 0.1), "overhead", "runs")]
 
-        def at(values):
-            new_gpu = gpu.model_copy(update={"mfu": float(values[0]), "unit_overhead_ms": float(values[1])})
-            new = start.model_copy(update={"gpu_table": new_gpu})  # the network (and its routes) as in ``start``
-            new.__dict__.pop("gpu_types", None)  # derived from the GPU tables: recomputed
-            return new
+def _fit_compute(instance, start, runs: list[Run]):
+    """Step 2 of :func:`calibrate`: ``mfu`` and ``unit_overhead_ms`` fitted to ``runs`` on
+    ``start`` (``instance`` with step 1's network); returns (the fitted values by field, the
+    :class:`Figure` rows, the :class:`Unchanged` rows with their reasons)."""
+    final_values: dict[str, float] = {}
+    fitted: list[Figure] = []
+    unchanged: list[Unchanged] = []
+    if start.gpus is not None:
+        raise InputError("fitting mfu and unit_overhead_ms of an instance with [[gpus]] types is not "
+                         "supported yet (SPEC v3 (g)); calibrate the network alone, without runs", "gpus")
+    gpu = start.gpu
+    measured_r = np.array([r.seconds for r in runs])
+    for r, t in zip(runs, _start_times(start, runs)):
+        if not math.isfinite(t):
+            raise InputError(f"plan {r.label}: its simulated iteration time is not finite (a link it uses "
+                             "is down, or its schedule deadlocks)", r.where or "runs", r.source or None)
+    params = [_Param("gpu.mfu", "gpu.mfu", gpu.mfu, 1e-9, 1.0, gpu.mfu, "mfu", "runs"),
+              _Param("gpu.unit_overhead_ms", "gpu.unit_overhead_ms", gpu.unit_overhead_ms, 0.0,
+                     L.MAX_UNIT_OVERHEAD_MS, max(gpu.unit_overhead_ms, 0.1), "overhead", "runs")]
 
-        def residuals_r(values):
-            return _run_times(at(values), runs) / measured_r - 1
+    def at(values):
+        new_gpu = gpu.model_copy(update={"mfu": float(values[0]), "unit_overhead_ms": float(values[1])})
+        new = start.model_copy(update={"gpu_table": new_gpu})  # the network (and its routes) as in ``start``
+        new.__dict__.pop("gpu_types", None)  # derived from the GPU tables: recomputed
+        return new
 
-        values, kept, dropped = _fit(residuals_r, params, [0, 1], "runs", len(runs))
-        for k in kept:
-            p = params[k]
-            final_values[p.field] = float(values[k])
-            fitted.append(Figure(p.field, p.label, getattr(instance.gpu, p.field.split(".")[1]), float(values[k]),
-                                 "" if p.kind == "mfu" else "ms", "runs"))
-        for k, others in dropped.items():
-            p = params[k]
-            unchanged.append(Unchanged(p.field, p.label, p.start, _why(p, [params[o] for o in others])))
-    else:
-        for fld in ("gpu.mfu", "gpu.unit_overhead_ms"):
-            unchanged.append(Unchanged(fld, fld, getattr(instance.gpu, fld.split(".")[1]), "no runs given"))
+    def residuals_r(values):
+        return _run_times(at(values), runs) / measured_r - 1
 
-    result = _with_figures(instance, final_values) if final_values else instance
-    before_r = _start_times(instance, runs) if runs else np.array([])
-    after_r = _start_times(result, runs) if runs else np.array([])
-    for r, b, a in zip(runs, before_r, after_r):
-        rows.append(Row("run", r.label or r.where, r.seconds, float(b), float(a)))
-    if transfers:
-        nb = _Network(instance, transfers).times(*_instance_network(instance))
-        na = _Network(result, transfers).times(*_instance_network(result))
-        for t, b, a in zip(transfers, nb, na):
-            rows.append(Row("transfer", t.label, t.seconds, float(b), float(a)))
-
-    def rms(vals):
-        vals = np.array(vals, dtype=float)
-        return float(np.sqrt(np.mean(vals ** 2))) if len(vals) else 0.0
-
-    order = {f: i for i, f in enumerate(_field_order(instance))}
-    fitted.sort(key=lambda f: order.get(f.field, len(order)))
-    unchanged.sort(key=lambda u: order.get(u.field, len(order)))
-    return Calibration(result, tuple(fitted), tuple(unchanged), tuple(rows),
-                       rms([r.residual_before for r in rows]), rms([r.residual_after for r in rows]), tuple(notes))
+    values, kept, dropped = _fit(residuals_r, params, [0, 1], "runs", len(runs))
+    for k in kept:
+        p = params[k]
+        final_values[p.field] = float(values[k])
+        fitted.append(Figure(p.field, p.label, getattr(instance.gpu, p.field.split(".")[1]), float(values[k]),
+                             "" if p.kind == "mfu" else "ms", "runs"))
+    for k, others in dropped.items():
+        p = params[k]
+        unchanged.append(Unchanged(p.field, p.label, p.start, _why(p, [params[o] for o in others])))
+    return final_values, fitted, unchanged
 
 
 def _start_times(instance, runs: list[Run]) -> np.ndarray:
