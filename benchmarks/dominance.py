@@ -24,7 +24,9 @@ the wall clock only a backstop), and auto with ``deterministic=True`` (``--repea
 Each row also names who found auto's
 plan.  ``--save-json`` keeps every figure; ``--parts-from`` reuses the parts' figures of such
 a file (they are deterministic: re-running them only costs time) so a change to auto is
-measured against the same parts.
+measured against the same parts.  ``--resume FILE`` reuses whole (instance, B) records (parts
+and auto) of a ``--save-json`` file of an earlier run cut short, on the same code: only the
+instances it lacks are run (the results file names FILE).
 
     python benchmarks/dominance.py --det-compare --budgets 30 --generated 10 --repeats 1 --name dominance-det
 
@@ -121,6 +123,7 @@ def run_det(inst, solver: str, budget: float, seed: int):
 def det_compare(cases, budgets, args, argv) -> int:
     """The ``--det-compare`` table (see the module docstring)."""
     old = json.loads(Path(args.parts_from).read_text()) if args.parts_from else {}
+    resumed = json.loads(Path(args.resume).read_text()) if args.resume else {}
     head = ("| instance | B | " + " | ".join(DET_PARTS) + " | auto (each repeat) | auto / best part | "
             "best part | auto's plan from | repeats same plan | auto wall s |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -130,13 +133,17 @@ def det_compare(cases, budgets, args, argv) -> int:
         for B in budgets:
             tag = f"{name}@{B:g}"
             parts = {}
-            for s in DET_PARTS:
+            if tag in resumed:  # a whole record of the run cut short
+                parts = {s: tuple(v) for s, v in resumed[tag]["parts"].items()}
+                print(f"{tag}: resumed from {args.resume}", flush=True)
+            for s in (s for s in DET_PARTS if s not in parts):
                 got = old.get(tag, {}).get("parts", {}).get(s)
                 if got is None and args.auto_only:
                     got = (None, None, 0.0, None)  # the parts' figures come from another file (--merge)
                 parts[s] = tuple(got) if got is not None else run_det(inst, s, B, args.seed)
                 print(f"{tag} {s}: {fmt(parts[s][0])} ({parts[s][2]:.1f} s{', reused' if got else ''})", flush=True)
-            autos = [run_det(inst, "auto", B, args.seed) for _ in range(args.repeats)]
+            autos = ([tuple(a) for a in resumed[tag]["auto"]] if tag in resumed
+                     else [run_det(inst, "auto", B, args.seed) for _ in range(args.repeats)])
             print(f"{tag} auto: {', '.join(fmt(a[0]) for a in autos)} ({autos[0][3]})", flush=True)
             record[tag] = {"parts": parts, "auto": autos}
             done = {s: v[0] for s, v in parts.items() if v[0] is not None}
@@ -159,7 +166,9 @@ def det_compare(cases, budgets, args, argv) -> int:
              f"the annealing (B - 1, less the sync share) deterministic seconds, the MILP (1 thread) B deterministic seconds, auto deterministic=True; "
              f"the wall-clock backstop {portfolio.DETERMINISTIC_BACKSTOP:g} x B); "
              "every figure the evaluator's objective (time: T or T_eff / e, seconds; cost instances: cost per "
-             "iteration)" + (f"; the parts' figures from {args.parts_from}" if args.parts_from else "") + ".",
+             "iteration)" + (f"; the parts' figures from {args.parts_from}" if args.parts_from else "")
+             + (f"; the records of {', '.join(t for t in record if t in resumed)} resumed from {args.resume} "
+                "(a run cut short)" if any(t in resumed for t in record) else "") + ".",
              "", *rows, "",
              f"- auto no worse than every part (within {GOAL - 1:.1%}) on {met} of {total} (instance, B) pairs, "
              "in every repeat.",
@@ -237,6 +246,9 @@ def main(argv=None) -> int:
                          "(default portfolio.DETERMINISTIC_BACKSTOP; raise it on a loaded machine)")
     ap.add_argument("--save-json", default=None, help="--det-compare: keep every figure in this file")
     ap.add_argument("--parts-from", default=None, help="--det-compare: the parts' figures from this file")
+    ap.add_argument("--resume", default=None,
+                    help="--det-compare: whole records (parts and auto) from this --save-json file of a run cut "
+                         "short on the same code; only the missing ones are run")
     ap.add_argument("--gen-first", type=int, default=0, help="the first generated instance's seed")
     ap.add_argument("--auto-only", action="store_true",
                     help="--det-compare: run auto only (the parts from --parts-from where given)")
