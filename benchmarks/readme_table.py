@@ -40,7 +40,7 @@ DOMINANCE = ("dominance-det30a", "dominance-det30b", "dominance-det30c", "domina
              "dominance-det60b", "dominance-det60c", "dominance-det60d", "dominance-det60e",
              "dominance-det60f", "dominance-det60g", "dominance-det60h", "dominance-det60i",
              "dominance-det60j", "dominance-det60k", "dominance-det60l", "dominance-det60m",
-             "dominance-det60o", "dominance-det60n")  # the det-compare runs docs/benchmarks.md quotes
+             "dominance-det60o", "dominance-det60n", "dominance-det60p", "dominance-det60t")  # the det-compare runs docs/benchmarks.md quotes
 DET_PICTURE = "dominance-det30.png"  # their picture, under benchmarks/results/
 
 
