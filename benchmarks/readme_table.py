@@ -58,9 +58,14 @@ def _is_cost(name: str) -> bool:
     return planner.load_instance(name).options.objective == "cost"
 
 
+def _command(res: Path, name: str) -> str:
+    """The results file NAME.md's first line, "Command: `...`"."""
+    return (res / f"{name}.md").read_text().splitlines()[0].strip()
+
+
 def _cite(res: Path, name: str, prefix: str = "benchmarks/results/") -> str:
     """'[NAME.md](...) (command: `...`)' for the results file NAME.md."""
-    first = (res / f"{name}.md").read_text().splitlines()[0].strip()  # "Command: `...`"
+    first = _command(res, name)
     return f"[{name}.md]({prefix}{name}.md) ({first[0].lower() + first[1:]})"
 
 
@@ -131,8 +136,8 @@ def det_table(names: list[str], res: Path) -> str:
     for name in names:
         code = next((ln.split(";")[0].split(":", 1)[1].strip() for ln in (res / f"{name}.md").read_text().splitlines()
                      if ln.startswith("Code:")), "?")
-        first = (res / f"{name}.md").read_text().splitlines()[0].strip()  # "Command: `...`"
-        cites.append(f"- [{name}.md](../benchmarks/results/{name}.md), code `{code}`: {first.split(':', 1)[1].strip()}")
+        cites.append(f"- [{name}.md](../benchmarks/results/{name}.md), code `{code}`: "
+                     f"{_command(res, name).split(':', 1)[1].strip()}")
         rows.update(json.loads((res / f"{name}.json").read_text()))
     budgets = sorted({float(k.rsplit("@", 1)[1]) for k in rows})
     out = [f"Each solver alone and `auto` with the same deterministic budget of {', '.join(f'{b:g}' for b in budgets)} s "

@@ -797,8 +797,7 @@ class _Shape:
 
     def _price(self, S: int) -> float:
         """Dollars per second of T: the cheapest R S slots' price (cost instances)."""
-        cand = self.cand
-        return cand.t * float(cand.slot_prices[:cand.R * S].sum()) / 3600.0
+        return self._priced(1.0, S)
 
     def _priced(self, T: float, S: int) -> float:
         """The price of T seconds on the cheapest R S slots (cost instances)."""

@@ -293,6 +293,7 @@ class _ColumnGeneration:
         self.skip: set[str] = set()
         self.master_lp = None
         self.n_rounds = 0
+        self.bound = None  # the multi-job bound (multi_bound), set when the rounds start
 
     def reserve(self) -> float:
         """Seconds kept for the last master and the final evaluation of the incumbent."""
