@@ -211,3 +211,18 @@ def test_readme_headline_and_dominance_tables_match_the_committed_runs():
     assert {r["solver"] for r in rows} == {"greedy", "auto"}
     dom = readme_block(mod, mod.DOM_START, mod.DOM_END, mod.DOM_DOC)
     assert "SPEC v3" in dom and "| instance | B s | greedy | milp | cpsat | anneal | auto |" in dom
+
+
+def test_dominance_goal_counts_worst_repeats_against_the_best_part():
+    """The dominance table's goal line counts an (instance, B) pair as met only when auto's worst
+    repeat is within 0.1% of the best part, packaged and generated instances apart."""
+    mod = benchmark_module("readme_table")
+    rows = {
+        "two-dc@30": {"parts": {"greedy": [12.0], "milp": [11.0], "cpsat": [10.0]}, "auto": [[10.0], [10.009]]},
+        "tiny-3dc@30": {"parts": {"greedy": [1.0], "anneal": [0.5]}, "auto": [[0.5], [0.5006]]},
+        "gen-4dc-s0@30": {"parts": {"greedy": [3.0], "milp": [2.0]}, "auto": [[1.9]]},
+        "gen-4dc-s0@60": {"parts": {"greedy": [3.0], "milp": [2.0]}, "auto": [[None]]},
+    }
+    lines = mod._det_goal(rows, [30.0, 60.0])
+    assert "- B = 30 s: packaged 1 of 2, generated 1 of 1; worse on tiny-3dc" in lines  # 0.5006 > 0.5 x 1.001
+    assert "- B = 60 s: generated 0 of 1; worse on gen-4dc-s0" in lines  # no plan from auto is no pass
